@@ -1,0 +1,229 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Draft token trees: a trie of candidate continuations with scores (DraftTree), and its
+// breadth-first linear form with everything a verifier needs (LinearTree).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <queue>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// A draft tree in breadth-first order, ready for one verification step. Node 0 is the root: the
+/// last token of the sequence, whose KV is not yet cached; nodes 1.. are draft tokens. A parent
+/// always precedes its children, siblings are consecutive and ordered by descending score.
+struct LinearTree {
+  std::vector<Token> tokens;          // [num_nodes] token of each node
+  std::vector<std::int32_t> parent;   // [num_nodes] parent index, -1 for the root
+  std::vector<std::int32_t> depth;    // [num_nodes] 0 for the root
+  std::vector<std::int32_t> first_child;   // [num_nodes] -1 for a leaf
+  std::vector<std::int32_t> next_sibling;  // [num_nodes] -1 for the last sibling
+  std::vector<float> score;           // [num_nodes] accumulated path score (root: 0)
+  std::int32_t mask_words = 0;        // 64-bit words per mask row: ceil(num_nodes / 64)
+  std::vector<std::uint64_t> mask;    // [num_nodes, mask_words] bit j of row i: j is i or an ancestor
+
+  /// Number of nodes, the root included.
+  std::int32_t size() const { return static_cast<std::int32_t>(tokens.size()); }
+  /// Number of draft nodes (the root excluded).
+  std::int32_t num_drafts() const { return size() > 0 ? size() - 1 : 0; }
+  /// Depth of the deepest node (0 for a root-only tree).
+  std::int32_t max_depth() const {
+    return depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end());
+  }
+  /// True when node `i` may attend to node `j` (j is i or one of its ancestors).
+  bool attends(std::int32_t i, std::int32_t j) const {
+    return (mask[static_cast<std::size_t>(i) * mask_words + j / 64] >> (j % 64)) & 1U;
+  }
+
+  /// Resets to a single root node carrying `root`.
+  void reset(Token root) {
+    clear_nodes();
+    add_node(root, -1, 0.0f);
+    finish();
+  }
+
+  /// Appends a node; `parent` must be an existing node. Call finish() after the last one.
+  void add_node(Token token, std::int32_t parent_index, float node_score) {
+    tokens.push_back(token);
+    parent.push_back(parent_index);
+    depth.push_back(parent_index < 0 ? 0 : depth[static_cast<std::size_t>(parent_index)] + 1);
+    score.push_back(node_score);
+  }
+
+  /// Derives the child/sibling arrays and the ancestor mask from `parent`.
+  void finish() {
+    const std::int32_t n = size();
+    first_child.assign(static_cast<std::size_t>(n), -1);
+    next_sibling.assign(static_cast<std::size_t>(n), -1);
+    for (std::int32_t i = n - 1; i >= 1; --i) {  // backwards so that siblings keep their order
+      const auto p = static_cast<std::size_t>(parent[static_cast<std::size_t>(i)]);
+      next_sibling[static_cast<std::size_t>(i)] = first_child[p];
+      first_child[p] = i;
+    }
+    mask_words = (n + 63) / 64;
+    mask.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(mask_words), 0);
+    for (std::int32_t i = 0; i < n; ++i) {
+      std::uint64_t* row = &mask[static_cast<std::size_t>(i) * mask_words];
+      if (i > 0) {  // a parent's row is complete before its children's (parents come first)
+        const std::uint64_t* prow = &mask[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)]) * mask_words];
+        std::copy(prow, prow + mask_words, row);
+      }
+      row[i / 64] |= std::uint64_t{1} << (i % 64);
+    }
+  }
+
+ private:
+  void clear_nodes() {
+    tokens.clear();
+    parent.clear();
+    depth.clear();
+    score.clear();
+  }
+  friend class DraftTree;
+};
+
+/// Readable form for golden tests: one line per node in depth-first order, indented by depth,
+/// `[index] token (score)`.
+inline std::string to_string(const LinearTree& tree) {
+  std::ostringstream os;
+  std::vector<std::int32_t> stack;
+  if (tree.size() > 0) stack.push_back(0);
+  while (!stack.empty()) {
+    const std::int32_t i = stack.back();
+    stack.pop_back();
+    const auto u = static_cast<std::size_t>(i);
+    os << std::string(static_cast<std::size_t>(2 * tree.depth[u]), ' ') << '[' << i << "] "
+       << tree.tokens[u];
+    if (i > 0) os << " (" << tree.score[u] << ')';
+    os << '\n';
+    std::vector<std::int32_t> children;
+    for (std::int32_t c = tree.first_child[u]; c >= 0; c = tree.next_sibling[static_cast<std::size_t>(c)])
+      children.push_back(c);
+    stack.insert(stack.end(), children.rbegin(), children.rend());
+  }
+  return os.str();
+}
+
+/// A trie of candidate continuations of the current sequence. Paths are inserted with scores;
+/// shared prefixes are merged (siblings are distinct tokens) and every node accumulates the scores
+/// of the paths through it, so a node never scores below its descendants.
+class DraftTree {
+ public:
+  DraftTree() { clear(); }
+
+  /// Removes all draft nodes.
+  void clear() {
+    nodes_.assign(1, Node{});
+  }
+
+  /// Number of draft nodes (the implicit root excluded).
+  std::size_t size() const { return nodes_.size() - 1; }
+  bool empty() const { return nodes_.size() == 1; }
+
+  /// Inserts `path` (tokens that follow the root) and adds `score` to every node on it.
+  /// `score` must be finite and non-negative.
+  void insert(std::span<const Token> path, float path_score = 1.0f) {
+    REFDEC_CHECK(std::isfinite(path_score) && path_score >= 0.0f,
+                 "draft path score must be finite and non-negative, got " << path_score);
+    std::int32_t cur = 0;
+    for (const Token t : path) {
+      REFDEC_CHECK(t >= 0, "draft token ids must be non-negative, got " << t);
+      std::int32_t child = nodes_[static_cast<std::size_t>(cur)].first_child;
+      std::int32_t last = -1;
+      while (child >= 0 && nodes_[static_cast<std::size_t>(child)].token != t) {
+        last = child;
+        child = nodes_[static_cast<std::size_t>(child)].next_sibling;
+      }
+      if (child < 0) {
+        child = static_cast<std::int32_t>(nodes_.size());
+        nodes_.push_back(Node{t, 0.0f, -1, -1, nodes_[static_cast<std::size_t>(cur)].depth + 1});
+        if (last < 0)
+          nodes_[static_cast<std::size_t>(cur)].first_child = child;
+        else
+          nodes_[static_cast<std::size_t>(last)].next_sibling = child;
+      }
+      nodes_[static_cast<std::size_t>(child)].score += path_score;
+      cur = child;
+    }
+  }
+
+  /// Cuts the tree to at most `budget` draft nodes, keeping the best-scored ones (a kept node's
+  /// ancestors are always kept; ties go to shallower, then earlier-inserted nodes), and writes
+  /// its breadth-first form with root token `root` into `out`.
+  void linearize(Token root, std::size_t budget, LinearTree& out) const {
+    out.clear_nodes();
+    out.add_node(root, -1, 0.0f);
+    // Best-first expansion from the root: the frontier holds children of kept nodes, so
+    // ancestors are kept before descendants whatever the scores are.
+    keep_.assign(nodes_.size(), 0);
+    auto worse = [this](std::int32_t a, std::int32_t b) {
+      const Node& na = nodes_[static_cast<std::size_t>(a)];
+      const Node& nb = nodes_[static_cast<std::size_t>(b)];
+      if (na.score != nb.score) return na.score < nb.score;
+      if (na.depth != nb.depth) return na.depth > nb.depth;
+      return a > b;
+    };
+    std::priority_queue<std::int32_t, std::vector<std::int32_t>, decltype(worse)> frontier(worse);
+    for (std::int32_t c = nodes_[0].first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling)
+      frontier.push(c);
+    std::size_t kept = 0;
+    while (kept < budget && !frontier.empty()) {
+      const std::int32_t i = frontier.top();
+      frontier.pop();
+      keep_[static_cast<std::size_t>(i)] = 1;
+      ++kept;
+      for (std::int32_t c = nodes_[static_cast<std::size_t>(i)].first_child; c >= 0;
+           c = nodes_[static_cast<std::size_t>(c)].next_sibling)
+        frontier.push(c);
+    }
+    // Breadth-first numbering; children of each node in descending score order.
+    queue_.assign(1, 0);
+    for (std::size_t head = 0; head < queue_.size(); ++head) {
+      const std::int32_t trie_node = queue_[head];
+      children_.clear();
+      for (std::int32_t c = nodes_[static_cast<std::size_t>(trie_node)].first_child; c >= 0;
+           c = nodes_[static_cast<std::size_t>(c)].next_sibling)
+        if (keep_[static_cast<std::size_t>(c)]) children_.push_back(c);
+      std::stable_sort(children_.begin(), children_.end(), [this](std::int32_t a, std::int32_t b) {
+        return nodes_[static_cast<std::size_t>(a)].score > nodes_[static_cast<std::size_t>(b)].score;
+      });
+      for (const std::int32_t c : children_) {
+        const Node& n = nodes_[static_cast<std::size_t>(c)];
+        out.add_node(n.token, static_cast<std::int32_t>(head), n.score);
+        queue_.push_back(c);
+      }
+    }
+    out.finish();
+  }
+
+  /// Convenience form of linearize() that returns a fresh LinearTree.
+  LinearTree linearize(Token root, std::size_t budget) const {
+    LinearTree out;
+    linearize(root, budget, out);
+    return out;
+  }
+
+ private:
+  struct Node {
+    Token token = -1;
+    float score = 0.0f;
+    std::int32_t first_child = -1;
+    std::int32_t next_sibling = -1;
+    std::int32_t depth = 0;
+  };
+  std::vector<Node> nodes_;  // [1 + size()] node 0 is the implicit root
+  // Scratch buffers reused across linearize() calls.
+  mutable std::vector<std::uint8_t> keep_;
+  mutable std::vector<std::int32_t> queue_;
+  mutable std::vector<std::int32_t> children_;
+};
+
+REFDEC_NAMESPACE_END

@@ -1,0 +1,159 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The drafter interface: a C++20 concept, per-drafter statistics, and a type-erased wrapper that
+// records those statistics for any drafter chosen at run time.
+
+#include <algorithm>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// A drafter proposes continuations of one sequence. Its life:
+/// - `begin(prompt, references)`: a new sequence; `references` are token sequences it may draw from.
+/// - `propose(budget, out)`: add candidate continuations of the current sequence (prompt plus every
+///   accepted token so far) to `out`, at most `budget` nodes; `out` arrives empty.
+/// - `accept(tokens)`: the tokens the step appended (accepted draft tokens, then the bonus token).
+/// - `name()`: a short name for reports.
+template <class D>
+concept Drafter = requires(D& d, std::span<const Token> tokens,
+                           std::span<const std::vector<Token>> references, std::size_t budget,
+                           DraftTree& out) {
+  d.begin(tokens, references);
+  d.propose(budget, out);
+  d.accept(tokens);
+  { d.name() } -> std::convertible_to<std::string>;
+};
+
+/// What a drafter did over a run; AnyDrafter keeps one per drafter.
+struct DrafterStats {
+  std::int64_t steps = 0;            // propose() calls
+  std::int64_t proposals = 0;        // propose() calls that returned at least one node
+  std::int64_t proposed_tokens = 0;  // draft nodes returned, summed over steps
+  std::int64_t accepted_tokens = 0;  // draft tokens accepted (bonus tokens excluded)
+  std::vector<std::int64_t> proposed_at_depth;  // [max depth] steps whose draft reached depth d+1
+  std::vector<std::int64_t> accepted_at_depth;  // [max depth] steps that accepted depth d+1
+  double propose_seconds = 0;        // wall time in propose()
+  double accept_seconds = 0;         // wall time in begin() and accept()
+
+  /// Acceptance rate at draft depth `d + 1`, given that the draft reached it (0 when it never did).
+  double acceptance_at(std::size_t d) const {
+    if (d >= proposed_at_depth.size() || proposed_at_depth[d] == 0) return 0.0;
+    return static_cast<double>(accepted_at_depth[d]) / static_cast<double>(proposed_at_depth[d]);
+  }
+  /// Records one proposal of `num_nodes` draft nodes whose deepest node is at `max_depth`.
+  void record_proposal(std::int64_t num_nodes, std::int64_t max_depth) {
+    ++steps;
+    if (num_nodes > 0) ++proposals;
+    proposed_tokens += num_nodes;
+    grow(max_depth);
+    for (std::int64_t d = 0; d < max_depth; ++d) ++proposed_at_depth[static_cast<std::size_t>(d)];
+  }
+  /// Records that the step accepted `num_accepted` draft tokens.
+  void record_acceptance(std::int64_t num_accepted) {
+    accepted_tokens += num_accepted;
+    grow(num_accepted);
+    for (std::int64_t d = 0; d < num_accepted; ++d) ++accepted_at_depth[static_cast<std::size_t>(d)];
+  }
+  /// Adds another run's statistics to these.
+  void merge(const DrafterStats& o) {
+    steps += o.steps;
+    proposals += o.proposals;
+    proposed_tokens += o.proposed_tokens;
+    accepted_tokens += o.accepted_tokens;
+    grow(static_cast<std::int64_t>(o.proposed_at_depth.size()));
+    grow(static_cast<std::int64_t>(o.accepted_at_depth.size()));
+    for (std::size_t d = 0; d < o.proposed_at_depth.size(); ++d) proposed_at_depth[d] += o.proposed_at_depth[d];
+    for (std::size_t d = 0; d < o.accepted_at_depth.size(); ++d) accepted_at_depth[d] += o.accepted_at_depth[d];
+    propose_seconds += o.propose_seconds;
+    accept_seconds += o.accept_seconds;
+  }
+
+ private:
+  void grow(std::int64_t depth) {
+    const auto n = static_cast<std::size_t>(std::max<std::int64_t>(depth, 0));
+    if (proposed_at_depth.size() < n) proposed_at_depth.resize(n, 0);
+    if (accepted_at_depth.size() < n) accepted_at_depth.resize(n, 0);
+  }
+};
+
+/// A drafter that never proposes anything: plain decoding.
+class NoDrafter {
+ public:
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t, DraftTree&) {}
+  void accept(std::span<const Token>) {}
+  std::string name() const { return "none"; }
+};
+
+/// Holds any Drafter behind one type (for a drafter chosen at run time) and records its
+/// DrafterStats: sizes and depths of the proposals, accepted counts, time spent.
+class AnyDrafter {
+ public:
+  AnyDrafter() : AnyDrafter(NoDrafter{}) {}
+  template <Drafter D>
+    requires(!std::same_as<std::remove_cvref_t<D>, AnyDrafter>)
+  AnyDrafter(D drafter) : impl_(std::make_unique<Model<D>>(std::move(drafter))) {}  // NOLINT: implicit on purpose
+
+  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+    const auto t0 = Clock::now();
+    impl_->begin(prompt, references);
+    stats_.accept_seconds += seconds_since(t0);
+  }
+  void propose(std::size_t budget, DraftTree& out) {
+    const auto t0 = Clock::now();
+    impl_->propose(budget, out);
+    stats_.propose_seconds += seconds_since(t0);
+  }
+  /// Records the proposal as the verifier will use it (after its budget cut).
+  void record_proposal(const LinearTree& tree) {
+    stats_.record_proposal(tree.num_drafts(), tree.max_depth());
+  }
+  void accept(std::span<const Token> tokens) {
+    const auto t0 = Clock::now();
+    impl_->accept(tokens);
+    stats_.accept_seconds += seconds_since(t0);
+    stats_.record_acceptance(static_cast<std::int64_t>(tokens.size()) - 1);
+  }
+  std::string name() const { return impl_->name(); }
+  const DrafterStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = DrafterStats{}; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  struct Concept {
+    virtual ~Concept() = default;
+    virtual void begin(std::span<const Token>, std::span<const std::vector<Token>>) = 0;
+    virtual void propose(std::size_t, DraftTree&) = 0;
+    virtual void accept(std::span<const Token>) = 0;
+    virtual std::string name() const = 0;
+  };
+  template <class D>
+  struct Model final : Concept {
+    explicit Model(D d) : drafter(std::move(d)) {}
+    void begin(std::span<const Token> p, std::span<const std::vector<Token>> r) override { drafter.begin(p, r); }
+    void propose(std::size_t b, DraftTree& out) override { drafter.propose(b, out); }
+    void accept(std::span<const Token> t) override { drafter.accept(t); }
+    std::string name() const override { return drafter.name(); }
+    D drafter;
+  };
+  std::unique_ptr<Concept> impl_;
+  DrafterStats stats_;
+};
+
+static_assert(Drafter<NoDrafter>);
+static_assert(Drafter<AnyDrafter>);
+
+REFDEC_NAMESPACE_END
