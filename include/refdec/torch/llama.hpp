@@ -1,0 +1,256 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// A reference Llama-family model: RMSNorm, rotary embeddings, grouped-query attention under an
+// arbitrary mask over cache + new tokens, SwiGLU, tied or untied output.
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/torch/kv_cache.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// How rotary embeddings pair the dimensions of a head.
+enum class RopeStyle {
+  kInterleaved,  ///< pairs (2i, 2i+1): llama2.c checkpoints
+  kHalf,         ///< pairs (i, i + d/2): Hugging Face checkpoints (q/k weights permuted to match)
+};
+
+/// Shape and constants of a Llama-family model.
+struct LlamaConfig {
+  std::int64_t dim = 0;          ///< model width
+  std::int64_t hidden_dim = 0;   ///< SwiGLU width
+  std::int64_t n_layers = 0;
+  std::int64_t n_heads = 0;
+  std::int64_t n_kv_heads = 0;   ///< grouped-query attention: n_heads must be a multiple
+  std::int64_t vocab_size = 0;
+  std::int64_t max_seq_len = 0;  ///< trained context length: the default max context
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tied_embeddings = true;   ///< output projection shares the token embedding
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  std::int64_t bos_id = 1;
+  std::int64_t eos_id = 2;
+
+  std::int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
+
+  /// Throws refdec::Error naming the first inconsistent field.
+  void validate() const {
+    REFDEC_CHECK(dim > 0 && hidden_dim > 0 && n_layers > 0 && n_heads > 0 && n_kv_heads > 0 &&
+                     vocab_size > 0 && max_seq_len > 0,
+                 "LlamaConfig: sizes must be positive (dim=" << dim << " hidden_dim=" << hidden_dim
+                     << " n_layers=" << n_layers << " n_heads=" << n_heads << " n_kv_heads=" << n_kv_heads
+                     << " vocab_size=" << vocab_size << " max_seq_len=" << max_seq_len << ")");
+    REFDEC_CHECK(dim % n_heads == 0, "LlamaConfig: dim " << dim << " is not a multiple of n_heads " << n_heads);
+    REFDEC_CHECK(head_dim() % 2 == 0, "LlamaConfig: head dimension " << head_dim() << " must be even");
+    REFDEC_CHECK(n_heads % n_kv_heads == 0,
+                 "LlamaConfig: n_heads " << n_heads << " is not a multiple of n_kv_heads " << n_kv_heads);
+    REFDEC_CHECK(rope_theta > 0 && norm_eps > 0, "LlamaConfig: rope_theta and norm_eps must be positive");
+  }
+};
+
+/// Weights of one transformer block; projections are [out, in] as in torch.nn.Linear.
+struct LlamaLayerWeights {
+  at::Tensor attn_norm;  // [dim]
+  at::Tensor wq;         // [n_heads * head_dim, dim]
+  at::Tensor wk;         // [n_kv_heads * head_dim, dim]
+  at::Tensor wv;         // [n_kv_heads * head_dim, dim]
+  at::Tensor wo;         // [dim, n_heads * head_dim]
+  at::Tensor ffn_norm;   // [dim]
+  at::Tensor w1;         // [hidden_dim, dim] gate
+  at::Tensor w2;         // [dim, hidden_dim] down
+  at::Tensor w3;         // [hidden_dim, dim] up
+};
+
+/// All weights of a Llama-family model.
+struct LlamaWeights {
+  at::Tensor embedding;  // [vocab_size, dim]
+  std::vector<LlamaLayerWeights> layers;
+  at::Tensor final_norm;  // [dim]
+  at::Tensor output;      // [vocab_size, dim]; the embedding itself when tied
+};
+
+/// The reference Llama-family model. forward() runs B sequences of T new tokens each against the
+/// KV cache under an explicit attention mask, so one call verifies a whole draft tree per sequence.
+class LlamaModel {
+ public:
+  /// Takes ownership of `weights` after checking every shape against `config`.
+  LlamaModel(LlamaConfig config, LlamaWeights weights) : config_(std::move(config)), w_(std::move(weights)) {
+    config_.validate();
+    const std::int64_t d = config_.dim, hd = config_.head_dim(), h = config_.hidden_dim;
+    check_shape(w_.embedding, {config_.vocab_size, d}, "embedding");
+    check_shape(w_.final_norm, {d}, "final_norm");
+    if (!w_.output.defined()) w_.output = w_.embedding;
+    check_shape(w_.output, {config_.vocab_size, d}, "output");
+    TORCH_CHECK(static_cast<std::int64_t>(w_.layers.size()) == config_.n_layers, "LlamaModel: ",
+                w_.layers.size(), " layers of weights for n_layers = ", config_.n_layers);
+    for (const auto& l : w_.layers) {
+      check_shape(l.attn_norm, {d}, "attn_norm");
+      check_shape(l.wq, {config_.n_heads * hd, d}, "wq");
+      check_shape(l.wk, {config_.n_kv_heads * hd, d}, "wk");
+      check_shape(l.wv, {config_.n_kv_heads * hd, d}, "wv");
+      check_shape(l.wo, {d, config_.n_heads * hd}, "wo");
+      check_shape(l.ffn_norm, {d}, "ffn_norm");
+      check_shape(l.w1, {h, d}, "w1");
+      check_shape(l.w2, {d, h}, "w2");
+      check_shape(l.w3, {h, d}, "w3");
+    }
+    inv_freq_ = at::pow(config_.rope_theta,
+                        -at::arange(0, hd, 2, at::TensorOptions().dtype(at::kDouble)) / static_cast<double>(hd));
+  }
+
+  /// A model with seeded random weights (for tests and for running without a checkpoint).
+  static LlamaModel random(const LlamaConfig& config, std::uint64_t seed,
+                           at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU) {
+    config.validate();
+    auto gen = at::detail::createCPUGenerator(seed);
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    // Gaussian init scaled by 1/sqrt(fan_in) keeps activations O(1), so logits are peaked
+    // enough that greedy decoding rarely meets near-ties.
+    auto linear = [&](std::int64_t out, std::int64_t in) {
+      return (at::randn({out, in}, gen, f32) / std::sqrt(static_cast<double>(in))).to(device, dtype);
+    };
+    auto norm = [&](std::int64_t n) { return (1.0 + 0.1 * at::randn({n}, gen, f32)).to(device, dtype); };
+    const std::int64_t d = config.dim, hd = config.head_dim();
+    LlamaWeights w;
+    w.embedding = at::randn({config.vocab_size, d}, gen, f32).to(device, dtype);
+    for (std::int64_t i = 0; i < config.n_layers; ++i) {
+      LlamaLayerWeights l;
+      l.attn_norm = norm(d);
+      l.wq = linear(config.n_heads * hd, d);
+      l.wk = linear(config.n_kv_heads * hd, d);
+      l.wv = linear(config.n_kv_heads * hd, d);
+      l.wo = linear(d, config.n_heads * hd);
+      l.ffn_norm = norm(d);
+      l.w1 = linear(config.hidden_dim, d);
+      l.w2 = linear(d, config.hidden_dim);
+      l.w3 = linear(config.hidden_dim, d);
+      w.layers.push_back(l);
+    }
+    w.final_norm = norm(d);
+    w.output = config.tied_embeddings ? w.embedding : linear(config.vocab_size, d);
+    return LlamaModel(config, std::move(w));
+  }
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return w_; }
+  std::int64_t vocab_size() const { return config_.vocab_size; }
+  std::int64_t max_seq_len() const { return config_.max_seq_len; }
+  at::ScalarType dtype() const { return w_.embedding.scalar_type(); }
+  at::Device device() const { return w_.embedding.device(); }
+
+  /// A copy of this model with its weights in `dtype` on `device` (ties are kept).
+  LlamaModel to(at::ScalarType dtype, at::Device device) const {
+    auto cv = [&](const at::Tensor& t) { return t.to(device, dtype); };
+    LlamaWeights w;
+    w.embedding = cv(w_.embedding);
+    for (const auto& l : w_.layers)
+      w.layers.push_back({cv(l.attn_norm), cv(l.wq), cv(l.wk), cv(l.wv), cv(l.wo), cv(l.ffn_norm), cv(l.w1),
+                          cv(l.w2), cv(l.w3)});
+    w.final_norm = cv(w_.final_norm);
+    w.output = w_.output.is_same(w_.embedding) ? w.embedding : cv(w_.output);
+    return LlamaModel(config_, std::move(w));
+  }
+
+  /// An empty cache for `batch` sequences of up to `capacity` entries each.
+  KvCache make_cache(std::int64_t batch, std::int64_t capacity) const {
+    return KvCache(config_.n_layers, batch, capacity, config_.n_kv_heads, config_.head_dim(),
+                   at::TensorOptions().dtype(dtype()).device(device()));
+  }
+
+  /// Runs T new tokens for each of B sequences.
+  /// - `ids`: [B, T] int64 token ids;
+  /// - `positions`: [B, T] int64 rotary positions;
+  /// - `mask`: [B, T, S] bool, true where a new token may attend to cache slot s, S <= capacity;
+  ///   new token t of sequence b is stored at slot cache.lengths()[b] + t before attention.
+  /// Returns logits [B, T, vocab_size] in float32 (float64 for a float64 model).
+  at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, const at::Tensor& mask, KvCache& cache) const {
+    TORCH_CHECK(ids.dim() == 2 && positions.sizes() == ids.sizes(), "LlamaModel::forward: ids ", ids.sizes(),
+                " and positions ", positions.sizes(), " must both be [B, T]");
+    const std::int64_t B = ids.size(0), T = ids.size(1), S = mask.size(-1);
+    TORCH_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && S <= cache.capacity(),
+                "LlamaModel::forward: mask ", mask.sizes(), " must be [B, T, S <= capacity]");
+    TORCH_CHECK(cache.batch() == B, "LlamaModel::forward: cache batch ", cache.batch(), " != ", B);
+    const std::int64_t H = config_.n_heads, KV = config_.n_kv_heads, D = config_.head_dim(), G = H / KV;
+    const auto dt = dtype();
+    const auto compute = at::promote_types(dt, at::kFloat);  // norms and softmax in at least fp32
+
+    cache.begin_step(T);
+    const auto [cos, sin] = rotary(positions.to(device()));  // [B, T, 1, D/2] each
+    // Additive mask, broadcast over kv heads and query groups: [B, 1, 1, T, S].
+    const auto bias = at::zeros({B, 1, 1, T, S}, at::TensorOptions().dtype(dt).device(device()))
+                          .masked_fill_(mask.to(device()).logical_not().view({B, 1, 1, T, S}),
+                                        -std::numeric_limits<double>::infinity());
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+
+    auto x = at::embedding(w_.embedding, ids.to(device()));  // [B, T, dim]
+    for (std::int64_t li = 0; li < config_.n_layers; ++li) {
+      const auto& l = w_.layers[static_cast<std::size_t>(li)];
+      auto h = rms_norm(x, l.attn_norm, compute);
+      auto q = rope(at::linear(h, l.wq).view({B, T, H, D}), cos, sin);
+      auto k = rope(at::linear(h, l.wk).view({B, T, KV, D}), cos, sin);
+      auto v = at::linear(h, l.wv).view({B, T, KV, D});
+      cache.write(li, k, v);
+      const auto keys = cache.keys(li).narrow(1, 0, S).permute({0, 2, 3, 1});    // [B, KV, D, S]
+      const auto vals = cache.values(li).narrow(1, 0, S).permute({0, 2, 1, 3});  // [B, KV, S, D]
+      // Query head h reads kv head h / G: group the G query heads of a kv head together.
+      const auto qg = q.permute({0, 2, 1, 3}).reshape({B, KV, G * T, D});  // [B, KV, G*T, D]
+      auto scores = (at::matmul(qg, keys) * scale).view({B, KV, G, T, S}) + bias;
+      auto probs = at::softmax(scores, -1, compute).to(dt).view({B, KV, G * T, S});
+      auto attn = at::matmul(probs, vals)                   // [B, KV, G*T, D]
+                      .view({B, H, T, D})
+                      .permute({0, 2, 1, 3})
+                      .reshape({B, T, H * D});
+      x = x + at::linear(attn, l.wo);
+      h = rms_norm(x, l.ffn_norm, compute);
+      x = x + at::linear(at::silu(at::linear(h, l.w1)) * at::linear(h, l.w3), l.w2);
+    }
+    x = rms_norm(x, w_.final_norm, compute);
+    return at::linear(x, w_.output).to(compute);
+  }
+
+ private:
+  static void check_shape(const at::Tensor& t, std::vector<std::int64_t> want, const char* name) {
+    TORCH_CHECK(t.defined(), "LlamaModel: weight ", name, " is missing");
+    TORCH_CHECK(t.sizes() == at::IntArrayRef(want), "LlamaModel: weight ", name, " has shape ", t.sizes(),
+                ", expected ", at::IntArrayRef(want));
+  }
+
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType compute) const {
+    const auto xf = x.to(compute);
+    return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps)).to(x.scalar_type()) * w;
+  }
+
+  // cos and sin of position * inverse frequency, computed in float64: [B, T, 1, D/2] each.
+  std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions) const {
+    const auto angles = positions.to(at::kDouble).unsqueeze(-1) * inv_freq_.to(positions.device());
+    const auto cs = at::cos(angles).to(dtype()).unsqueeze(2);
+    const auto sn = at::sin(angles).to(dtype()).unsqueeze(2);
+    return {cs, sn};
+  }
+
+  // x: [B, T, heads, D].
+  at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const {
+    const std::int64_t half = x.size(-1) / 2;
+    if (config_.rope_style == RopeStyle::kHalf) {
+      const auto x0 = x.narrow(-1, 0, half), x1 = x.narrow(-1, half, half);
+      return at::cat({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1);
+    }
+    const auto pairs = x.reshape({x.size(0), x.size(1), x.size(2), half, 2});  // [B, T, heads, D/2, 2]
+    const auto x0 = pairs.select(-1, 0), x1 = pairs.select(-1, 1);
+    return at::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
+  }
+
+  LlamaConfig config_;
+  LlamaWeights w_;
+  at::Tensor inv_freq_;  // [head_dim / 2] float64
+};
+
+REFDEC_NAMESPACE_END

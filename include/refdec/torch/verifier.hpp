@@ -1,0 +1,108 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// One verification step for a batch: draft trees -> model inputs -> one forward pass -> greedy
+// acceptance per sequence -> KV commit of the accepted paths.
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/greedy_accept.hpp"
+#include "refdec/torch/kv_cache.hpp"
+#include "refdec/torch/model.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Model inputs of one step for B sequences, padded to a common node count T.
+struct StepInputs {
+  at::Tensor ids;        // [B, T] int64 node tokens (padding: 0)
+  at::Tensor positions;  // [B, T] int64 cache length + node depth
+  at::Tensor mask;       // [B, T, S] bool, S = max cache length + T
+};
+
+/// Builds the inputs that verify `trees[b]` after `lengths[b]` cached tokens. A node sees the
+/// cached prefix, itself and its ancestors; a padding row sees only its own slot, so that its
+/// softmax stays finite.
+inline StepInputs build_step_inputs(std::span<const LinearTree> trees, std::span<const std::int64_t> lengths) {
+  TORCH_CHECK(!trees.empty() && trees.size() == lengths.size(), "build_step_inputs: ", trees.size(), " trees for ",
+              lengths.size(), " sequences");
+  const auto B = static_cast<std::int64_t>(trees.size());
+  std::int64_t T = 0, max_len = 0;
+  for (std::size_t b = 0; b < trees.size(); ++b) {
+    T = std::max<std::int64_t>(T, trees[b].size());
+    max_len = std::max(max_len, lengths[b]);
+  }
+  const std::int64_t S = max_len + T;
+  auto ids = at::zeros({B, T}, at::kLong);
+  auto pos = at::zeros({B, T}, at::kLong);
+  auto mask = at::zeros({B, T, S}, at::kBool);
+  auto* id = ids.data_ptr<std::int64_t>();
+  auto* ps = pos.data_ptr<std::int64_t>();
+  auto* mk = mask.data_ptr<bool>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    const LinearTree& tree = trees[static_cast<std::size_t>(b)];
+    const std::int64_t len = lengths[static_cast<std::size_t>(b)];
+    for (std::int64_t t = 0; t < T; ++t) {
+      bool* row = mk + (b * T + t) * S;
+      if (t >= tree.size()) {
+        ps[b * T + t] = len;
+        row[len + t] = true;
+        continue;
+      }
+      id[b * T + t] = tree.tokens[static_cast<std::size_t>(t)];
+      ps[b * T + t] = len + tree.depth[static_cast<std::size_t>(t)];
+      std::fill(row, row + len, true);
+      const std::uint64_t* bits = &tree.mask[static_cast<std::size_t>(t * tree.mask_words)];
+      for (std::int32_t w = 0; w < tree.mask_words; ++w)
+        for (std::uint64_t word = bits[w]; word != 0; word &= word - 1)
+          row[len + w * 64 + std::countr_zero(word)] = true;
+    }
+  }
+  return {ids, pos, mask};
+}
+
+/// Wall time of the parts of a step, in seconds.
+struct StepTimes {
+  double model = 0;   ///< input building, forward pass, argmax and its copy to the host
+  double accept = 0;  ///< tree walks
+  double commit = 0;  ///< KV cache compaction
+};
+
+/// Verifies `trees` greedily: one forward pass, then for each sequence the accepted path and the
+/// bonus token (written to `out[b]`), then commits the accepted path (root included) in `cache`.
+/// Rows whose `active` entry is 0 are padding for finished sequences: nothing is accepted or
+/// committed for them (an empty `active` means all rows are active).
+template <CausalLM M>
+void verify_greedy(const M& model, KvCache& cache, std::span<const LinearTree> trees, std::span<Acceptance> out,
+                   StepTimes& times, std::span<const std::uint8_t> active = {}) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const StepInputs in = build_step_inputs(trees, cache.lengths());
+  const auto logits = model.forward(in.ids, in.positions, in.mask, cache);  // [B, T, vocab]
+  const auto target = logits.argmax(-1).to(at::kCPU, at::kInt).contiguous();  // [B, T] int32
+  const auto t1 = Clock::now();
+  const std::int64_t T = target.size(1);
+  const auto* tp = target.data_ptr<std::int32_t>();
+  std::vector<std::vector<std::int32_t>> kept(trees.size());
+  for (std::size_t b = 0; b < trees.size(); ++b) {
+    if (!active.empty() && active[b] == 0) continue;
+    greedy_accept(trees[b], std::span<const Token>(tp + static_cast<std::int64_t>(b) * T, static_cast<std::size_t>(trees[b].size())), out[b]);
+    kept[b].push_back(0);
+    kept[b].insert(kept[b].end(), out[b].nodes.begin(), out[b].nodes.end());
+  }
+  const auto t2 = Clock::now();
+  cache.commit(kept);
+  const auto t3 = Clock::now();
+  times.model += std::chrono::duration<double>(t1 - t0).count();
+  times.accept += std::chrono::duration<double>(t2 - t1).count();
+  times.commit += std::chrono::duration<double>(t3 - t2).count();
+}
+
+REFDEC_NAMESPACE_END

@@ -1,0 +1,147 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "refdec/core/draft_tree.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace {
+
+using namespace refdec;
+
+TEST(DraftTree, MergesSharedPrefixesAndAccumulatesScores) {
+  DraftTree t;
+  EXPECT_TRUE(t.empty());
+  t.insert(std::vector<Token>{5, 6, 7}, 1.0f);
+  t.insert(std::vector<Token>{5, 6, 8}, 2.0f);
+  t.insert(std::vector<Token>{9}, 0.5f);
+  t.insert(std::vector<Token>{5, 6, 7}, 1.0f);  // duplicate path
+  EXPECT_EQ(t.size(), 5u);
+  const auto lin = t.linearize(3, 100);
+  EXPECT_EQ(to_string(lin),
+            "[0] 3\n"
+            "  [1] 5 (4)\n"
+            "    [3] 6 (4)\n"
+            "      [4] 7 (2)\n"
+            "      [5] 8 (2)\n"
+            "  [2] 9 (0.5)\n");
+}
+
+TEST(DraftTree, RejectsNegativeTokensAndBadScores) {
+  DraftTree t;
+  EXPECT_THROW(t.insert(std::vector<Token>{1, -2}, 1.0f), Error);
+  EXPECT_THROW(t.insert(std::vector<Token>{1}, -1.0f), Error);
+  EXPECT_THROW(t.insert(std::vector<Token>{1}, std::numeric_limits<float>::quiet_NaN()), Error);
+}
+
+TEST(DraftTree, BudgetKeepsBestNodesWithTheirAncestors) {
+  DraftTree t;
+  t.insert(std::vector<Token>{1, 2, 3, 4}, 1.0f);
+  t.insert(std::vector<Token>{5}, 3.0f);
+  t.insert(std::vector<Token>{1, 7}, 1.5f);
+  const auto lin = t.linearize(0, 3);
+  EXPECT_EQ(to_string(lin),
+            "[0] 0\n"
+            "  [1] 5 (3)\n"
+            "  [2] 1 (2.5)\n"
+            "    [3] 7 (1.5)\n");
+  EXPECT_EQ(t.linearize(0, 0).size(), 1);
+  const auto root_only = t.linearize(42, 0);
+  EXPECT_EQ(root_only.tokens, std::vector<Token>{42});
+  EXPECT_EQ(root_only.parent, std::vector<std::int32_t>{-1});
+}
+
+struct Shape {
+  int paths;
+  int max_len;
+  int vocab;
+  std::size_t budget;
+};
+
+class RandomTree : public ::testing::TestWithParam<Shape> {};
+
+// Properties on random trees: dedupe, ancestor-closed cut that keeps the top scores, breadth-first
+// order, consistent child/sibling arrays, ancestor-only masks.
+TEST_P(RandomTree, Properties) {
+  const Shape s = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(s.paths * 131 + s.vocab));
+  for (int trial = 0; trial < 20; ++trial) {
+    DraftTree t;
+    std::map<std::vector<Token>, float> prefix_score;  // brute force: every prefix and its score
+    for (int p = 0; p < s.paths; ++p) {
+      std::vector<Token> path(1 + rng() % static_cast<unsigned>(s.max_len));
+      for (auto& x : path) x = static_cast<Token>(rng() % static_cast<unsigned>(s.vocab));
+      const float score = static_cast<float>(1 + rng() % 8);
+      t.insert(path, score);
+      for (std::size_t i = 1; i <= path.size(); ++i) prefix_score[std::vector<Token>(path.begin(), path.begin() + static_cast<long>(i))] += score;
+    }
+    ASSERT_EQ(t.size(), prefix_score.size());
+    const auto lin = t.linearize(7, s.budget);
+    const auto n = lin.size();
+    ASSERT_EQ(lin.num_drafts(), static_cast<std::int32_t>(std::min(s.budget, prefix_score.size())));
+    std::vector<std::vector<Token>> paths(static_cast<std::size_t>(n));
+    std::set<std::vector<Token>> seen;
+    float min_kept = 1e30f;
+    for (std::int32_t i = 0; i < n; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      if (i == 0) {
+        EXPECT_EQ(lin.parent[0], -1);
+        EXPECT_EQ(lin.depth[0], 0);
+        continue;
+      }
+      const std::int32_t p = lin.parent[u];
+      ASSERT_GE(p, 0);
+      ASSERT_LT(p, i);                                   // parents first
+      EXPECT_EQ(lin.depth[u], lin.depth[static_cast<std::size_t>(p)] + 1);
+      EXPECT_GE(lin.depth[u], lin.depth[u - 1]);         // breadth-first: depths never decrease
+      if (i > 1 && lin.depth[u] == lin.depth[u - 1]) {
+        EXPECT_GE(p, lin.parent[u - 1]);
+      }
+      paths[u] = paths[static_cast<std::size_t>(p)];
+      paths[u].push_back(lin.tokens[u]);
+      EXPECT_TRUE(seen.insert(paths[u]).second) << "duplicate node";
+      ASSERT_TRUE(prefix_score.count(paths[u]));
+      EXPECT_EQ(lin.score[u], prefix_score[paths[u]]);
+      min_kept = std::min(min_kept, lin.score[u]);
+    }
+    // Scores are monotone along paths, so the cut keeps a top-budget set: nothing dropped beats
+    // the worst kept node.
+    for (const auto& [path, score] : prefix_score)
+      if (!seen.count(path)) {
+        EXPECT_LE(score, min_kept);
+      }
+    // Children and siblings: every node reachable exactly once, siblings distinct.
+    std::vector<int> reached(static_cast<std::size_t>(n), 0);
+    reached[0] = 1;
+    for (std::int32_t i = 0; i < n; ++i) {
+      std::set<Token> sib;
+      float prev = 1e30f;
+      for (std::int32_t c = lin.first_child[static_cast<std::size_t>(i)]; c >= 0; c = lin.next_sibling[static_cast<std::size_t>(c)]) {
+        EXPECT_EQ(lin.parent[static_cast<std::size_t>(c)], i);
+        EXPECT_TRUE(sib.insert(lin.tokens[static_cast<std::size_t>(c)]).second);
+        EXPECT_LE(lin.score[static_cast<std::size_t>(c)], prev);  // best child first
+        prev = lin.score[static_cast<std::size_t>(c)];
+        ++reached[static_cast<std::size_t>(c)];
+      }
+    }
+    for (const int r : reached) EXPECT_EQ(r, 1);
+    // Mask row i has exactly i and its ancestors.
+    for (std::int32_t i = 0; i < n; ++i) {
+      std::set<std::int32_t> anc;
+      for (std::int32_t j = i; j >= 0; j = lin.parent[static_cast<std::size_t>(j)]) anc.insert(j);
+      for (std::int32_t j = 0; j < n; ++j) EXPECT_EQ(lin.attends(i, j), anc.count(j) == 1) << i << "," << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RandomTree,
+                         ::testing::Values(Shape{1, 1, 3, 1}, Shape{1, 7, 3, 7}, Shape{8, 7, 3, 5},
+                                           Shape{30, 6, 4, 64}, Shape{60, 12, 111, 100}, Shape{100, 3, 2, 200},
+                                           Shape{40, 20, 5, 65}));
+
+}  // namespace

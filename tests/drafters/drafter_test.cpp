@@ -1,0 +1,73 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "refdec/drafters/drafter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "refdec/drafters/llma.hpp"
+
+namespace {
+
+using namespace refdec;
+
+// Proposes a fixed chain and remembers what it was told.
+struct FixedDrafter {
+  std::vector<Token> chain;
+  std::vector<Token>* seen;
+  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>>) { seen->assign(prompt.begin(), prompt.end()); }
+  void propose(std::size_t budget, DraftTree& out) {
+    out.insert(std::span<const Token>(chain).first(std::min(budget, chain.size())), 1.0f);
+  }
+  void accept(std::span<const Token> tokens) { seen->insert(seen->end(), tokens.begin(), tokens.end()); }
+  std::string name() const { return "fixed"; }
+};
+
+static_assert(Drafter<FixedDrafter>);
+static_assert(Drafter<LlmaDrafter>);
+
+TEST(AnyDrafter, ForwardsCallsAndRecordsStatistics) {
+  std::vector<Token> seen;
+  AnyDrafter d(FixedDrafter{{4, 5, 6}, &seen});
+  EXPECT_EQ(d.name(), "fixed");
+  d.begin(std::vector<Token>{1, 2}, {});
+  DraftTree tree;
+  d.propose(2, tree);
+  auto lin = tree.linearize(2, 2);
+  d.record_proposal(lin);
+  d.accept(std::vector<Token>{4, 9});  // one draft accepted, then the bonus
+  tree.clear();
+  d.propose(3, tree);
+  lin = tree.linearize(9, 3);
+  d.record_proposal(lin);
+  d.accept(std::vector<Token>{4, 5, 6, 7});  // all three accepted
+  EXPECT_EQ(seen, (std::vector<Token>{1, 2, 4, 9, 4, 5, 6, 7}));
+  const auto& s = d.stats();
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_EQ(s.proposals, 2);
+  EXPECT_EQ(s.proposed_tokens, 5);
+  EXPECT_EQ(s.accepted_tokens, 4);
+  EXPECT_EQ(s.proposed_at_depth, (std::vector<std::int64_t>{2, 2, 1}));
+  EXPECT_EQ(s.accepted_at_depth, (std::vector<std::int64_t>{2, 1, 1}));
+  EXPECT_DOUBLE_EQ(s.acceptance_at(1), 0.5);
+  EXPECT_DOUBLE_EQ(s.acceptance_at(5), 0.0);
+  EXPECT_GE(s.propose_seconds, 0.0);
+  DrafterStats sum;
+  sum.merge(s);
+  sum.merge(s);
+  EXPECT_EQ(sum.accepted_at_depth, (std::vector<std::int64_t>{4, 2, 2}));
+  d.reset_stats();
+  EXPECT_EQ(d.stats().steps, 0);
+}
+
+TEST(AnyDrafter, DefaultIsPlainDecoding) {
+  AnyDrafter d;
+  EXPECT_EQ(d.name(), "none");
+  d.begin(std::vector<Token>{1}, {});
+  DraftTree tree;
+  d.propose(16, tree);
+  EXPECT_TRUE(tree.empty());
+}
+
+}  // namespace

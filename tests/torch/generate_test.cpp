@@ -1,0 +1,206 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The decode loop: speculative greedy decoding must reproduce plain greedy decoding exactly.
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "refdec/drafters/llma.hpp"
+#include "refdec/text/llama2c_tokenizer.hpp"
+#include "refdec/torch/generate.hpp"
+#include "refdec/torch/llama.hpp"
+#include "refdec/torch/llama2c_loader.hpp"
+#include "test_data.hpp"
+
+namespace {
+
+using namespace refdec;
+
+GenerateResult run(const LlamaModel& model, const Request& request, std::optional<LlmaOptions> llma,
+                   GenerateOptions opt) {
+  if (!llma) return generate(model, request, AnyDrafter{}, opt);
+  return generate(model, request, AnyDrafter(LlmaDrafter(*llma)), opt);
+}
+
+class StoriesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto path = refdec_test::data_file("models/stories260K/stories260K.bin");
+    const auto tok = refdec_test::data_file("models/stories260K/tok512.bin");
+    if (path.empty() || tok.empty()) GTEST_SKIP() << "stories260K not found under " << refdec_test::data_dir();
+    model_ = std::make_unique<LlamaModel>(load_llama2c(path));
+    tokenizer_ = std::make_unique<Llama2cTokenizer>(Llama2cTokenizer::load(tok, 512));
+  }
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Llama2cTokenizer> tokenizer_;
+};
+
+// LLMA with many kinds of references gives exactly the plain output (fp32, CPU).
+TEST_F(StoriesTest, LlmaIsLosslessForManyPromptsAndReferences) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 200;
+  opt.budget = 16;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<Token> tok(3, 511);
+  for (const std::string text : {"", "Once upon a time", "The cat sat on the mat. The dog", "Tom and"}) {
+    Request plain_req{tokenizer_->encode(text, true, false), {}};
+    const auto plain = run(*model_, plain_req, std::nullopt, opt);
+    ASSERT_FALSE(plain.tokens[0].empty());
+    // References: the prompt, a perturbed copy of the plain output, unrelated text, nothing.
+    std::vector<Token> perturbed = plain.tokens[0];
+    for (std::size_t i = 7; i < perturbed.size(); i += 11) perturbed[i] = tok(rng);
+    std::vector<Token> unrelated(300);
+    for (auto& t : unrelated) t = tok(rng);
+    const std::vector<std::vector<std::vector<Token>>> reference_sets = {
+        {plain_req.prompt}, {perturbed}, {unrelated}, {{}}, {}, {perturbed, unrelated, plain.tokens[0]}};
+    for (std::size_t r = 0; r < reference_sets.size(); ++r)
+      for (const bool self : {false, true})
+        for (const std::size_t m : {std::size_t{1}, std::size_t{3}}) {
+          Request req{plain_req.prompt, reference_sets[r]};
+          const auto spec = run(*model_, req, LlmaOptions{.n = 1, .k = 16, .m = m, .self_reference = self}, opt);
+          EXPECT_EQ(spec.tokens[0], plain.tokens[0]) << "prompt '" << text << "' references " << r << " self " << self << " m " << m;
+          EXPECT_EQ(spec.stats.tokens, static_cast<std::int64_t>(plain.tokens[0].size()));
+        }
+  }
+}
+
+TEST_F(StoriesTest, ReferenceFromFirstRunIsFast) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 256;
+  Request req{{1}, {}};
+  const auto plain = run(*model_, req, std::nullopt, opt);
+  req.references = {plain.tokens[0]};
+  const auto spec = run(*model_, req, LlmaOptions{}, opt);
+  EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
+  EXPECT_GE(spec.stats.tokens_per_step(), 4.0);
+  EXPECT_LT(spec.stats.forward_passes, plain.stats.forward_passes / 4);
+  // Acceptance statistics by position: depth 1 is reached and accepted most of the time.
+  const auto& d = spec.stats.drafting;
+  ASSERT_FALSE(d.proposed_at_depth.empty());
+  EXPECT_GT(d.acceptance_at(0), 0.9);
+  EXPECT_EQ(d.accepted_tokens + spec.stats.steps, spec.stats.tokens);
+}
+
+// A batch of three prompts of different lengths decodes exactly as each alone.
+TEST_F(StoriesTest, BatchEqualsEachAlone) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 120;
+  std::vector<Request> reqs = {{tokenizer_->encode("Once upon a time", true, false), {}},
+                               {{1}, {}},
+                               {tokenizer_->encode("Lily and Ben went to the park. They saw", true, false), {}}};
+  std::vector<std::vector<Token>> alone;
+  for (auto& r : reqs) {
+    alone.push_back(run(*model_, r, std::nullopt, opt).tokens[0]);
+    r.references = {alone.back()};
+    r.references[0].erase(r.references[0].begin() + 40, r.references[0].begin() + 45);  // not a perfect copy
+  }
+  for (const bool speculative : {false, true}) {
+    std::vector<AnyDrafter> drafters;
+    if (speculative)
+      for (std::size_t b = 0; b < reqs.size(); ++b) drafters.emplace_back(LlmaDrafter({.n = 1, .k = 8}));
+    const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+    for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "sequence " << b << " speculative " << speculative;
+    if (speculative) EXPECT_GT(batch.stats.tokens_per_step(), 1.5);
+  }
+}
+
+LlamaConfig random_config(std::int64_t kv_heads) {
+  LlamaConfig c;
+  c.dim = 48;
+  c.hidden_dim = 64;
+  c.n_layers = 3;
+  c.n_heads = 6;
+  c.n_kv_heads = kv_heads;
+  c.vocab_size = 111;
+  c.max_seq_len = 256;
+  c.tied_embeddings = kv_heads == 6;
+  return c;
+}
+
+TEST(Generate, LlmaIsLosslessOnRandomModels) {
+  std::mt19937 rng(9);
+  for (const std::int64_t kv : {6, 2, 1})
+    for (const std::uint64_t seed : {1u, 2u}) {
+      const auto model = LlamaModel::random(random_config(kv), seed, at::kFloat);
+      GenerateOptions opt;
+      opt.max_new_tokens = 96;
+      std::vector<Request> reqs;
+      for (int b = 0; b < 3; ++b) {
+        Request r;
+        r.prompt.push_back(1);
+        for (int i = 0; i < 3 + 5 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
+        reqs.push_back(r);
+      }
+      std::vector<std::vector<Token>> alone;
+      for (auto& r : reqs) {
+        alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
+        r.references = {alone.back(), r.prompt};
+        for (std::size_t i = 3; i < r.references[0].size(); i += 9) r.references[0][i] = static_cast<Token>(rng() % 111);
+      }
+      for (auto& r : reqs) {
+        const auto spec = run(model, r, LlmaOptions{.n = 1, .k = 12, .m = 2, .self_reference = true}, opt);
+        EXPECT_EQ(spec.tokens[0], alone[static_cast<std::size_t>(&r - reqs.data())]) << "kv " << kv << " seed " << seed;
+      }
+      std::vector<AnyDrafter> drafters;
+      for (std::size_t b = 0; b < reqs.size(); ++b) drafters.emplace_back(LlmaDrafter({.n = 2, .k = 6}));
+      const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+      for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " seed " << seed;
+    }
+}
+
+TEST(Generate, BudgetZeroIsPlainDecoding) {
+  const auto model = LlamaModel::random(random_config(2), 3);
+  Request req{{1, 5, 6}, {{5, 6, 7, 8, 9, 10}}};
+  GenerateOptions opt;
+  opt.max_new_tokens = 40;
+  const auto plain = run(model, req, std::nullopt, opt);
+  opt.budget = 0;
+  const auto zero = run(model, req, LlmaOptions{}, opt);
+  EXPECT_EQ(zero.tokens[0], plain.tokens[0]);
+  EXPECT_EQ(zero.stats.steps, 40);
+  EXPECT_EQ(zero.stats.drafting.proposed_tokens, 0);
+}
+
+TEST(Generate, StopsOnStopTokenMaxTokensAndContext) {
+  const auto model = LlamaModel::random(random_config(2), 4);
+  Request req{{1, 7, 8}, {}};
+  GenerateOptions opt;
+  opt.max_new_tokens = 30;
+  const auto full = run(model, req, std::nullopt, opt);
+  ASSERT_EQ(full.tokens[0].size(), 30u);
+  EXPECT_EQ(full.finish[0], FinishReason::kMaxNewTokens);
+  // Stop at the 10th token's value: output ends just before its first occurrence.
+  const Token stop = full.tokens[0][9];
+  opt.stop_tokens = {stop};
+  const auto stopped = run(model, req, LlmaOptions{.self_reference = true}, opt);
+  const auto first = std::find(full.tokens[0].begin(), full.tokens[0].end(), stop) - full.tokens[0].begin();
+  EXPECT_EQ(stopped.tokens[0], std::vector<Token>(full.tokens[0].begin(), full.tokens[0].begin() + first));
+  EXPECT_EQ(stopped.finish[0], FinishReason::kStopToken);
+  opt.stop_tokens.clear();
+  opt.max_context = 20;
+  const auto ctx = run(model, req, LlmaOptions{.self_reference = true}, opt);
+  EXPECT_EQ(ctx.tokens[0], std::vector<Token>(full.tokens[0].begin(), full.tokens[0].begin() + 17));
+  EXPECT_EQ(ctx.finish[0], FinishReason::kMaxContext);
+  opt.max_new_tokens = 0;
+  EXPECT_TRUE(run(model, req, std::nullopt, opt).tokens[0].empty());
+}
+
+TEST(Generate, RejectsBadInput) {
+  const auto model = LlamaModel::random(random_config(2), 4);
+  GenerateOptions opt;
+  EXPECT_THROW(run(model, Request{{1, 111}, {}}, std::nullopt, opt), Error);  // outside the vocabulary
+  EXPECT_THROW(run(model, Request{{1, -3}, {}}, std::nullopt, opt), Error);
+  EXPECT_THROW(run(model, Request{{}, {}}, std::nullopt, opt), Error);        // empty prompt
+  EXPECT_THROW(run(model, Request{std::vector<Token>(256, 5), {}}, std::nullopt, opt), Error);  // fills the context
+  GenerateOptions neg;
+  neg.budget = -1;
+  EXPECT_THROW(run(model, Request{{1}, {}}, std::nullopt, neg), Error);
+  EXPECT_THROW(LlmaDrafter({.n = 0}), Error);
+  EXPECT_THROW(LlmaDrafter({.k = 0}), Error);
+  std::vector<Request> two(2, Request{{1}, {}});
+  std::vector<AnyDrafter> one(1);
+  EXPECT_THROW(generate(model, std::span<const Request>(two), std::span<AnyDrafter>(one), opt), Error);
+}
+
+}  // namespace

@@ -1,0 +1,255 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The reference Llama model, the llama2.c loader, the KV cache and the step inputs.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/text/llama2c_tokenizer.hpp"
+#include "refdec/torch/generate.hpp"
+#include "refdec/torch/llama.hpp"
+#include "refdec/torch/llama2c_loader.hpp"
+#include "refdec/torch/verifier.hpp"
+#include "test_data.hpp"
+
+namespace {
+
+using namespace refdec;
+
+LlamaConfig small_config() {
+  LlamaConfig c;
+  c.dim = 32;
+  c.hidden_dim = 48;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.vocab_size = 111;
+  c.max_seq_len = 128;
+  return c;
+}
+
+// Logits [T, vocab] of a causal pass over `tokens` in a fresh cache.
+at::Tensor causal_logits(const LlamaModel& model, const std::vector<Token>& tokens) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  auto cache = model.make_cache(1, n);
+  std::vector<std::int64_t> ids(tokens.begin(), tokens.end());
+  const auto logits = model.forward(at::tensor(ids, at::kLong).view({1, n}), at::arange(n, at::kLong).view({1, n}),
+                                    at::ones({n, n}, at::kBool).tril().view({1, n, n}), cache);
+  return logits[0];
+}
+
+std::filesystem::path stories_model() { return refdec_test::data_file("models/stories260K/stories260K.bin"); }
+
+TEST(Llama2cLoader, StoriesGreedyOutputMatchesPublishedText) {
+  const auto path = stories_model();
+  const auto tok_path = refdec_test::data_file("models/stories260K/tok512.bin");
+  if (path.empty() || tok_path.empty()) GTEST_SKIP() << "stories260K not found under " << refdec_test::data_dir();
+  const auto model = load_llama2c(path);
+  EXPECT_EQ(model.config().dim, 64);
+  EXPECT_EQ(model.config().n_layers, 5);
+  EXPECT_EQ(model.config().n_kv_heads, 4);
+  EXPECT_EQ(model.vocab_size(), 512);
+  const auto tokenizer = Llama2cTokenizer::load(tok_path, 512);
+  GenerateOptions opt;
+  opt.max_new_tokens = 255;  // llama2.c's run: 256 positions, BOS first
+  opt.stop_tokens = {1};     // llama2.c stops when it samples BOS again
+  const auto result = generate(model, Request{{1}, {}}, AnyDrafter{}, opt);
+  const std::string text = tokenizer.decode(result.tokens[0]);
+  const std::string published =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she "
+      "saw a big, red ball. She wanted to play with it, but it was too high.";
+  EXPECT_EQ(text.substr(0, published.size()), published) << text;
+  EXPECT_DOUBLE_EQ(result.stats.tokens_per_step(), 1.0);
+}
+
+TEST(Llama2cLoader, RejectsMissingTruncatedAndInvalidFiles) {
+  const auto dir = std::filesystem::temp_directory_path() / "refdec_llama2c_test";
+  std::filesystem::create_directories(dir);
+  EXPECT_THROW(
+      {
+        try {
+          load_llama2c(dir / "missing.bin");
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  // A header with dim 0.
+  {
+    std::ofstream f(dir / "zero.bin", std::ios::binary);
+    const std::int32_t header[7] = {0, 8, 1, 1, 1, 10, 8};
+    f.write(reinterpret_cast<const char*>(header), sizeof(header));
+  }
+  EXPECT_THROW(load_llama2c(dir / "zero.bin"), Error);
+  // A file shorter than its header.
+  {
+    std::ofstream f(dir / "short.bin", std::ios::binary);
+    f.write("abc", 3);
+  }
+  EXPECT_THROW(load_llama2c(dir / "short.bin"), Error);
+  const auto path = stories_model();
+  if (path.empty()) GTEST_SKIP() << "stories260K not found: truncation case skipped";
+  std::filesystem::copy_file(path, dir / "truncated.bin", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(dir / "truncated.bin", std::filesystem::file_size(path) - 100);
+  try {
+    load_llama2c(dir / "truncated.bin");
+    ADD_FAILURE() << "a truncated checkpoint loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LlamaModel, RejectsInconsistentConfigAndWeights) {
+  auto c = small_config();
+  c.n_kv_heads = 3;  // 4 heads are not a multiple of 3
+  EXPECT_THROW(LlamaModel::random(c, 1), Error);
+  auto model = LlamaModel::random(small_config(), 1);
+  auto w = model.weights();
+  w.layers[1].wk = at::zeros({5, 32});
+  EXPECT_THROW(LlamaModel(small_config(), w), c10::Error);
+}
+
+// Every node's logits from one tree-masked pass equal a causal pass over its own path.
+TEST(LlamaModel, TreeMaskedPassEqualsPerPathPasses) {
+  for (const auto dtype : {at::kDouble, at::kFloat}) {
+    const auto model = LlamaModel::random(small_config(), 7, dtype);
+    const std::vector<Token> prefix = {1, 17, 42, 5, 99};
+    DraftTree draft;
+    draft.insert(std::vector<Token>{3, 4, 5}, 3.0f);
+    draft.insert(std::vector<Token>{3, 8}, 2.0f);
+    draft.insert(std::vector<Token>{9, 10, 11, 12}, 1.0f);
+    const auto tree = draft.linearize(prefix.back(), 100);
+    auto cache = model.make_cache(1, 64);
+    // Cache the prefix but its last token (the root).
+    LinearTree chain;
+    chain.reset(prefix[0]);
+    for (std::int32_t i = 1; i + 1 < static_cast<std::int32_t>(prefix.size()); ++i) chain.add_node(prefix[static_cast<std::size_t>(i)], i - 1, 0);
+    chain.finish();
+    const std::vector<LinearTree> chains = {chain};
+    auto in = build_step_inputs(chains, cache.lengths());
+    model.forward(in.ids, in.positions, in.mask, cache);
+    std::vector<std::vector<std::int32_t>> kept = {{0, 1, 2, 3}};
+    cache.commit(kept);
+    const std::vector<LinearTree> trees = {tree};
+    in = build_step_inputs(trees, cache.lengths());
+    const auto logits = model.forward(in.ids, in.positions, in.mask, cache)[0];
+    const double tol = dtype == at::kDouble ? 1e-10 : 1e-4;
+    for (std::int32_t i = 0; i < tree.size(); ++i) {
+      std::vector<Token> path;
+      for (std::int32_t j = i; j > 0; j = tree.parent[static_cast<std::size_t>(j)]) path.insert(path.begin(), tree.tokens[static_cast<std::size_t>(j)]);
+      std::vector<Token> seq = prefix;
+      seq.insert(seq.end(), path.begin(), path.end());
+      const auto want = causal_logits(model, seq)[static_cast<std::int64_t>(seq.size()) - 1];
+      EXPECT_TRUE(at::allclose(logits[i], want, tol, tol)) << "node " << i << " dtype " << dtype;
+    }
+  }
+}
+
+// After committing an accepted path, the next logits equal a fresh prefill of the sequence.
+TEST(KvCache, CommitThenStepEqualsFreshPrefill) {
+  const auto model = LlamaModel::random(small_config(), 11, at::kFloat);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<Token> tok(3, 110);
+  for (int trial = 0; trial < 5; ++trial) {
+    // Two sequences of different lengths in one batch.
+    std::vector<std::vector<Token>> prefixes = {{1}, {1}};
+    for (int i = 0; i < 6 + trial; ++i) prefixes[0].push_back(tok(rng));
+    for (int i = 0; i < 2 + 2 * trial; ++i) prefixes[1].push_back(tok(rng));
+    auto cache = model.make_cache(2, 64);
+    std::vector<LinearTree> trees(2);
+    std::vector<std::vector<std::int32_t>> kept(2);
+    for (std::size_t b = 0; b < 2; ++b) {
+      trees[b].reset(prefixes[b][0]);
+      for (std::size_t i = 1; i + 1 < prefixes[b].size(); ++i) trees[b].add_node(prefixes[b][i], static_cast<std::int32_t>(i) - 1, 0);
+      trees[b].finish();
+      for (std::int32_t i = 0; i < trees[b].size(); ++i) kept[b].push_back(i);
+    }
+    auto in = build_step_inputs(trees, cache.lengths());
+    model.forward(in.ids, in.positions, in.mask, cache);
+    cache.commit(kept);
+    // A random draft tree per sequence; keep a random root-to-leaf path.
+    std::vector<std::vector<Token>> accepted(2);
+    for (std::size_t b = 0; b < 2; ++b) {
+      DraftTree draft;
+      for (int p = 0; p < 4; ++p) {
+        std::vector<Token> path(static_cast<std::size_t>(1 + p));
+        for (auto& t : path) t = tok(rng) % 7 + 3;
+        draft.insert(path, 1.0f);
+      }
+      trees[b] = draft.linearize(prefixes[b].back(), 100);
+      std::int32_t node = trees[b].size() - 1 - static_cast<std::int32_t>(b);  // some leaf-ish node
+      kept[b].clear();
+      for (std::int32_t j = node; j >= 0; j = trees[b].parent[static_cast<std::size_t>(j)]) kept[b].insert(kept[b].begin(), j);
+      for (std::size_t i = 1; i < kept[b].size(); ++i) accepted[b].push_back(trees[b].tokens[static_cast<std::size_t>(kept[b][i])]);
+    }
+    in = build_step_inputs(trees, cache.lengths());
+    model.forward(in.ids, in.positions, in.mask, cache);
+    cache.commit(kept);
+    // One more token each, against the compacted cache.
+    for (std::size_t b = 0; b < 2; ++b) trees[b].reset(static_cast<Token>(20 + b));
+    in = build_step_inputs(trees, cache.lengths());
+    const auto logits = model.forward(in.ids, in.positions, in.mask, cache);
+    for (std::size_t b = 0; b < 2; ++b) {
+      std::vector<Token> seq = prefixes[b];
+      seq.insert(seq.end(), accepted[b].begin(), accepted[b].end());
+      seq.push_back(static_cast<Token>(20 + b));
+      EXPECT_EQ(cache.lengths()[b], static_cast<std::int64_t>(seq.size()) - 1);
+      const auto want = causal_logits(model, seq)[static_cast<std::int64_t>(seq.size()) - 1];
+      EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)][0], want, 1e-4, 1e-4)) << "trial " << trial << " seq " << b;
+    }
+  }
+}
+
+TEST(KvCache, RejectsStepsBeyondCapacityAndBadCommits) {
+  const auto model = LlamaModel::random(small_config(), 1);
+  auto cache = model.make_cache(2, 8);
+  EXPECT_THROW(cache.begin_step(9), c10::Error);
+  cache.begin_step(4);
+  std::vector<std::vector<std::int32_t>> bad = {{0, 2, 1}, {}};
+  EXPECT_THROW(cache.commit(bad), c10::Error);
+  std::vector<std::vector<std::int32_t>> wrong_batch = {{0}};
+  EXPECT_THROW(cache.commit(wrong_batch), c10::Error);
+}
+
+TEST(StepInputs, MaskSeesPrefixAncestorsAndSelfOnly) {
+  DraftTree draft;
+  draft.insert(std::vector<Token>{5, 6}, 2.0f);
+  draft.insert(std::vector<Token>{7}, 1.0f);
+  const std::vector<LinearTree> trees = {draft.linearize(4, 10), draft.linearize(4, 1)};
+  const std::vector<std::int64_t> lengths = {2, 3};
+  const auto in = build_step_inputs(trees, lengths);
+  ASSERT_EQ(in.mask.sizes(), (at::IntArrayRef{2, 4, 7}));
+  // Tree 0: [0] root 4, [1] 5, [2] 7, [3] 6 (child of 1). Sequence 0 has 2 cached tokens.
+  const std::vector<std::vector<int>> want0 = {
+      {1, 1, 1, 0, 0, 0, 0}, {1, 1, 1, 1, 0, 0, 0}, {1, 1, 1, 0, 1, 0, 0}, {1, 1, 1, 1, 0, 1, 0}};
+  // Tree 1 (budget 1): root and node 5; rows 2 and 3 are padding that sees only its own slot.
+  const std::vector<std::vector<int>> want1 = {
+      {1, 1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 0, 0}, {0, 0, 0, 0, 0, 1, 0}, {0, 0, 0, 0, 0, 0, 1}};
+  for (int t = 0; t < 4; ++t)
+    for (int s = 0; s < 7; ++s) {
+      EXPECT_EQ(in.mask[0][t][s].item<bool>(), want0[static_cast<std::size_t>(t)][static_cast<std::size_t>(s)] != 0) << t << "," << s;
+      EXPECT_EQ(in.mask[1][t][s].item<bool>(), want1[static_cast<std::size_t>(t)][static_cast<std::size_t>(s)] != 0) << t << "," << s;
+    }
+  EXPECT_EQ(in.positions[0][3].item<std::int64_t>(), 4);  // depth 2 after 2 cached tokens
+  EXPECT_EQ(in.ids[0][3].item<std::int64_t>(), 6);
+  EXPECT_EQ(in.positions[1][1].item<std::int64_t>(), 4);
+}
+
+TEST(LlamaModel, HalfPrecisionRunsCloseToFloat) {
+  const auto model = LlamaModel::random(small_config(), 5, at::kFloat);
+  const auto bf16 = model.to(at::kBFloat16, at::kCPU);
+  EXPECT_EQ(bf16.dtype(), at::kBFloat16);
+  const std::vector<Token> seq = {1, 4, 9, 16, 25};
+  const auto a = causal_logits(model, seq);
+  const auto b = causal_logits(bf16, seq);
+  EXPECT_EQ(b.scalar_type(), at::kFloat);
+  // bf16 keeps 8 bits of mantissa: a loose bound on the logits, and the same argmax mostly.
+  EXPECT_LT((a - b).abs().max().item<double>(), 0.25 * a.abs().max().item<double>());
+}
+
+}  // namespace
