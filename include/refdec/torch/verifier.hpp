@@ -85,8 +85,8 @@ void verify_greedy(const M& model, KvCache& cache, std::span<const LinearTree> t
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const StepInputs in = build_step_inputs(trees, cache.lengths());
-  const auto logits = model.forward(in.ids, in.positions, in.mask, cache);  // [B, T, vocab]
-  const auto target = logits.argmax(-1).to(at::kCPU, at::kInt).contiguous();  // [B, T] int32
+  const at::Tensor logits = model.forward(in.ids, in.positions, in.mask, cache);  // [B, T, vocab]
+  const at::Tensor target = logits.argmax(-1).to(at::kCPU, at::kInt).contiguous();  // [B, T] int32
   const auto t1 = Clock::now();
   const std::int64_t T = target.size(1);
   const auto* tp = target.data_ptr<std::int32_t>();
