@@ -101,7 +101,9 @@ TEST_F(StoriesTest, BatchEqualsEachAlone) {
       for (std::size_t b = 0; b < reqs.size(); ++b) drafters.emplace_back(LlmaDrafter({.n = 1, .k = 8}));
     const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
     for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "sequence " << b << " speculative " << speculative;
-    if (speculative) EXPECT_GT(batch.stats.tokens_per_step(), 1.5);
+    if (speculative) {
+      EXPECT_GT(batch.stats.tokens_per_step(), 1.5);
+    }
   }
 }
 
