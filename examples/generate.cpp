@@ -49,7 +49,7 @@ at::ScalarType parse_dtype(const std::string& s) {
   if (s == "fp64") return at::kDouble;
   if (s == "fp16") return at::kHalf;
   if (s == "bf16") return at::kBFloat16;
-  REFDEC_CHECK(false, "unknown --dtype '" << s << "' (fp32, fp64, fp16, bf16)");
+  throw Error("unknown --dtype '" + s + "' (fp32, fp64, fp16, bf16)");
 }
 
 }  // namespace
@@ -102,7 +102,14 @@ int main(int argc, char** argv) {
     bool llama2c = false;
     if (model_path.empty()) {
       LlamaConfig c;
-      c.dim = 64, c.hidden_dim = 172, c.n_layers = 5, c.n_heads = 8, c.n_kv_heads = 4, c.vocab_size = 512, c.max_seq_len = 512;
+      // The shape of stories260K.
+      c.dim = 64;
+      c.hidden_dim = 172;
+      c.n_layers = 5;
+      c.n_heads = 8;
+      c.n_kv_heads = 4;
+      c.vocab_size = 512;
+      c.max_seq_len = 512;
       model.emplace(LlamaModel::random(c, seed, dt, dev));
       model_name = "random (seed " + std::to_string(seed) + ")";
     } else if (fs::is_directory(model_path)) {

@@ -3,11 +3,13 @@
 // LLMA span-copy drafter ("Inference with Reference", Yang et al. 2023): find the longest suffix
 // of the sequence inside the references and copy the tokens that follow it there.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "refdec/core/config.hpp"
@@ -92,11 +94,13 @@ class LlmaDrafter {
     out.insert(span_, 1.0f);
     if (opt_.m == 1 || len < static_cast<std::int64_t>(opt_.n)) return;
     // Other spans: the continuations after the matched suffix that start with another token.
+    // span_ is reused for them, so remember the primary's first token.
+    const Token primary_first = span_.front();
     float score = 0.5f;
     std::size_t extra = 0;
     for (std::int32_t e = states_[state].edges; e >= 0 && extra + 1 < opt_.m; e = edges_[static_cast<std::size_t>(e)].next) {
       const Token c = edges_[static_cast<std::size_t>(e)].token;
-      if (c < 0 || c == span_.front()) continue;
+      if (c < 0 || c == primary_first) continue;
       const std::int32_t w = next_.at(key(state, c));
       span_.assign(1, c);
       for (std::size_t i = static_cast<std::size_t>(states_[w].firstpos) + 1; i < text_.size() && span_.size() < opt_.k; ++i) {
