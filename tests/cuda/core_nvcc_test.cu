@@ -22,9 +22,10 @@ int main() {
   tree.insert(std::vector<Token>{5, 8, 9}, 1.0f);
   const auto lin = tree.linearize(1, 16);
   std::vector<Token> target(static_cast<std::size_t>(lin.size()), 0);
-  target[0] = 5;  // root -> 5
-  target[1] = 8;  // 5 -> 8
-  target[4] = 9;  // 8 -> 9 (node 4 is 8 in breadth-first order)
+  for (int i = 0; i < lin.size(); ++i) {  // the target model continues 1 -> 5 -> 8 -> 9
+    const Token t = lin.tokens[static_cast<std::size_t>(i)];
+    target[static_cast<std::size_t>(i)] = t == 1 ? 5 : t == 5 ? 8 : t == 8 ? 9 : 0;
+  }
   std::vector<int> path(static_cast<std::size_t>(lin.size()));
   const int host = refdec::greedy_walk(lin.tokens.data(), lin.first_child.data(), lin.next_sibling.data(),
                                        target.data(), lin.size(), path.data());
