@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   std::string model_path, tokenizer_path, prompt, prompt_ids, drafter = "llma", dtype = "fp32", device = "cpu";
   std::string data_dir;
   std::vector<std::string> reference_files;
-  bool from_first_run = false, json = false, self_reference = false;
+  bool from_first_run = false, json = false, self_reference = true;
   std::size_t n = 1, k = 16, m = 1;
   std::int64_t budget = -1, max_new_tokens = 256, max_context = 0;
   std::uint64_t seed = 1;
@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   app.add_option("-n", n, "LLMA: shortest suffix match that triggers a copy")->check(CLI::PositiveNumber);
   app.add_option("-k", k, "LLMA: tokens copied per span")->check(CLI::PositiveNumber);
   app.add_option("-m", m, "LLMA: spans proposed as a tree")->check(CLI::PositiveNumber);
-  app.add_flag("--self-reference", self_reference, "LLMA: also copy from the prompt and output so far");
+  app.add_flag("--self-reference,!--no-self-reference", self_reference,
+               "LLMA: also copy from the prompt and output so far (default on)");
   app.add_option("--budget", budget, "draft tokens verified per step (default k * m; 0 = plain decoding)");
   app.add_option("--max-new-tokens", max_new_tokens, "tokens to generate at most");
   app.add_option("--max-context", max_context, "prompt + output at most (default: the model's context)");
