@@ -1,0 +1,23 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The README's minimal program: speculative greedy decoding with an LLMA drafter.
+#include <refdec/drafters/llma.hpp>
+#include <refdec/torch/generate.hpp>
+#include <refdec/torch/llama2c_loader.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  using namespace refdec;
+  const char* path = argc > 1 ? argv[1] : "../shared/models/stories260K/stories260K.bin";
+  const LlamaModel model = load_llama2c(path);
+  Request request;
+  request.prompt = {1};  // BOS
+  // Token ids of a retrieved document, an earlier answer, ...: here a made-up snippet.
+  request.references = {{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426}};
+  GenerateOptions options;
+  options.max_new_tokens = 64;
+  options.budget = 16;  // draft tokens verified per step (0: plain decoding)
+  options.stop_tokens = {1, 2};
+  const GenerateResult result = generate(model, request, LlmaDrafter({.n = 1, .k = 16}), options);
+  std::cout << result.tokens[0].size() << " tokens, " << result.stats.tokens_per_step() << " tokens/step\n";
+}
