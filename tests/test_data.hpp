@@ -4,6 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 
 namespace refdec_test {
 
@@ -17,5 +21,29 @@ inline std::filesystem::path data_file(const std::filesystem::path& relative) {
   const auto p = data_dir() / relative;
   return std::filesystem::exists(p) ? p : std::filesystem::path{};
 }
+
+/// A fresh directory under the system temp directory, removed with its contents at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      path_ = std::filesystem::temp_directory_path() / ("refdec_test_" + std::to_string(rd()) + std::to_string(rd()));
+      if (std::filesystem::create_directory(path_)) return;
+    }
+    throw std::runtime_error("cannot create a temporary directory");
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace refdec_test

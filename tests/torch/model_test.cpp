@@ -67,8 +67,8 @@ TEST(Llama2cLoader, StoriesGreedyOutputMatchesPublishedText) {
 }
 
 TEST(Llama2cLoader, RejectsMissingTruncatedAndInvalidFiles) {
-  const auto dir = std::filesystem::temp_directory_path() / "refdec_llama2c_test";
-  std::filesystem::create_directories(dir);
+  const refdec_test::TempDir tmp;
+  const auto& dir = tmp.path();
   EXPECT_THROW(
       {
         try {
