@@ -56,6 +56,15 @@ TEST(DraftTree, BudgetKeepsBestNodesWithTheirAncestors) {
   EXPECT_EQ(root_only.parent, std::vector<std::int32_t>{-1});
 }
 
+TEST(LinearTree, ChainIsACausalBlock) {
+  const auto c = LinearTree::chain(std::vector<Token>{4, 5, 6});
+  EXPECT_EQ(c.parent, (std::vector<std::int32_t>{-1, 0, 1}));
+  EXPECT_EQ(c.depth, (std::vector<std::int32_t>{0, 1, 2}));
+  for (std::int32_t i = 0; i < 3; ++i)
+    for (std::int32_t j = 0; j < 3; ++j) EXPECT_EQ(c.attends(i, j), j <= i) << i << "," << j;
+  EXPECT_EQ(LinearTree::chain({}).size(), 0);
+}
+
 struct Shape {
   int paths;
   int max_len;

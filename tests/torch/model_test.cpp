@@ -126,11 +126,7 @@ TEST(LlamaModel, TreeMaskedPassEqualsPerPathPasses) {
     const auto tree = draft.linearize(prefix.back(), 100);
     auto cache = model.make_cache(1, 64);
     // Cache the prefix but its last token (the root).
-    LinearTree chain;
-    chain.reset(prefix[0]);
-    for (std::int32_t i = 1; i + 1 < static_cast<std::int32_t>(prefix.size()); ++i) chain.add_node(prefix[static_cast<std::size_t>(i)], i - 1, 0);
-    chain.finish();
-    const std::vector<LinearTree> chains = {chain};
+    const std::vector<LinearTree> chains = {LinearTree::chain(std::span<const Token>(prefix).first(prefix.size() - 1))};
     auto in = build_step_inputs(chains, cache.lengths());
     model.forward(in.ids, in.positions, in.mask, cache);
     std::vector<std::vector<std::int32_t>> kept = {{0, 1, 2, 3}};
@@ -164,9 +160,7 @@ TEST(KvCache, CommitThenStepEqualsFreshPrefill) {
     std::vector<LinearTree> trees(2);
     std::vector<std::vector<std::int32_t>> kept(2);
     for (std::size_t b = 0; b < 2; ++b) {
-      trees[b].reset(prefixes[b][0]);
-      for (std::size_t i = 1; i + 1 < prefixes[b].size(); ++i) trees[b].add_node(prefixes[b][i], static_cast<std::int32_t>(i) - 1, 0);
-      trees[b].finish();
+      trees[b] = LinearTree::chain(std::span<const Token>(prefixes[b]).first(prefixes[b].size() - 1));
       for (std::int32_t i = 0; i < trees[b].size(); ++i) kept[b].push_back(i);
     }
     auto in = build_step_inputs(trees, cache.lengths());

@@ -50,6 +50,15 @@ struct LinearTree {
     finish();
   }
 
+  /// A chain: tokens[0] is the root and each token the child of the previous one (a causal block,
+  /// e.g. a prompt to prefill). Empty for empty `chain_tokens`.
+  static LinearTree chain(std::span<const Token> chain_tokens) {
+    LinearTree t;
+    for (std::size_t i = 0; i < chain_tokens.size(); ++i) t.add_node(chain_tokens[i], static_cast<std::int32_t>(i) - 1, 0.0f);
+    t.finish();
+    return t;
+  }
+
   /// Appends a node; `parent` must be an existing node. Call finish() after the last one.
   void add_node(Token token, std::int32_t parent_index, float node_score) {
     tokens.push_back(token);

@@ -113,13 +113,9 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
   std::vector<std::vector<std::int32_t>> kept(B);
   for (std::size_t b = 0; b < B; ++b) {
     const auto& prompt = requests[b].prompt;
-    LinearTree& chain = trees[b];
-    chain.reset(prompt.front());
-    for (std::size_t i = 1; i + 1 < prompt.size(); ++i) chain.add_node(prompt[i], static_cast<std::int32_t>(i) - 1, 0.0f);
-    chain.finish();
-    if (prompt.size() == 1) chain = LinearTree{};  // nothing to prefill
-    for (std::int32_t i = 0; i < chain.size(); ++i) kept[b].push_back(i);
-    longest = std::max<std::int64_t>(longest, chain.size());
+    trees[b] = LinearTree::chain(std::span<const Token>(prompt).first(prompt.size() - 1));
+    for (std::int32_t i = 0; i < trees[b].size(); ++i) kept[b].push_back(i);
+    longest = std::max<std::int64_t>(longest, trees[b].size());
   }
   if (longest > 0) {
     const StepInputs in = build_step_inputs(trees, cache.lengths());
