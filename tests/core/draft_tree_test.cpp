@@ -124,6 +124,11 @@ TEST_P(RandomTree, Properties) {
       if (!seen.count(path)) {
         EXPECT_LE(score, min_kept);
       }
+    // prune() keeps exactly the nodes the cut keeps, with their scores and order.
+    DraftTree pruned = t;
+    pruned.prune(s.budget);
+    EXPECT_EQ(pruned.size(), static_cast<std::size_t>(lin.num_drafts()));
+    EXPECT_EQ(to_string(pruned.linearize(7, prefix_score.size())), to_string(lin));
     // Children and siblings: every node reachable exactly once, siblings distinct.
     std::vector<int> reached(static_cast<std::size_t>(n), 0);
     reached[0] = 1;

@@ -170,8 +170,67 @@ class DraftTree {
   void linearize(Token root, std::size_t budget, LinearTree& out) const {
     out.clear_nodes();
     out.add_node(root, -1, 0.0f);
-    // Best-first expansion from the root: the frontier holds children of kept nodes, so
-    // ancestors are kept before descendants whatever the scores are.
+    select(budget);
+    // Breadth-first numbering; children of each node in descending score order.
+    queue_.assign(1, 0);
+    for (std::size_t head = 0; head < queue_.size(); ++head) {
+      const std::int32_t trie_node = queue_[head];
+      children_.clear();
+      for (std::int32_t c = nodes_[static_cast<std::size_t>(trie_node)].first_child; c >= 0;
+           c = nodes_[static_cast<std::size_t>(c)].next_sibling)
+        if (keep_[static_cast<std::size_t>(c)]) children_.push_back(c);
+      std::stable_sort(children_.begin(), children_.end(), [this](std::int32_t a, std::int32_t b) {
+        return nodes_[static_cast<std::size_t>(a)].score > nodes_[static_cast<std::size_t>(b)].score;
+      });
+      for (const std::int32_t c : children_) {
+        const Node& n = nodes_[static_cast<std::size_t>(c)];
+        out.add_node(n.token, static_cast<std::int32_t>(head), n.score);
+        queue_.push_back(c);
+      }
+    }
+    out.finish();
+  }
+
+  /// Cuts the tree in place to the `budget` nodes linearize() would keep; scores are unchanged.
+  /// For drafters that gather more candidates than they may return.
+  void prune(std::size_t budget) {
+    if (size() <= budget) return;
+    select(budget);
+    std::vector<std::int32_t> parent(nodes_.size(), -1);
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      for (std::int32_t c = nodes_[i].first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling)
+        parent[static_cast<std::size_t>(c)] = static_cast<std::int32_t>(i);
+    // Renumbering in index order keeps parents before children and the tie order of linearize().
+    std::vector<std::int32_t> renumber(nodes_.size(), -1);
+    std::vector<std::int32_t> last_child(nodes_.size(), -1);  // [new nodes] tail of each sibling list
+    std::vector<Node> kept(1, Node{});
+    renumber[0] = 0;
+    for (std::size_t i = 1; i < nodes_.size(); ++i) {
+      if (!keep_[i]) continue;
+      const auto id = static_cast<std::int32_t>(kept.size());
+      renumber[i] = id;
+      const auto p = static_cast<std::size_t>(renumber[static_cast<std::size_t>(parent[i])]);
+      kept.push_back(Node{nodes_[i].token, nodes_[i].score, -1, -1, nodes_[i].depth});
+      if (last_child[p] < 0)
+        kept[p].first_child = id;
+      else
+        kept[static_cast<std::size_t>(last_child[p])].next_sibling = id;
+      last_child[p] = id;
+    }
+    nodes_ = std::move(kept);
+  }
+
+  /// Convenience form of linearize() that returns a fresh LinearTree.
+  LinearTree linearize(Token root, std::size_t budget) const {
+    LinearTree out;
+    linearize(root, budget, out);
+    return out;
+  }
+
+ private:
+  // Marks in keep_ the best `budget` nodes by best-first expansion from the root: the frontier
+  // holds children of kept nodes, so ancestors are kept before descendants whatever the scores.
+  void select(std::size_t budget) const {
     keep_.assign(nodes_.size(), 0);
     auto worse = [this](std::int32_t a, std::int32_t b) {
       const Node& na = nodes_[static_cast<std::size_t>(a)];
@@ -193,34 +252,8 @@ class DraftTree {
            c = nodes_[static_cast<std::size_t>(c)].next_sibling)
         frontier.push(c);
     }
-    // Breadth-first numbering; children of each node in descending score order.
-    queue_.assign(1, 0);
-    for (std::size_t head = 0; head < queue_.size(); ++head) {
-      const std::int32_t trie_node = queue_[head];
-      children_.clear();
-      for (std::int32_t c = nodes_[static_cast<std::size_t>(trie_node)].first_child; c >= 0;
-           c = nodes_[static_cast<std::size_t>(c)].next_sibling)
-        if (keep_[static_cast<std::size_t>(c)]) children_.push_back(c);
-      std::stable_sort(children_.begin(), children_.end(), [this](std::int32_t a, std::int32_t b) {
-        return nodes_[static_cast<std::size_t>(a)].score > nodes_[static_cast<std::size_t>(b)].score;
-      });
-      for (const std::int32_t c : children_) {
-        const Node& n = nodes_[static_cast<std::size_t>(c)];
-        out.add_node(n.token, static_cast<std::int32_t>(head), n.score);
-        queue_.push_back(c);
-      }
-    }
-    out.finish();
   }
 
-  /// Convenience form of linearize() that returns a fresh LinearTree.
-  LinearTree linearize(Token root, std::size_t budget) const {
-    LinearTree out;
-    linearize(root, budget, out);
-    return out;
-  }
-
- private:
   struct Node {
     Token token = -1;
     float score = 0.0f;

@@ -1,0 +1,132 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Replay evaluation ("target-guided simulation", LLMA §3.2): under greedy decoding a speculative
+// run is determined by the true output, so a drafter can be measured without a model. Per step the
+// drafter proposes, the longest draft path equal to the true next tokens is accepted, plus one
+// bonus token, and the drafter is told what was accepted.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/greedy_accept.hpp"
+#include "refdec/drafters/drafter.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// One decoding run to replay: the model saw `context` and produced `output` greedily.
+struct Trace {
+  std::string id;        ///< where it came from (question id and turn, row number, ...)
+  std::string category;  ///< for per-category reports; may be empty
+  std::vector<Token> context;                  ///< [context length] the prompt
+  std::vector<Token> output;                   ///< [output length] the true greedy output
+  std::vector<std::vector<Token>> references;  ///< given to the drafter's begin()
+};
+
+/// Settings of a replay.
+struct ReplayOptions {
+  std::size_t budget = 64;  ///< draft nodes per step after the verifier's cut (0: plain decoding)
+};
+
+/// What a replay measured over one or more traces.
+struct ReplayStats {
+  std::int64_t traces = 0;
+  std::int64_t tokens = 0;  ///< output tokens
+  std::int64_t steps = 0;   ///< verification steps
+  DrafterStats drafting;    ///< proposals and acceptance by draft position
+  std::vector<double> step_micros;  ///< [steps] drafter time per step (propose, cut, accept), µs
+
+  /// Mean tokens per step (τ), the bonus token included; 0 before any step.
+  double tokens_per_step() const { return steps > 0 ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }
+  /// The `q`-quantile (0..1, nearest rank) of the per-step drafter time in µs; 0 without steps.
+  double step_micros_quantile(double q) const {
+    if (step_micros.empty()) return 0.0;
+    std::vector<double> sorted = step_micros;
+    const auto k = static_cast<std::size_t>(std::clamp(q, 0.0, 1.0) * static_cast<double>(sorted.size() - 1) + 0.5);
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end());
+    return sorted[k];
+  }
+  /// Adds another replay's statistics to these.
+  void merge(const ReplayStats& o) {
+    traces += o.traces;
+    tokens += o.tokens;
+    steps += o.steps;
+    drafting.merge(o.drafting);
+    step_micros.insert(step_micros.end(), o.step_micros.begin(), o.step_micros.end());
+  }
+};
+
+/// Replays one trace with `drafter` (restarted with begin()) and returns its statistics. The
+/// last step may accept draft tokens up to the end of the output with no bonus token after them
+/// (in a real run the end-of-sequence token would be that bonus).
+inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const ReplayOptions& options = {}) {
+  using Clock = std::chrono::steady_clock;
+  REFDEC_CHECK(!trace.context.empty(), "replay: trace '" << trace.id << "' has an empty context");
+  ReplayStats st;
+  st.traces = 1;
+  drafter.reset_stats();
+  drafter.begin(trace.context, trace.references);
+  DraftTree draft;
+  LinearTree tree;
+  std::vector<Token> target;
+  std::vector<std::int32_t> path;
+  const auto& out = trace.output;
+  const std::size_t n = out.size();
+  std::size_t pos = 0;  // output tokens produced so far
+  while (pos < n) {
+    const Token root = pos == 0 ? trace.context.back() : out[pos - 1];
+    const auto t0 = Clock::now();
+    draft.clear();
+    drafter.propose(options.budget, draft);
+    draft.linearize(root, options.budget, tree);
+    const auto t1 = Clock::now();
+    drafter.record_proposal(tree);
+    // The target's choice after node i (at depth d) is the true token at pos + d; past the end of
+    // the output nothing matches (-1 is never a draft token).
+    target.resize(static_cast<std::size_t>(tree.size()));
+    for (std::int32_t i = 0; i < tree.size(); ++i) {
+      const std::size_t at = pos + static_cast<std::size_t>(tree.depth[static_cast<std::size_t>(i)]);
+      target[static_cast<std::size_t>(i)] = at < n ? out[at] : Token{-1};
+    }
+    path.resize(static_cast<std::size_t>(tree.size()));
+    const auto accepted = static_cast<std::size_t>(greedy_walk(tree.tokens.data(), tree.first_child.data(),
+                                                               tree.next_sibling.data(), target.data(), tree.size(),
+                                                               path.data()));
+    const std::size_t emitted = std::min(accepted + 1, n - pos);
+    const auto t2 = Clock::now();
+    drafter.accept(std::span<const Token>(out).subspan(pos, emitted));
+    const auto t3 = Clock::now();
+    st.step_micros.push_back(std::chrono::duration<double, std::micro>((t1 - t0) + (t3 - t2)).count());
+    pos += emitted;
+    ++st.steps;
+  }
+  st.tokens = static_cast<std::int64_t>(n);
+  st.drafting = drafter.stats();
+  return st;
+}
+
+/// A replay over many traces: overall and per category (traces with an empty category count
+/// only overall).
+struct ReplayReport {
+  ReplayStats overall;
+  std::map<std::string, ReplayStats> by_category;
+};
+
+/// Replays every trace with `drafter` (restarted per trace).
+inline ReplayReport replay(AnyDrafter& drafter, std::span<const Trace> traces, const ReplayOptions& options = {}) {
+  ReplayReport report;
+  for (const Trace& t : traces) {
+    const ReplayStats st = replay_trace(drafter, t, options);
+    report.overall.merge(st);
+    if (!t.category.empty()) report.by_category[t.category].merge(st);
+  }
+  return report;
+}
+
+REFDEC_NAMESPACE_END

@@ -1,0 +1,170 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// refdec-replay: measures a drafter on real LLM outputs without a model (target-guided
+// simulation). Prints τ (tokens per step), acceptance by draft position and drafter latency,
+// overall and per category.
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/replay/datasets.hpp"
+#include "refdec/replay/replay.hpp"
+
+namespace {
+
+using namespace refdec;
+namespace fs = std::filesystem;
+
+struct Settings {
+  std::string dataset = "specbench";
+  std::string data_dir;
+  std::string tokenizer;
+  std::string drafter = "prompt-lookup";
+  std::size_t budget = 64;
+  std::size_t limit = 0;
+  bool json = false;
+  LlmaOptions llma{.n = 1, .k = 16, .m = 1, .self_reference = true};
+  PromptLookupOptions lookup;
+};
+
+fs::path default_data_dir() {
+  if (const char* env = std::getenv("REFDEC_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return REFDEC_DEFAULT_DATA_DIR;
+}
+
+AnyDrafter make_drafter(const Settings& s) {
+  if (s.drafter == "none") return AnyDrafter{};
+  if (s.drafter == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
+  if (s.drafter == "llma") return AnyDrafter(LlmaDrafter(s.llma));
+  throw Error("unknown drafter '" + s.drafter + "'");
+}
+
+nlohmann::json settings_json(const Settings& s) {
+  nlohmann::json j{{"budget", s.budget}};
+  if (s.drafter == "prompt-lookup")
+    j.update({{"max_ngram", s.lookup.max_ngram}, {"min_ngram", s.lookup.min_ngram}, {"k", s.lookup.k},
+              {"full_span_only", s.lookup.full_span_only}});
+  if (s.drafter == "llma")
+    j.update({{"n", s.llma.n}, {"k", s.llma.k}, {"m", s.llma.m}, {"self_reference", s.llma.self_reference}});
+  return j;
+}
+
+nlohmann::json stats_json(const ReplayStats& st) {
+  nlohmann::json acc = nlohmann::json::array();
+  for (std::size_t d = 0; d < st.drafting.proposed_at_depth.size(); ++d) acc.push_back(st.drafting.acceptance_at(d));
+  return {{"traces", st.traces},
+          {"tokens", st.tokens},
+          {"steps", st.steps},
+          {"tokens_per_step", st.tokens_per_step()},
+          {"proposed_tokens", st.drafting.proposed_tokens},
+          {"accepted_tokens", st.drafting.accepted_tokens},
+          {"acceptance_by_position", acc},
+          {"step_micros_median", st.step_micros_quantile(0.5)},
+          {"step_micros_p99", st.step_micros_quantile(0.99)}};
+}
+
+void print_row(const std::string& name, const ReplayStats& st) {
+  std::printf("%-16s %7lld %8lld %7lld %7.3f %9.2f %9.2f\n", name.c_str(), static_cast<long long>(st.traces),
+              static_cast<long long>(st.tokens), static_cast<long long>(st.steps), st.tokens_per_step(),
+              st.step_micros_quantile(0.5), st.step_micros_quantile(0.99));
+}
+
+int run(const Settings& s) {
+  const fs::path data = s.data_dir.empty() ? default_data_dir() : fs::path(s.data_dir);
+  const fs::path tok_path = s.tokenizer.empty() ? data / "tokenizers" / "llama2.model" : fs::path(s.tokenizer);
+  const auto load_start = std::chrono::steady_clock::now();
+  std::vector<Trace> traces;
+  if (s.dataset == "specbench" || s.dataset == "llma-rag") {
+    const auto tokenizer = SentencePieceTokenizer::load(tok_path);
+    traces = s.dataset == "specbench"
+                 ? load_specbench(data / "data/spec_bench/question.jsonl",
+                                  data / "data/spec_bench/vicuna-7b-v1.3-greedy.jsonl", tokenizer)
+                 : load_llma_rag(data / "data/llma/rag.jsonl", tokenizer);
+  } else {
+    REFDEC_CHECK(fs::is_regular_file(s.dataset), "--dataset: '" << s.dataset << "' is neither specbench, llma-rag nor a file");
+    if (fs::is_regular_file(tok_path)) {
+      const auto tokenizer = SentencePieceTokenizer::load(tok_path);
+      traces = load_generic_traces(s.dataset, &tokenizer);
+    } else {
+      traces = load_generic_traces(s.dataset, nullptr);
+    }
+  }
+  if (s.limit > 0 && traces.size() > s.limit) traces.resize(s.limit);
+  REFDEC_CHECK(!traces.empty(), "no traces in " << s.dataset);
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+
+  AnyDrafter drafter = make_drafter(s);
+  ReplayOptions options;
+  options.budget = s.budget;
+  const auto start = std::chrono::steady_clock::now();
+  const ReplayReport report = replay(drafter, traces, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+
+  if (s.json) {
+    nlohmann::json j{{"dataset", s.dataset},
+                     {"drafter", drafter.name()},
+                     {"settings", settings_json(s)},
+                     {"overall", stats_json(report.overall)},
+                     {"by_category", nlohmann::json::object()},
+                     {"load_seconds", load_seconds},
+                     {"replay_seconds", seconds},
+                     {"peak_rss_mib", peak_mib}};
+    for (const auto& [name, st] : report.by_category) j["by_category"][name] = stats_json(st);
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("dataset %s, drafter %s, settings %s\n", s.dataset.c_str(), drafter.name().c_str(),
+              settings_json(s).dump().c_str());
+  std::printf("%-16s %7s %8s %7s %7s %9s %9s\n", "category", "traces", "tokens", "steps", "tau", "med_us", "p99_us");
+  for (const auto& [name, st] : report.by_category) print_row(name, st);
+  print_row("overall", report.overall);
+  std::printf("acceptance by draft position:");
+  for (std::size_t d = 0; d < std::min<std::size_t>(report.overall.drafting.proposed_at_depth.size(), 16); ++d)
+    std::printf(" %.3f", report.overall.drafting.acceptance_at(d));
+  std::printf("\nloaded in %.2f s, replayed in %.2f s, peak RSS %.1f MiB\n", load_seconds, seconds, peak_mib);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  CLI::App app{"Replays a drafter over real LLM outputs and reports tokens per step (τ)"};
+  app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
+  app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
+  app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
+  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma")->capture_default_str();
+  app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str();
+  app.add_option("--limit", s.limit, "replay only the first N traces (0: all)");
+  app.add_flag("--json", s.json, "print one JSON object");
+  app.add_option("--max-ngram", s.lookup.max_ngram, "prompt lookup: longest suffix looked up")->capture_default_str();
+  app.add_option("--min-ngram", s.lookup.min_ngram, "prompt lookup: shortest suffix looked up")->capture_default_str();
+  app.add_flag("--full-span-only,!--partial-spans", s.lookup.full_span_only,
+               "prompt lookup: skip matches whose continuation runs past the end")->capture_default_str();
+  app.add_option("--lookup-k", s.lookup.k, "prompt lookup: tokens copied")->capture_default_str();
+  app.add_option("-n", s.llma.n, "llma: shortest match")->capture_default_str();
+  app.add_option("-k", s.llma.k, "llma: tokens copied per span")->capture_default_str();
+  app.add_option("-m", s.llma.m, "llma: spans per step")->capture_default_str();
+  app.add_flag("--self-reference,!--no-self-reference", s.llma.self_reference,
+               "llma: also copy from the context and output so far")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(s);
+  } catch (const std::exception& e) {
+    std::cerr << "refdec-replay: " << e.what() << "\n";
+    return 1;
+  }
+}
