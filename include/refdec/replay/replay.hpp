@@ -64,7 +64,8 @@ struct ReplayStats {
 
 /// Replays one trace with `drafter` (restarted with begin()) and returns its statistics. The
 /// last step may accept draft tokens up to the end of the output with no bonus token after them
-/// (in a real run the end-of-sequence token would be that bonus).
+/// (in a real run the end-of-sequence token would be that bonus; the drafter statistics then count
+/// one accepted token fewer, as AnyDrafter counts all but the last appended token as accepted).
 inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const ReplayOptions& options = {}) {
   using Clock = std::chrono::steady_clock;
   REFDEC_CHECK(!trace.context.empty(), "replay: trace '" << trace.id << "' has an empty context");

@@ -1,0 +1,155 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// Replay evaluation: step counts of scripted drafters, end of output, statistics, aggregation.
+
+#include "refdec/replay/replay.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "refdec/drafters/prompt_lookup.hpp"
+
+namespace {
+
+using namespace refdec;
+
+// Knows the true output and proposes its next `k` tokens, corrupting the token at draft depth
+// `wrong_at` (1-based; 0 never) so that exactly wrong_at - 1 tokens are accepted.
+class OracleDrafter {
+ public:
+  OracleDrafter(std::vector<Token> output, std::size_t k, std::size_t wrong_at)
+      : output_(std::move(output)), k_(k), wrong_at_(wrong_at) {}
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { pos_ = 0; }
+  void propose(std::size_t budget, DraftTree& out) {
+    std::vector<Token> path;
+    for (std::size_t i = 0; i < std::min(k_, budget); ++i) {
+      const Token t = pos_ + i < output_.size() ? output_[pos_ + i] : Token{7};
+      path.push_back(i + 1 == wrong_at_ ? t + 1000 : t);
+    }
+    if (!path.empty()) out.insert(path);
+  }
+  void accept(std::span<const Token> tokens) { pos_ += tokens.size(); }
+  std::string name() const { return "oracle"; }
+
+ private:
+  std::vector<Token> output_;
+  std::size_t k_, wrong_at_, pos_ = 0;
+};
+
+Trace make_trace(std::size_t n, const std::string& category = "") {
+  Trace t;
+  t.category = category;
+  t.context = {1, 2, 3};
+  for (std::size_t i = 0; i < n; ++i) t.output.push_back(static_cast<Token>(10 + i % 50));
+  return t;
+}
+
+TEST(Replay, PlainDecodingTakesOneStepPerToken) {
+  AnyDrafter none;
+  const auto st = replay_trace(none, make_trace(37));
+  EXPECT_EQ(st.tokens, 37);
+  EXPECT_EQ(st.steps, 37);
+  EXPECT_DOUBLE_EQ(st.tokens_per_step(), 1.0);
+  EXPECT_EQ(st.drafting.proposed_tokens, 0);
+  EXPECT_EQ(st.step_micros.size(), 37u);
+}
+
+TEST(Replay, PerfectDraftsOfKTokensGiveKPlusOnePerStep) {
+  const Trace t = make_trace(60);
+  for (const std::size_t k : {1, 4, 9}) {
+    AnyDrafter d(OracleDrafter(t.output, k, 0));
+    const auto st = replay_trace(d, t, ReplayOptions{.budget = 64});
+    EXPECT_EQ(st.steps, static_cast<std::int64_t>((60 + k) / (k + 1))) << k;  // the last step may be short
+    EXPECT_EQ(st.tokens, 60);
+    EXPECT_NEAR(d.stats().acceptance_at(0), 1.0, 1e-12);
+  }
+}
+
+TEST(Replay, BudgetCutsTheDraft) {
+  const Trace t = make_trace(60);
+  AnyDrafter d(OracleDrafter(t.output, 20, 0));
+  const auto st = replay_trace(d, t, ReplayOptions{.budget = 2});
+  EXPECT_EQ(st.steps, 20);  // 2 drafts + 1 bonus per step
+  EXPECT_EQ(st.drafting.proposed_tokens, 40);
+}
+
+TEST(Replay, WrongTokenStopsAcceptanceAndStatsAddUp) {
+  const Trace t = make_trace(100);
+  AnyDrafter d(OracleDrafter(t.output, 8, 4));  // 3 accepted per step, 4 tokens per step
+  const auto st = replay_trace(d, t);
+  EXPECT_EQ(st.steps, 25);
+  EXPECT_EQ(st.drafting.accepted_tokens + st.steps, st.tokens);
+  EXPECT_NEAR(st.drafting.acceptance_at(2), 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(st.drafting.acceptance_at(3), 0.0);
+  ASSERT_GE(st.drafting.proposed_at_depth.size(), 8u);
+  EXPECT_EQ(st.drafting.proposed_at_depth[7], 25);
+}
+
+TEST(Replay, DraftsPastTheEndOfTheOutputAreHarmless) {
+  const Trace t = make_trace(5);
+  AnyDrafter d(OracleDrafter(t.output, 16, 0));
+  const auto st = replay_trace(d, t);
+  EXPECT_EQ(st.steps, 1);  // all 5 accepted in one step; the end of output is the bonus
+  EXPECT_EQ(st.tokens, 5);
+  AnyDrafter empty_output(OracleDrafter({}, 4, 0));
+  EXPECT_EQ(replay_trace(empty_output, make_trace(0)).steps, 0);
+}
+
+TEST(Replay, ReportAggregatesByCategory) {
+  const std::vector<Trace> traces = {make_trace(10, "a"), make_trace(20, "b"), make_trace(30, "a"), make_trace(5)};
+  AnyDrafter none;
+  const auto report = replay(none, traces);
+  EXPECT_EQ(report.overall.traces, 4);
+  EXPECT_EQ(report.overall.tokens, 65);
+  ASSERT_EQ(report.by_category.size(), 2u);
+  EXPECT_EQ(report.by_category.at("a").tokens, 40);
+  EXPECT_EQ(report.by_category.at("a").traces, 2);
+  EXPECT_EQ(report.by_category.at("b").steps, 20);
+}
+
+TEST(Replay, QuantilesOfStepTimes) {
+  ReplayStats st;
+  EXPECT_EQ(st.step_micros_quantile(0.5), 0.0);
+  for (int i = 100; i >= 1; --i) st.step_micros.push_back(i);
+  EXPECT_DOUBLE_EQ(st.step_micros_quantile(0.0), 1.0);
+  EXPECT_DOUBLE_EQ(st.step_micros_quantile(0.5), 51.0);
+  EXPECT_DOUBLE_EQ(st.step_micros_quantile(0.99), 99.0);
+  EXPECT_DOUBLE_EQ(st.step_micros_quantile(1.0), 100.0);
+}
+
+TEST(Replay, RejectsAnEmptyContext) {
+  Trace t = make_trace(3);
+  t.context.clear();
+  AnyDrafter none;
+  EXPECT_THROW(replay_trace(none, t), Error);
+}
+
+// Replaying a drafter is the same as driving it by hand with the true output.
+TEST(Replay, PromptLookupAgreesWithAHandDrivenRun) {
+  std::mt19937 rng(3);
+  Trace t;
+  for (int i = 0; i < 200; ++i) t.context.push_back(static_cast<Token>(rng() % 5));
+  for (int i = 0; i < 300; ++i) t.output.push_back(static_cast<Token>(rng() % 5));
+  AnyDrafter d(PromptLookupDrafter{});
+  const auto st = replay_trace(d, t, ReplayOptions{.budget = 6});
+  PromptLookupDrafter hand;
+  hand.begin(t.context, {});
+  std::int64_t steps = 0;
+  for (std::size_t pos = 0; pos < t.output.size(); ++steps) {
+    DraftTree tree;
+    hand.propose(6, tree);
+    const auto lin = tree.linearize(0, 6);
+    std::size_t accepted = 0;  // prompt lookup proposes a chain
+    while (accepted + 1 < static_cast<std::size_t>(lin.size()) && pos + accepted < t.output.size() &&
+           lin.tokens[accepted + 1] == t.output[pos + accepted])
+      ++accepted;
+    const std::size_t emitted = std::min(accepted + 1, t.output.size() - pos);
+    hand.accept(std::span<const Token>(t.output).subspan(pos, emitted));
+    pos += emitted;
+  }
+  EXPECT_EQ(st.steps, steps);
+  EXPECT_GT(st.tokens_per_step(), 1.0);
+}
+
+}  // namespace
