@@ -33,6 +33,7 @@ struct Settings {
   std::size_t budget = 64;
   std::size_t limit = 0;
   bool json = false;
+  bool markdown = false;
   LlmaOptions llma{.n = 1, .k = 16, .m = 1, .self_reference = true};
   PromptLookupOptions lookup;
 };
@@ -126,6 +127,15 @@ int run(const Settings& s) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  if (s.markdown) {  // one table row for docs/: τ overall, then per category, then latency
+    std::printf("| category |");
+    for (const auto& [name, st] : report.by_category) std::printf(" %s |", name.c_str());
+    std::printf(" overall | median µs | p99 µs |\n| %s %s |", drafter.name().c_str(), settings_json(s).dump().c_str());
+    for (const auto& [name, st] : report.by_category) std::printf(" %.3f |", st.tokens_per_step());
+    std::printf(" **%.3f** | %.2f | %.2f |\n", report.overall.tokens_per_step(), report.overall.step_micros_quantile(0.5),
+                report.overall.step_micros_quantile(0.99));
+    return 0;
+  }
   std::printf("dataset %s, drafter %s, settings %s\n", s.dataset.c_str(), drafter.name().c_str(),
               settings_json(s).dump().c_str());
   std::printf("%-16s %7s %8s %7s %7s %9s %9s\n", "category", "traces", "tokens", "steps", "tau", "med_us", "p99_us");
@@ -150,6 +160,7 @@ int main(int argc, char** argv) {
   app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str();
   app.add_option("--limit", s.limit, "replay only the first N traces (0: all)");
   app.add_flag("--json", s.json, "print one JSON object");
+  app.add_flag("--markdown", s.markdown, "print a Markdown table row (τ per category, overall, latency)");
   app.add_option("--max-ngram", s.lookup.max_ngram, "prompt lookup: longest suffix looked up")->capture_default_str();
   app.add_option("--min-ngram", s.lookup.min_ngram, "prompt lookup: shortest suffix looked up")->capture_default_str();
   app.add_flag("--full-span-only,!--partial-spans", s.lookup.full_span_only,
