@@ -1,0 +1,142 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// NgramTrieDrafter host costs: building the trie for 1K-16K-token contexts (begin), one proposal,
+// one accepted token. The target: under 1 ms to build for a 4K-token prompt.
+
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
+
+namespace {
+
+using namespace refdec;
+using Tokens = std::vector<Token>;
+
+constexpr std::size_t kContext = 4096;
+
+// Text that repeats itself the way documents do (drafter_bench.cpp's generator): Zipf-distributed
+// words from a 2000-word vocabulary, with one run in three a passage of 8-64 tokens copied from
+// `source` (or from the text itself when `source` is empty). Deterministic for a given seed.
+Tokens make_text(std::size_t len, const Tokens& source, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<double> weights(2000);
+  for (std::size_t r = 0; r < weights.size(); ++r) weights[r] = 1.0 / static_cast<double>(r + 1);
+  std::discrete_distribution<Token> word(weights.begin(), weights.end());
+  Tokens out;
+  out.reserve(len);
+  while (out.size() < len) {
+    const Tokens& src = source.empty() ? out : source;
+    if (rng() % 3 == 0 && src.size() > 64) {
+      const std::size_t n = 8 + rng() % 57;
+      const std::size_t from = rng() % (src.size() - n);
+      const Tokens passage(src.begin() + static_cast<std::ptrdiff_t>(from),
+                           src.begin() + static_cast<std::ptrdiff_t>(from + n));
+      out.insert(out.end(), passage.begin(), passage.end());
+    } else {
+      for (std::size_t i = 1 + rng() % 16; i > 0; --i) out.push_back(word(rng));
+    }
+  }
+  out.resize(len);
+  return out;
+}
+
+// A 16K-token prompt (its first `context` tokens are the shorter prompts) and a 4K-token output
+// that quotes it.
+const Tokens& prompt_text() {
+  static const Tokens t = make_text(4 * kContext, {}, 1);
+  return t;
+}
+const Tokens& output_text() {
+  static const Tokens t = make_text(kContext, Tokens(prompt_text().begin(), prompt_text().begin() + kContext), 3);
+  return t;
+}
+
+// Trie building for a `context`-token prompt (ref 0) or reference with a 64-token prompt
+// (ref 1). The drafter is reused across iterations, as it is across requests.
+void BM_NgramTrieBuild(benchmark::State& state) {
+  const auto context = static_cast<std::size_t>(state.range(0));
+  const Tokens text(prompt_text().begin(), prompt_text().begin() + static_cast<std::ptrdiff_t>(context));
+  const Tokens short_prompt(output_text().begin(), output_text().begin() + 64);
+  const std::vector<Tokens> references = {text};
+  const bool as_reference = state.range(1) != 0;
+  NgramTrieDrafter d(NgramTrieOptions{.n = static_cast<std::size_t>(state.range(2))});
+  for (auto _ : state) {
+    if (as_reference)
+      d.begin(short_prompt, references);
+    else
+      d.begin(text, {});
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(context));
+  state.counters["nodes"] = static_cast<double>(d.num_nodes());
+}
+BENCHMARK(BM_NgramTrieBuild)
+    ->ArgNames({"context", "ref", "n"})
+    ->Args({1024, 0, 13})
+    ->Args({4096, 0, 13})
+    ->Args({16384, 0, 13})
+    ->Args({4096, 1, 13})
+    ->Args({4096, 0, 5})
+    ->Unit(benchmark::kMicrosecond);
+
+// One proposal of `num_draft` nodes after a 4K-token prompt and 512 accepted tokens. `tail` 0:
+// the sequence quotes a passage of the prompt (a deep, narrow match); 1: it ends in the most
+// frequent word (a shallow match that branches widely).
+void BM_NgramTriePropose(benchmark::State& state) {
+  const auto num_draft = static_cast<std::size_t>(state.range(0));
+  NgramTrieDrafter d(NgramTrieOptions{.num_draft = num_draft});
+  d.begin(std::span<const Token>(prompt_text()).first(kContext), {});
+  d.accept(std::span<const Token>(output_text()).first(512));
+  if (state.range(1) == 0) {
+    d.accept(std::span<const Token>(prompt_text()).subspan(2000, 32));
+  } else {
+    d.accept(Tokens{5000, 0});
+  }
+  DraftTree tree;
+  for (auto _ : state) {
+    tree.clear();
+    d.propose(num_draft, tree);
+    benchmark::DoNotOptimize(tree);
+  }
+  state.counters["drafts"] = static_cast<double>(tree.size());
+}
+BENCHMARK(BM_NgramTriePropose)
+    ->ArgNames({"num_draft", "tail"})
+    ->Args({8, 0})
+    ->Args({32, 0})
+    ->Args({64, 0})
+    ->Args({8, 1})
+    ->Args({32, 1})
+    ->Args({64, 1});
+
+// accept() with `chunk` tokens per call (1: plain decoding, 8: a typical accepted span) over a
+// 4K-token output after a 4K-token prompt; per_token is the cost of one appended token.
+void BM_NgramTrieAccept(benchmark::State& state) {
+  const auto chunk = static_cast<std::size_t>(state.range(0));
+  const std::span<const Token> prompt = std::span<const Token>(prompt_text()).first(kContext);
+  NgramTrieDrafter d;
+  d.begin(prompt, {});
+  const std::span<const Token> output(output_text());
+  std::size_t pos = 0;
+  for (auto _ : state) {
+    if (pos + chunk > output.size()) {  // the output is used up: start the sequence again
+      state.PauseTiming();
+      d.begin(prompt, {});
+      pos = 0;
+      state.ResumeTiming();
+    }
+    d.accept(output.subspan(pos, chunk));
+    pos += chunk;
+  }
+  const auto tokens = static_cast<double>(state.iterations()) * static_cast<double>(chunk);
+  state.counters["per_token"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_NgramTrieAccept)->ArgNames({"chunk"})->Arg(1)->Arg(8);
+
+}  // namespace
