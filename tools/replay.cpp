@@ -15,8 +15,11 @@
 #include <iostream>
 #include <string>
 
+#include "refdec/datastore/datastore.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/rest.hpp"
 #include "refdec/replay/datasets.hpp"
 #include "refdec/replay/replay.hpp"
 
@@ -36,6 +39,9 @@ struct Settings {
   bool markdown = false;
   LlmaOptions llma{.n = 1, .k = 16, .m = 1, .self_reference = true};
   PromptLookupOptions lookup;
+  NgramTrieOptions trie;
+  RestOptions rest;
+  std::string datastore;
 };
 
 fs::path default_data_dir() {
@@ -47,6 +53,11 @@ AnyDrafter make_drafter(const Settings& s) {
   if (s.drafter == "none") return AnyDrafter{};
   if (s.drafter == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
   if (s.drafter == "llma") return AnyDrafter(LlmaDrafter(s.llma));
+  if (s.drafter == "ngram-trie") return AnyDrafter(NgramTrieDrafter(s.trie));
+  if (s.drafter == "rest") {
+    REFDEC_CHECK(!s.datastore.empty(), "--drafter rest needs --datastore FILE (see refdec-datastore build)");
+    return AnyDrafter(RestDrafter(Datastore::open_shared(s.datastore), s.rest));
+  }
   throw Error("unknown drafter '" + s.drafter + "'");
 }
 
@@ -57,6 +68,11 @@ nlohmann::json settings_json(const Settings& s) {
               {"full_span_only", s.lookup.full_span_only}});
   if (s.drafter == "llma")
     j.update({{"n", s.llma.n}, {"k", s.llma.k}, {"m", s.llma.m}, {"self_reference", s.llma.self_reference}});
+  if (s.drafter == "ngram-trie")
+    j.update({{"n", s.trie.n}, {"prefix_len", s.trie.prefix_len}, {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}});
+  if (s.drafter == "rest")
+    j.update({{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
+              {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}});
   return j;
 }
 
@@ -156,7 +172,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
-  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma")->capture_default_str();
+  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | rest")->capture_default_str();
   app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str();
   app.add_option("--limit", s.limit, "replay only the first N traces (0: all)");
   app.add_flag("--json", s.json, "print one JSON object");
@@ -171,6 +187,16 @@ int main(int argc, char** argv) {
   app.add_option("-m", s.llma.m, "llma: spans per step")->capture_default_str();
   app.add_flag("--self-reference,!--no-self-reference", s.llma.self_reference,
                "llma: also copy from the context and output so far")->capture_default_str();
+  app.add_option("--trie-n", s.trie.n, "ngram-trie: window length")->capture_default_str();
+  app.add_option("--prefix-len", s.trie.prefix_len, "ngram-trie: window prefix length L_p")->capture_default_str();
+  app.add_option("--num-draft", s.trie.num_draft, "ngram-trie: draft nodes per step")->capture_default_str();
+  app.add_flag("--grow,!--frozen", s.trie.grow, "ngram-trie: index accepted tokens too (--frozen: the paper's trie)")
+      ->capture_default_str();
+  app.add_option("--datastore", s.datastore, "rest: datastore file (refdec-datastore build)");
+  app.add_option("--n-max", s.rest.n_max, "rest: longest context suffix searched")->capture_default_str();
+  app.add_option("--rest-m", s.rest.m, "rest: continuation length")->capture_default_str();
+  app.add_option("--rest-c", s.rest.c, "rest: draft nodes kept")->capture_default_str();
+  app.add_option("--max-occurrences", s.rest.max_occurrences, "rest: occurrences read per step")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(s);

@@ -6,7 +6,10 @@
 #include <random>
 #include <vector>
 
+#include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
+#include "refdec/drafters/rest.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
@@ -82,6 +85,48 @@ TEST_F(StoriesTest, ReferenceFromFirstRunIsFast) {
   EXPECT_EQ(d.accepted_tokens + spec.stats.steps, spec.stats.tokens);
 }
 
+// The retrieval drafters are lossless too: an n-gram trie over the prompt and references, and a
+// REST datastore of other generations (the "cache of earlier sessions" scenario).
+TEST_F(StoriesTest, NgramTrieAndRestAreLossless) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 160;
+  const std::vector<std::string> prompts = {"", "Once upon a time", "Tom and", "The cat sat on the mat. The dog",
+                                            "Lily wanted", "One day, a big"};
+  std::vector<std::vector<Token>> prompt_ids, plain;
+  for (const auto& text : prompts) {
+    prompt_ids.push_back(tokenizer_->encode(text, true, false));
+    plain.push_back(run(*model_, Request{prompt_ids.back(), {}}, std::nullopt, opt).tokens[0]);
+  }
+  // The datastore holds the other prompts' outputs, so it never contains the answer itself.
+  refdec_test::TempDir dir;
+  std::vector<std::shared_ptr<const Datastore>> stores;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<std::vector<Token>> docs;
+    for (std::size_t j = 0; j < prompts.size(); ++j)
+      if (j != i) docs.push_back(plain[j]);
+    const auto path = dir / ("ds" + std::to_string(i) + ".bin");
+    build_datastore(docs, 512, path);
+    stores.push_back(Datastore::open_shared(path));
+  }
+  double trie_tau = 0, rest_tau = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const Request req{prompt_ids[i], {plain[(i + 1) % prompts.size()]}};
+    for (const NgramTrieOptions& o : {NgramTrieOptions{}, NgramTrieOptions{.n = 5, .prefix_len = 1, .num_draft = 8}}) {
+      const auto spec = generate(*model_, req, AnyDrafter(NgramTrieDrafter(o)), opt);
+      EXPECT_EQ(spec.tokens[0], plain[i]) << "n-gram trie, prompt '" << prompts[i] << "' n " << o.n;
+      trie_tau += spec.stats.tokens_per_step();
+    }
+    for (const RestOptions& o : {RestOptions{}, RestOptions{.n_max = 4, .m = 6, .c = 12, .max_occurrences = 3}}) {
+      const auto spec = generate(*model_, req, AnyDrafter(RestDrafter(stores[i], o)), opt);
+      EXPECT_EQ(spec.tokens[0], plain[i]) << "REST, prompt '" << prompts[i] << "' c " << o.c;
+      rest_tau += spec.stats.tokens_per_step();
+    }
+  }
+  // The story repeats itself and the generations share phrases: both drafters must help.
+  EXPECT_GT(trie_tau / (2.0 * static_cast<double>(prompts.size())), 1.5);
+  EXPECT_GT(rest_tau / (2.0 * static_cast<double>(prompts.size())), 1.5);
+}
+
 // A batch of three prompts of different lengths decodes exactly as each alone.
 TEST_F(StoriesTest, BatchEqualsEachAlone) {
   GenerateOptions opt;
@@ -149,6 +194,50 @@ TEST(Generate, LlmaIsLosslessOnRandomModels) {
       const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
       for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " seed " << seed;
     }
+}
+
+// The n-gram trie and REST drafters on random models (MHA, GQA, MQA), alone and batched with
+// different drafters per sequence.
+TEST(Generate, NgramTrieAndRestAreLosslessOnRandomModels) {
+  std::mt19937 rng(21);
+  refdec_test::TempDir dir;
+  for (const std::int64_t kv : {6, 2, 1}) {
+    const auto model = LlamaModel::random(random_config(kv), 7 + static_cast<std::uint64_t>(kv), at::kFloat);
+    GenerateOptions opt;
+    opt.max_new_tokens = 80;
+    std::vector<Request> reqs;
+    std::vector<std::vector<Token>> alone;
+    for (int b = 0; b < 3; ++b) {
+      Request r;
+      r.prompt.push_back(1);
+      for (int i = 0; i < 2 + 4 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
+      alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
+      r.references = {alone.back()};
+      for (std::size_t i = 5; i < r.references[0].size(); i += 7) r.references[0][i] = static_cast<Token>(rng() % 111);
+      reqs.push_back(r);
+    }
+    // A datastore of perturbed copies of the outputs and random text.
+    std::vector<std::vector<Token>> docs;
+    for (const auto& r : reqs) docs.push_back(r.references[0]);
+    docs.emplace_back(500);
+    for (auto& t : docs.back()) t = static_cast<Token>(rng() % 111);
+    const auto path = dir / ("ds" + std::to_string(kv) + ".bin");
+    build_datastore(docs, 111, path);
+    const auto store = Datastore::open_shared(path);
+    for (std::size_t b = 0; b < reqs.size(); ++b) {
+      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 12})), opt).tokens[0],
+                alone[b]) << "n-gram trie kv " << kv << " sequence " << b;
+      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(RestDrafter(store, {.c = 16})), opt).tokens[0], alone[b])
+          << "REST kv " << kv << " sequence " << b;
+    }
+    std::vector<AnyDrafter> drafters;
+    drafters.emplace_back(NgramTrieDrafter{});
+    drafters.emplace_back(RestDrafter(store));
+    drafters.emplace_back(NgramTrieDrafter({.n = 4, .prefix_len = 1, .num_draft = 5}));
+    const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+    for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
+    EXPECT_GT(batch.stats.tokens_per_step(), 1.2);
+  }
 }
 
 TEST(Generate, BudgetZeroIsPlainDecoding) {
