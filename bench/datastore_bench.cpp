@@ -19,42 +19,24 @@
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/datastore.hpp"
 #include "refdec/drafters/rest.hpp"
+#include "synthetic_text.hpp"
 
 namespace {
 
 using namespace refdec;
-using Tokens = std::vector<Token>;
+using refdec_bench::Tokens;
 
 constexpr std::int32_t kVocab = 32000;
 constexpr std::size_t kSmallTokens = 200'000;
 
-// Text with the statistics of documents: Zipf-distributed words from a 32000-token vocabulary,
-// with one run in three a passage of 8-64 tokens copied from earlier text. Deterministic.
+// Synthetic text (Zipf words from a 32000-token vocabulary, one run in three copied from earlier
+// text) cut into documents of `doc_len` tokens.
 std::vector<Tokens> synthetic_corpus(std::size_t num_tokens, std::size_t doc_len, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<double> weights(kVocab);
-  for (std::size_t r = 0; r < weights.size(); ++r) weights[r] = 1.0 / static_cast<double>(r + 1);
-  std::discrete_distribution<Token> word(weights.begin(), weights.end());
+  const Tokens all = refdec_bench::make_text(num_tokens, {}, seed, kVocab);
   std::vector<Tokens> docs;
-  Tokens all;  // copy source
-  std::size_t total = 0;
-  while (total < num_tokens) {
-    Tokens d;
-    const std::size_t len = std::min(doc_len, num_tokens - total);
-    while (d.size() < len) {
-      if (rng() % 3 == 0 && all.size() > 64) {
-        const std::size_t n = 8 + rng() % 57;
-        const std::size_t from = rng() % (all.size() - n);
-        d.insert(d.end(), all.begin() + static_cast<std::ptrdiff_t>(from), all.begin() + static_cast<std::ptrdiff_t>(from + n));
-      } else {
-        for (std::size_t i = 1 + rng() % 16; i > 0; --i) d.push_back(word(rng));
-      }
-    }
-    d.resize(len);
-    all.insert(all.end(), d.begin(), d.end());
-    total += d.size();
-    docs.push_back(std::move(d));
-  }
+  for (std::size_t at = 0; at < all.size(); at += doc_len)
+    docs.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
+                      all.begin() + static_cast<std::ptrdiff_t>(std::min(at + doc_len, all.size())));
   return docs;
 }
 

@@ -11,41 +11,17 @@
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
+#include "synthetic_text.hpp"
 #include "refdec/drafters/llma.hpp"
 
 namespace {
 
 using namespace refdec;
-using Tokens = std::vector<Token>;
+using refdec_bench::make_text;
+using refdec_bench::Tokens;
 
 constexpr std::size_t kContext = 4096;
 constexpr std::size_t kPrompt = 64;
-
-// Text that repeats itself the way documents do: Zipf-distributed words from a 2000-word
-// vocabulary, with one run in three a passage of 8-64 tokens copied from `source` (or from the
-// text itself when `source` is empty). Deterministic for a given seed.
-Tokens make_text(std::size_t len, const Tokens& source, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<double> weights(2000);
-  for (std::size_t r = 0; r < weights.size(); ++r) weights[r] = 1.0 / static_cast<double>(r + 1);
-  std::discrete_distribution<Token> word(weights.begin(), weights.end());
-  Tokens out;
-  out.reserve(len);
-  while (out.size() < len) {
-    const Tokens& src = source.empty() ? out : source;
-    if (rng() % 3 == 0 && src.size() > 64) {
-      const std::size_t n = 8 + rng() % 57;
-      const std::size_t from = rng() % (src.size() - n);
-      const Tokens passage(src.begin() + static_cast<std::ptrdiff_t>(from),
-                           src.begin() + static_cast<std::ptrdiff_t>(from + n));
-      out.insert(out.end(), passage.begin(), passage.end());
-    } else {
-      for (std::size_t i = 1 + rng() % 16; i > 0; --i) out.push_back(word(rng));
-    }
-  }
-  out.resize(len);
-  return out;
-}
 
 // A reference document, a prompt and an output that quotes the reference.
 struct Workload {

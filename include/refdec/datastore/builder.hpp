@@ -202,7 +202,7 @@ inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> d
     // Checksums: hash the data as written, then fill in the header.
     progress("checksum", 0, n);
     {
-      detail::DatastoreMapping map(tmp_path);
+      MappedFile map(tmp_path, false, "datastore");
       REFDEC_CHECK(map.size() == h.file_bytes, "datastore " << tmp_path << " has " << map.size() << " bytes, expected "
                                                             << h.file_bytes);
       h.data_checksum = datastore_hash(std::span<const std::uint8_t>(map.data() + h.tokens_offset, h.file_bytes - h.tokens_offset));

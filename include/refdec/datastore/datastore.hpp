@@ -30,10 +30,6 @@
 // code strings that start there; a string that is a prefix of another sorts first. Matches and
 // continuations therefore never cross a document boundary.
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -54,6 +50,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/mapped_file.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -195,71 +192,6 @@ struct RetrievalScratch {
   std::vector<std::uint64_t> positions;  // [K] sampled occurrence positions
 };
 
-namespace detail {
-
-/// A whole file mapped read-only; unmapped on destruction. Movable, not copyable.
-class DatastoreMapping {
- public:
-  DatastoreMapping() = default;
-  explicit DatastoreMapping(const std::filesystem::path& path, bool populate = false) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    REFDEC_CHECK(fd >= 0, "cannot open datastore " << path << ": " << std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      REFDEC_CHECK(false, "cannot stat datastore " << path << ": " << std::strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      REFDEC_CHECK(false, "datastore " << path << " is not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {  // mmap rejects empty lengths
-      int flags = MAP_SHARED;
-#ifdef MAP_POPULATE
-      if (populate) flags |= MAP_POPULATE;
-#else
-      (void)populate;
-#endif
-      void* addr = ::mmap(nullptr, size_, PROT_READ, flags, fd, 0);
-      const int err = errno;
-      ::close(fd);  // the mapping keeps the file alive
-      REFDEC_CHECK(addr != MAP_FAILED, "cannot memory-map datastore " << path << ": " << std::strerror(err));
-      data_ = static_cast<const std::uint8_t*>(addr);
-    } else {
-      ::close(fd);
-    }
-  }
-  DatastoreMapping(const DatastoreMapping&) = delete;
-  DatastoreMapping& operator=(const DatastoreMapping&) = delete;
-  DatastoreMapping(DatastoreMapping&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  DatastoreMapping& operator=(DatastoreMapping&& o) noexcept {
-    if (this != &o) {
-      unmap();
-      data_ = std::exchange(o.data_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-  }
-  ~DatastoreMapping() { unmap(); }
-  const std::uint8_t* data() const { return data_; }
-  std::size_t size() const { return size_; }
-
- private:
-
-  void unmap() noexcept {
-    if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-  const std::uint8_t* data_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-}  // namespace detail
-
 /// A read-only, memory-mapped suffix-array datastore. All methods are const and it holds no
 /// mutable state, so one instance can serve any number of threads and sequences.
 class Datastore {
@@ -271,7 +203,7 @@ class Datastore {
   static Datastore open(const std::filesystem::path& path, DatastoreOpenOptions options = {}) {
     Datastore ds;
     ds.path_ = path;
-    ds.map_ = detail::DatastoreMapping(path, options.populate);
+    ds.map_ = MappedFile(path, options.populate, "datastore");
     ds.validate(options);
     return ds;
   }
@@ -637,7 +569,7 @@ class Datastore {
   }
 
   std::filesystem::path path_;
-  detail::DatastoreMapping map_;
+  MappedFile map_;
   DatastoreHeader header_{};
   const std::uint8_t* tokens_ = nullptr;  // [num_tokens] codes, token_width bytes each
   const std::uint8_t* suffix_ = nullptr;  // [num_tokens] positions, index_width bytes each

@@ -5,10 +5,6 @@
 // The reader memory-maps the file (POSIX) and copies tensors out on request.
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +28,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/mapped_file.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -100,63 +97,6 @@ inline std::optional<std::string> safetensors_dtype_of(at::ScalarType type) {
   }
 }
 
-/// A whole file mapped read-only into memory; unmapped on destruction. Movable, not copyable.
-class MappedFile {
- public:
-  MappedFile() = default;
-  /// Maps `path`; throws refdec::Error when it cannot be opened or mapped.
-  explicit MappedFile(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    REFDEC_CHECK(fd >= 0, "cannot open " << path << ": " << std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      REFDEC_CHECK(false, "cannot stat " << path << ": " << std::strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      REFDEC_CHECK(false, path << " is not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {  // mmap rejects empty lengths; an empty file maps to nothing
-      void* addr = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int err = errno;
-      ::close(fd);  // the mapping keeps the file alive
-      REFDEC_CHECK(addr != MAP_FAILED, "cannot memory-map " << path << ": " << std::strerror(err));
-      data_ = static_cast<const std::uint8_t*>(addr);
-    } else {
-      ::close(fd);
-    }
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  MappedFile(MappedFile&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  MappedFile& operator=(MappedFile&& other) noexcept {
-    if (this != &other) {
-      unmap();
-      data_ = std::exchange(other.data_, nullptr);
-      size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-  }
-  ~MappedFile() { unmap(); }
-
-  const std::uint8_t* data() const { return data_; }
-  std::size_t size() const { return size_; }
-
- private:
-  void unmap() noexcept {
-    if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-
-  const std::uint8_t* data_ = nullptr;
-  std::size_t size_ = 0;
-};
-
 }  // namespace detail
 
 /// An open safetensors file: its validated header, and its tensors copied out on request.
@@ -168,7 +108,7 @@ class SafetensorsFile {
   /// without a valid dtype, shape or data_offsets, a dtype the format does not define, offsets
   /// out of the data buffer or disagreeing with the shape, overlapping tensors, or bytes of the
   /// data buffer that no tensor covers (the format forbids them).
-  explicit SafetensorsFile(std::filesystem::path path) : path_(std::move(path)), map_(path_) {
+  explicit SafetensorsFile(std::filesystem::path path) : path_(std::move(path)), map_(path_, false, "safetensors file") {
     const std::uint64_t file_size = map_.size();
     REFDEC_CHECK(file_size >= 8, "safetensors file " << path_ << " is " << file_size
                                                      << " bytes long, shorter than its 8-byte header size");
@@ -330,7 +270,7 @@ class SafetensorsFile {
   }
 
   std::filesystem::path path_;
-  detail::MappedFile map_;
+  MappedFile map_;
   std::uint64_t data_offset_ = 0;  // file offset of the data buffer: 8 + header size
   std::vector<SafetensorsTensorInfo> tensors_;
   std::unordered_map<std::string, std::size_t> index_;  // name -> position in tensors_
