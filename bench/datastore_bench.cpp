@@ -65,7 +65,10 @@ const Datastore& store() {
     }
     st.dir = std::filesystem::temp_directory_path() / ("refdec_datastore_bench_" + std::to_string(std::random_device{}()));
     std::filesystem::create_directories(st.dir);
-    build_datastore(synthetic_corpus(kSmallTokens, 2000, 1), kVocab, st.dir / "bench.ds");
+    // REFDEC_BENCH_TOKENS=N sizes the synthetic store (e.g. 500000000: ~5 min, ~11 GB of memory).
+    std::size_t tokens = kSmallTokens;
+    if (const char* n = std::getenv("REFDEC_BENCH_TOKENS"); n != nullptr && *n != '\0') tokens = std::stoull(n);
+    build_datastore(synthetic_corpus(tokens, 2000, 1), kVocab, st.dir / "bench.ds");
     st.ds = Datastore::open_shared(st.dir / "bench.ds");
     return st;
   }();
