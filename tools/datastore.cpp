@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +21,7 @@
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/datastore.hpp"
 #include "refdec/drafters/rest.hpp"
+#include "refdec/replay/datasets.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
 namespace {
@@ -31,11 +31,7 @@ namespace fs = std::filesystem;
 using Tokens = std::vector<Token>;
 using json = nlohmann::json;
 
-fs::path default_tokenizer() {
-  if (const char* env = std::getenv("REFDEC_DATA_DIR"); env != nullptr && *env != '\0')
-    return fs::path(env) / "tokenizers" / "llama2.model";
-  return fs::path(REFDEC_DEFAULT_DATA_DIR) / "tokenizers" / "llama2.model";
-}
+fs::path default_tokenizer() { return data_dir_or(REFDEC_DEFAULT_DATA_DIR) / "tokenizers" / "llama2.model"; }
 
 std::string read_file(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
@@ -175,26 +171,14 @@ int run_build(const BuildArgs& a) {
     for (const auto& f : a.fields) fields.push_back(parse_field_path(f));
     std::size_t done = 0;
     for (const auto& in : a.inputs) {
-      const std::string data = read_file(in);
       if (in.extension() == ".jsonl") {
-        std::istringstream lines(data);
-        std::string line;
-        std::size_t line_no = 0;
-        while (std::getline(lines, line)) {
-          ++line_no;
-          if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-          json j;
-          try {
-            j = json::parse(line);
-          } catch (const json::exception& e) {
-            REFDEC_CHECK(false, "invalid JSON in " << in << " line " << line_no << ": " << e.what());
-          }
+        for (const json& j : read_jsonl(in)) {
           std::vector<std::string> texts;
           for (const auto& f : fields) collect_strings(j, f, 0, texts);
           for (const auto& t : texts) docs.push_back(tokenizer.encode(t));
         }
       } else {
-        docs.push_back(tokenizer.encode(data));
+        docs.push_back(tokenizer.encode(read_file(in)));
       }
       ++done;
       if (!a.quiet) std::fprintf(stderr, "\rtokenised %zu/%zu files", done, a.inputs.size());

@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -43,11 +42,6 @@ struct Settings {
   RestOptions rest;
   std::string datastore;
 };
-
-fs::path default_data_dir() {
-  if (const char* env = std::getenv("REFDEC_DATA_DIR"); env != nullptr && *env != '\0') return env;
-  return REFDEC_DEFAULT_DATA_DIR;
-}
 
 AnyDrafter make_drafter(const Settings& s) {
   if (s.drafter == "none") return AnyDrafter{};
@@ -97,7 +91,7 @@ void print_row(const std::string& name, const ReplayStats& st) {
 }
 
 int run(const Settings& s) {
-  const fs::path data = s.data_dir.empty() ? default_data_dir() : fs::path(s.data_dir);
+  const fs::path data = s.data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(s.data_dir);
   const fs::path tok_path = s.tokenizer.empty() ? data / "tokenizers" / "llama2.model" : fs::path(s.tokenizer);
   const auto load_start = std::chrono::steady_clock::now();
   std::vector<Trace> traces;

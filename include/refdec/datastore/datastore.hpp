@@ -416,20 +416,14 @@ class Datastore {
 #endif
   }
 
-  std::uint32_t code(std::uint64_t pos) const {
-    const std::uint8_t* p = tokens_ + pos * header_.token_width;
-    if (header_.token_width == 2) {
+  // A little-endian unsigned integer of `width` bytes (2, 4 or 8) at `p`.
+  static std::uint64_t load(const std::uint8_t* p, std::uint32_t width) {
+    if (width == 2) {
       std::uint16_t v;
       std::memcpy(&v, p, 2);
       return v;
     }
-    std::uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  std::uint64_t raw_suffix(std::uint64_t rank) const {
-    const std::uint8_t* p = suffix_ + rank * header_.index_width;
-    if (header_.index_width == 4) {
+    if (width == 4) {
       std::uint32_t v;
       std::memcpy(&v, p, 4);
       return v;
@@ -437,6 +431,12 @@ class Datastore {
     std::uint64_t v;
     std::memcpy(&v, p, 8);
     return v;
+  }
+  std::uint32_t code(std::uint64_t pos) const {
+    return static_cast<std::uint32_t>(load(tokens_ + pos * header_.token_width, header_.token_width));
+  }
+  std::uint64_t raw_suffix(std::uint64_t rank) const {
+    return load(suffix_ + rank * header_.index_width, header_.index_width);
   }
   // A suffix array entry, range-checked so that an unverified corrupt file cannot make a search
   // read outside the mapping.

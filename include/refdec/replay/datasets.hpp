@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,8 +18,14 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-namespace detail {
-// Every row of a JSONL file, with the file and line in the error of a bad row.
+/// The data directory: $REFDEC_DATA_DIR when set, else `fallback` (the build's ../shared).
+inline std::filesystem::path data_dir_or(const std::filesystem::path& fallback) {
+  if (const char* env = std::getenv("REFDEC_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return fallback;
+}
+
+/// Every row of a JSONL file (blank lines skipped); a bad row is a refdec::Error naming the file
+/// and line.
 inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
   std::ifstream in(path);
   REFDEC_CHECK(in.good(), "cannot open " << path);
@@ -35,6 +42,7 @@ inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path)
   return rows;
 }
 
+namespace detail {
 // A field that holds text or token ids: text is encoded, ids are checked against the vocabulary.
 inline std::vector<Token> tokens_of(const nlohmann::json& v, const SentencePieceTokenizer* tokenizer,
                                     const std::string& where) {
@@ -67,13 +75,13 @@ inline constexpr const char* kVicunaSystem =
 inline std::vector<Trace> load_specbench(const std::filesystem::path& questions, const std::filesystem::path& answers,
                                          const SentencePieceTokenizer& tokenizer) {
   std::map<std::int64_t, nlohmann::json> answer_of;
-  for (auto& row : detail::read_jsonl(answers)) {
+  for (auto& row : read_jsonl(answers)) {
     REFDEC_CHECK(row.contains("question_id") && row.contains("choices"), answers << ": a row lacks question_id or choices");
     const auto id = row["question_id"].get<std::int64_t>();  // read before the move below
     answer_of[id] = std::move(row);
   }
   std::vector<Trace> traces;
-  for (const auto& q : detail::read_jsonl(questions)) {
+  for (const auto& q : read_jsonl(questions)) {
     const auto id = q.at("question_id").get<std::int64_t>();
     const auto it = answer_of.find(id);
     REFDEC_CHECK(it != answer_of.end(), answers << " has no answer to question " << id);
@@ -102,7 +110,7 @@ inline std::vector<Trace> load_specbench(const std::filesystem::path& questions,
 inline std::vector<Trace> load_llma_rag(const std::filesystem::path& path, const SentencePieceTokenizer& tokenizer) {
   std::vector<Trace> traces;
   std::size_t row_number = 0;
-  for (const auto& row : detail::read_jsonl(path)) {
+  for (const auto& row : read_jsonl(path)) {
     std::string prompt = "docs:\n";
     Trace t;
     const auto& docs = row.at("docs");
@@ -127,7 +135,7 @@ inline std::vector<Trace> load_llma_rag(const std::filesystem::path& path, const
 inline std::vector<Trace> load_generic_traces(const std::filesystem::path& path, const SentencePieceTokenizer* tokenizer) {
   std::vector<Trace> traces;
   std::size_t row_number = 0;
-  for (const auto& row : detail::read_jsonl(path)) {
+  for (const auto& row : read_jsonl(path)) {
     ++row_number;
     const std::string where = path.string() + " row " + std::to_string(row_number);
     REFDEC_CHECK(row.is_object() && row.contains("context") && row.contains("output"),
