@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 
@@ -32,6 +33,19 @@ concept Drafter = requires(D& d, std::span<const Token> tokens,
   d.propose(budget, out);
   d.accept(tokens);
   { d.name() } -> std::convertible_to<std::string>;
+};
+
+/// A drafter that also runs tokens of its own through the verifier's forward pass (an AuxBlock,
+/// e.g. the lookahead drafter's Jacobi window). Per step, after `propose()`:
+/// - `auxiliary(out)`: add this step's auxiliary tokens to `out` (arrives empty);
+/// - `observe(choices)`: the target's greedy choice at each of them (empty when the verifier ran
+///   no auxiliary tokens this step), before `accept()`;
+/// - `max_auxiliary()`: the most auxiliary tokens it will ever add in one step (sizes the cache).
+template <class D>
+concept AuxiliaryDrafter = Drafter<D> && requires(D& d, const D& cd, AuxBlock& out, std::span<const Token> choices) {
+  d.auxiliary(out);
+  d.observe(choices);
+  { cd.max_auxiliary() } -> std::convertible_to<std::size_t>;
 };
 
 /// What a drafter did over a run; AnyDrafter keeps one per drafter.
@@ -124,6 +138,20 @@ class AnyDrafter {
     stats_.accept_seconds += seconds_since(t0);
     stats_.record_acceptance(static_cast<std::int64_t>(tokens.size()) - 1);
   }
+  /// This step's auxiliary tokens (none for a drafter that is not an AuxiliaryDrafter).
+  void auxiliary(AuxBlock& out) {
+    const auto t0 = Clock::now();
+    impl_->auxiliary(out);
+    stats_.propose_seconds += seconds_since(t0);
+  }
+  /// The target's greedy choices at this step's auxiliary tokens.
+  void observe(std::span<const Token> choices) {
+    const auto t0 = Clock::now();
+    impl_->observe(choices);
+    stats_.accept_seconds += seconds_since(t0);
+  }
+  /// The most auxiliary tokens one step may carry (0 for a drafter without them).
+  std::size_t max_auxiliary() const { return impl_->max_auxiliary(); }
   std::string name() const { return impl_->name(); }
   const DrafterStats& stats() const { return stats_; }
   void reset_stats() { stats_ = DrafterStats{}; }
@@ -138,6 +166,9 @@ class AnyDrafter {
     virtual void begin(std::span<const Token>, std::span<const std::vector<Token>>) = 0;
     virtual void propose(std::size_t, DraftTree&) = 0;
     virtual void accept(std::span<const Token>) = 0;
+    virtual void auxiliary(AuxBlock&) = 0;
+    virtual void observe(std::span<const Token>) = 0;
+    virtual std::size_t max_auxiliary() const = 0;
     virtual std::string name() const = 0;
   };
   template <class D>
@@ -146,6 +177,16 @@ class AnyDrafter {
     void begin(std::span<const Token> p, std::span<const std::vector<Token>> r) override { drafter.begin(p, r); }
     void propose(std::size_t b, DraftTree& out) override { drafter.propose(b, out); }
     void accept(std::span<const Token> t) override { drafter.accept(t); }
+    void auxiliary(AuxBlock& out) override {
+      if constexpr (AuxiliaryDrafter<D>) drafter.auxiliary(out);
+    }
+    void observe(std::span<const Token> choices) override {
+      if constexpr (AuxiliaryDrafter<D>) drafter.observe(choices);
+    }
+    std::size_t max_auxiliary() const override {
+      if constexpr (AuxiliaryDrafter<D>) return drafter.max_auxiliary();
+      else return 0;
+    }
     std::string name() const override { return drafter.name(); }
     D drafter;
   };
@@ -155,5 +196,6 @@ class AnyDrafter {
 
 static_assert(Drafter<NoDrafter>);
 static_assert(Drafter<AnyDrafter>);
+static_assert(AuxiliaryDrafter<AnyDrafter>);
 
 REFDEC_NAMESPACE_END
