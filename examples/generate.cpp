@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "refdec/core/data_dir.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "refdec/torch/generate.hpp"
@@ -90,10 +91,7 @@ int main(int argc, char** argv) {
     const at::Device dev(device);
     REFDEC_CHECK(!dev.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
     const auto dt = parse_dtype(dtype);
-    if (data_dir.empty()) {
-      const char* env = std::getenv("REFDEC_DATA_DIR");
-      data_dir = env != nullptr && *env != '\0' ? env : REFDEC_DEFAULT_DATA_DIR;
-    }
+    if (data_dir.empty()) data_dir = data_dir_or(REFDEC_DEFAULT_DATA_DIR);
     const fs::path stories = fs::path(data_dir) / "models/stories260K/stories260K.bin";
     if (model_path.empty() && fs::exists(stories)) model_path = stories.string();
 

@@ -9,12 +9,11 @@
 #include <string>
 #include <system_error>
 
+#include "refdec/core/data_dir.hpp"
+
 namespace refdec_test {
 
-inline std::filesystem::path data_dir() {
-  if (const char* env = std::getenv("REFDEC_DATA_DIR"); env != nullptr && *env != '\0') return env;
-  return REFDEC_DEFAULT_DATA_DIR;
-}
+inline std::filesystem::path data_dir() { return refdec::data_dir_or(REFDEC_DEFAULT_DATA_DIR); }
 
 /// Path of a file under the data directory, or an empty path when it is missing.
 inline std::filesystem::path data_file(const std::filesystem::path& relative) {

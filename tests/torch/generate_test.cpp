@@ -8,6 +8,7 @@
 
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
@@ -127,6 +128,34 @@ TEST_F(StoriesTest, NgramTrieAndRestAreLossless) {
   EXPECT_GT(rest_tau / (2.0 * static_cast<double>(prompts.size())), 1.5);
 }
 
+// The lookahead drafter, with its Jacobi window in the forward pass or as a pure pool, is
+// lossless alone and batched; its window makes it draft without any reference.
+TEST_F(StoriesTest, LookaheadIsLossless) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 160;
+  opt.budget = 32;
+  const std::vector<LookaheadOptions> settings = {
+      {}, {.window = 5, .ngram = 3, .guesses = 5}, {.window = 7, .ngram = 2, .guesses = 7}, {.window = 0, .ngram = 4, .guesses = 8}};
+  std::vector<Request> reqs;
+  std::vector<std::vector<Token>> plain;
+  for (const std::string text : {"", "Once upon a time", "Tom and", "Lily wanted"}) {
+    reqs.push_back(Request{tokenizer_->encode(text, true, false), {}});
+    plain.push_back(run(*model_, reqs.back(), std::nullopt, opt).tokens[0]);
+  }
+  std::vector<double> tau(settings.size(), 0.0);
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    for (std::size_t s = 0; s < settings.size(); ++s) {
+      const auto spec = generate(*model_, reqs[i], AnyDrafter(LookaheadDrafter(settings[s])), opt);
+      EXPECT_EQ(spec.tokens[0], plain[i]) << "prompt " << i << " setting " << s;
+      tau[s] += spec.stats.tokens_per_step() / static_cast<double>(reqs.size());
+    }
+  EXPECT_GT(tau[0], 1.3) << "the default window must find the story's repetitions";
+  std::vector<AnyDrafter> drafters;
+  for (std::size_t i = 0; i < reqs.size(); ++i) drafters.emplace_back(LookaheadDrafter(settings[i % settings.size()]));
+  const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+  for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batch.tokens[i], plain[i]) << "batch sequence " << i;
+}
+
 // A batch of three prompts of different lengths decodes exactly as each alone.
 TEST_F(StoriesTest, BatchEqualsEachAlone) {
   GenerateOptions opt;
@@ -237,6 +266,35 @@ TEST(Generate, NgramTrieAndRestAreLosslessOnRandomModels) {
     const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
     for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
     EXPECT_GT(batch.stats.tokens_per_step(), 1.2);
+  }
+}
+
+// The lookahead drafter on random models (MHA, GQA, MQA), alone and in a batch of three with
+// different windows (and different auxiliary block sizes) per sequence.
+TEST(Generate, LookaheadIsLosslessOnRandomModels) {
+  std::mt19937 rng(33);
+  for (const std::int64_t kv : {6, 2, 1}) {
+    const auto model = LlamaModel::random(random_config(kv), 40 + static_cast<std::uint64_t>(kv), at::kFloat);
+    GenerateOptions opt;
+    opt.max_new_tokens = 60;
+    std::vector<Request> reqs;
+    std::vector<std::vector<Token>> alone;
+    for (int b = 0; b < 3; ++b) {
+      Request r;
+      r.prompt.push_back(1);
+      for (int i = 0; i < 3 + 5 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
+      alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
+      reqs.push_back(r);
+    }
+    const std::vector<LookaheadOptions> settings = {{}, {.window = 4, .ngram = 3, .guesses = 4}, {.window = 0, .ngram = 3}};
+    std::vector<AnyDrafter> drafters;
+    for (std::size_t b = 0; b < reqs.size(); ++b) {
+      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(LookaheadDrafter(settings[b])), opt).tokens[0], alone[b])
+          << "kv " << kv << " sequence " << b;
+      drafters.emplace_back(LookaheadDrafter(settings[b]));
+    }
+    const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+    for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/drafters/lookahead.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
@@ -232,6 +233,80 @@ TEST(StepInputs, MaskSeesPrefixAncestorsAndSelfOnly) {
   EXPECT_EQ(in.positions[0][3].item<std::int64_t>(), 4);  // depth 2 after 2 cached tokens
   EXPECT_EQ(in.ids[0][3].item<std::int64_t>(), 6);
   EXPECT_EQ(in.positions[1][1].item<std::int64_t>(), 4);
+}
+
+// Auxiliary tokens (a lookahead window) ride in the step: each computes exactly what its causal
+// chain (the root and the tokens it sees, by position) computes as a plain sequence, and the draft
+// tree's logits do not change.
+TEST(StepInputs, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
+  const auto model = LlamaModel::random(small_config(), 13, at::kFloat);
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<Token> tok(3, 110);
+  const std::vector<std::vector<Token>> prefixes = {{1, 4, 5, 6, 7, 8}, {1, 9}};
+  // A cache holding every prefix token but the last (the step's root).
+  const auto prefilled = [&] {
+    auto cache = model.make_cache(2, 64);
+    std::vector<LinearTree> chains(2);
+    std::vector<std::vector<std::int32_t>> rows(2);
+    for (std::size_t b = 0; b < 2; ++b) {
+      chains[b] = LinearTree::chain(std::span<const Token>(prefixes[b]).first(prefixes[b].size() - 1));
+      for (std::int32_t i = 0; i < chains[b].size(); ++i) rows[b].push_back(i);
+    }
+    const auto pin = build_step_inputs(chains, cache.lengths());
+    model.forward(pin.ids, pin.positions, pin.mask, cache);
+    cache.commit(rows);
+    return cache;
+  };
+  auto cache = prefilled();
+  std::vector<LinearTree> trees(2);
+  std::vector<AuxBlock> aux(2);
+  for (std::size_t b = 0; b < 2; ++b) {
+    DraftTree draft;
+    draft.insert(std::vector<Token>{tok(rng), tok(rng)}, 2.0f);
+    draft.insert(std::vector<Token>{tok(rng)}, 1.0f);
+    trees[b] = draft.linearize(prefixes[b].back(), 8);
+    LookaheadDrafter d({.window = 3 - static_cast<std::int32_t>(b), .ngram = 4});
+    d.begin(prefixes[b], {});
+    for (int level = 1; level < 3; ++level) {
+      std::vector<Token> choices(static_cast<std::size_t>(level * (3 - static_cast<int>(b))));
+      for (auto& t : choices) t = tok(rng);
+      d.observe(choices);
+    }
+    d.auxiliary(aux[b]);
+  }
+  const auto lengths = cache.lengths();
+  const auto without = build_step_inputs(trees, lengths);
+  const auto in = build_step_inputs(trees, lengths, aux);
+  const auto logits = model.forward(in.ids, in.positions, in.mask, cache);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const auto nodes = static_cast<std::int64_t>(trees[b].size());
+    // Tree rows never see auxiliary slots, and auxiliary rows see no draft node but the root.
+    for (std::int64_t t = 0; t < nodes; ++t)
+      for (std::int64_t j = 0; j < aux[b].size(); ++j)
+        EXPECT_FALSE(in.mask[static_cast<std::int64_t>(b)][t][lengths[b] + nodes + j].item<bool>());
+    for (std::int64_t j = 0; j < aux[b].size(); ++j) {
+      for (std::int64_t t = 1; t < nodes; ++t)
+        EXPECT_FALSE(in.mask[static_cast<std::int64_t>(b)][nodes + j][lengths[b] + t].item<bool>());
+      std::vector<std::pair<std::int32_t, Token>> chain = {{0, prefixes[b].back()}};
+      for (std::int32_t k = 1; k <= aux[b].size(); ++k)
+        if (aux[b].attends(static_cast<std::int32_t>(j), k))
+          chain.emplace_back(aux[b].offset[static_cast<std::size_t>(k - 1)], aux[b].tokens[static_cast<std::size_t>(k - 1)]);
+      std::sort(chain.begin(), chain.end());
+      std::vector<Token> seq = prefixes[b];
+      for (std::size_t i = 1; i < chain.size(); ++i) seq.push_back(chain[i].second);
+      const auto want = causal_logits(model, seq)[static_cast<std::int64_t>(seq.size()) - 1];
+      EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)][nodes + j], want, 1e-4, 1e-4))
+          << "sequence " << b << " auxiliary token " << j;
+    }
+  }
+  // The same step without the auxiliary tokens gives the same tree logits.
+  auto cache2 = prefilled();
+  const auto plain = model.forward(without.ids, without.positions, without.mask, cache2);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const auto nodes = static_cast<std::int64_t>(trees[b].size());
+    EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes),
+                             plain[static_cast<std::int64_t>(b)].slice(0, 0, nodes), 1e-5, 1e-5));
+  }
 }
 
 TEST(LlamaModel, HalfPrecisionRunsCloseToFloat) {

@@ -13,16 +13,11 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/data_dir.hpp"
 #include "refdec/replay/replay.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
 REFDEC_NAMESPACE_BEGIN
-
-/// The data directory: $REFDEC_DATA_DIR when set, else `fallback` (the build's ../shared).
-inline std::filesystem::path data_dir_or(const std::filesystem::path& fallback) {
-  if (const char* env = std::getenv("REFDEC_DATA_DIR"); env != nullptr && *env != '\0') return env;
-  return fallback;
-}
 
 /// Every row of a JSONL file (blank lines skipped); a bad row is a refdec::Error naming the file
 /// and line.

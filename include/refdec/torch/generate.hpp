@@ -43,6 +43,7 @@ struct GenerateStats {
   std::int64_t tokens = 0;         ///< generated tokens
   std::int64_t steps = 0;          ///< verification steps, counted per sequence
   std::int64_t forward_passes = 0; ///< model calls for the whole batch, prefill included
+  std::int64_t auxiliary_tokens = 0; ///< auxiliary tokens (e.g. lookahead windows) run, summed over steps
   double prefill_seconds = 0;
   double draft_seconds = 0;        ///< propose() and the budget cut
   StepTimes verify;                ///< model, acceptance and KV commit time
@@ -61,8 +62,8 @@ struct GenerateResult {
 };
 
 /// Decodes every request greedily with speculative verification: each step, each sequence's
-/// drafter proposes a tree of at most `options.budget` nodes, one forward pass verifies all trees,
-/// and the accepted tokens are appended. `drafters` holds one drafter per request, or is empty
+/// drafter proposes a tree of at most `options.budget` nodes (plus its auxiliary tokens, if it is
+/// an AuxiliaryDrafter), one forward pass verifies all trees, and the accepted tokens are appended. `drafters` holds one drafter per request, or is empty
 /// for plain decoding. The output equals plain greedy decoding whatever the drafters propose.
 template <CausalLM M>
 GenerateResult generate(const M& model, std::span<const Request> requests, std::span<AnyDrafter> drafters,
@@ -101,9 +102,14 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
   }
   for (auto& d : drafters) d.reset_stats();
 
-  // Slots: the context, plus room for one step's tree beyond it.
-  KvCache cache = model.make_cache(static_cast<std::int64_t>(B), max_context + options.budget + 1);
+  // Slots: the context, plus room for one step's tree and auxiliary tokens beyond it.
+  std::size_t max_aux = 0;
+  for (const auto& d : drafters) max_aux = std::max(max_aux, d.max_auxiliary());
+  KvCache cache = model.make_cache(static_cast<std::int64_t>(B),
+                                   max_context + options.budget + 1 + static_cast<std::int64_t>(max_aux));
   std::vector<LinearTree> trees(B);
+  std::vector<AuxBlock> aux(max_aux > 0 ? B : 0);
+  std::vector<std::vector<Token>> aux_choices(aux.size());
   std::vector<Acceptance> accepted(B);
   std::vector<std::uint8_t> active(B, options.max_new_tokens > 0 ? 1 : 0);
 
@@ -135,6 +141,7 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
     for (std::size_t b = 0; b < B; ++b) {
       if (!active[b]) {  // a finished row rides along as padding; its cache no longer matters
         trees[b].reset(0);
+        if (max_aux > 0) aux[b].clear();
         cache.reset(static_cast<std::int64_t>(b));
         continue;
       }
@@ -148,16 +155,27 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
       drafters[b].propose(budget, draft);
       draft.linearize(root, budget, trees[b]);
       drafters[b].record_proposal(trees[b]);
+      if (max_aux > 0) {
+        aux[b].clear();
+        drafters[b].auxiliary(aux[b]);
+        stats.auxiliary_tokens += aux[b].size();
+        REFDEC_CHECK(static_cast<std::size_t>(aux[b].size()) <= drafters[b].max_auxiliary(),
+                     "generate: drafter '" << drafters[b].name() << "' added " << aux[b].size()
+                                           << " auxiliary tokens, more than its max_auxiliary() "
+                                           << drafters[b].max_auxiliary());
+      }
     }
     stats.draft_seconds += seconds(t_draft, Clock::now());
 
     verify_greedy(model, cache, std::span<const LinearTree>(trees), std::span<Acceptance>(accepted), stats.verify,
-                  std::span<const std::uint8_t>(active));
+                  std::span<const std::uint8_t>(active), std::span<const AuxBlock>(aux),
+                  std::span<std::vector<Token>>(aux_choices));
     ++stats.forward_passes;
 
     const auto t_accept = Clock::now();
     for (std::size_t b = 0; b < B; ++b) {
       if (!active[b]) continue;
+      if (max_aux > 0) drafters[b].observe(aux_choices[b]);
       ++stats.steps;
       auto& out = result.tokens[b];
       std::size_t n = 0;

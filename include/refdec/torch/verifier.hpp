@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/greedy_accept.hpp"
@@ -27,16 +28,21 @@ struct StepInputs {
   at::Tensor mask;       // [B, T, S] bool, S = max cache length + T
 };
 
-/// Builds the inputs that verify `trees[b]` after `lengths[b]` cached tokens. A node sees the
-/// cached prefix, itself and its ancestors; a padding row sees only its own slot, so that its
-/// softmax stays finite.
-inline StepInputs build_step_inputs(std::span<const LinearTree> trees, std::span<const std::int64_t> lengths) {
+/// Builds the inputs that verify `trees[b]` after `lengths[b]` cached tokens, followed by the
+/// auxiliary tokens `aux[b]` (empty `aux`: none). A node sees the cached prefix, itself and its
+/// ancestors; an auxiliary token sees the prefix, itself and what its block lists (AuxBlock); a
+/// padding row sees only its own slot, so that its softmax stays finite.
+inline StepInputs build_step_inputs(std::span<const LinearTree> trees, std::span<const std::int64_t> lengths,
+                                    std::span<const AuxBlock> aux = {}) {
   TORCH_CHECK(!trees.empty() && trees.size() == lengths.size(), "build_step_inputs: ", trees.size(), " trees for ",
               lengths.size(), " sequences");
+  TORCH_CHECK(aux.empty() || aux.size() == trees.size(), "build_step_inputs: ", aux.size(), " auxiliary blocks for ",
+              trees.size(), " sequences");
   const auto B = static_cast<std::int64_t>(trees.size());
+  const auto aux_size = [&](std::size_t b) -> std::int64_t { return aux.empty() ? 0 : aux[b].size(); };
   std::int64_t T = 0, max_len = 0;
   for (std::size_t b = 0; b < trees.size(); ++b) {
-    T = std::max<std::int64_t>(T, trees[b].size());
+    T = std::max<std::int64_t>(T, trees[b].size() + aux_size(b));
     max_len = std::max(max_len, lengths[b]);
   }
   const std::int64_t S = max_len + T;
@@ -49,16 +55,26 @@ inline StepInputs build_step_inputs(std::span<const LinearTree> trees, std::span
   for (std::int64_t b = 0; b < B; ++b) {
     const LinearTree& tree = trees[static_cast<std::size_t>(b)];
     const std::int64_t len = lengths[static_cast<std::size_t>(b)];
+    const std::int64_t nodes = tree.size();
     for (std::int64_t t = 0; t < T; ++t) {
       bool* row = mk + (b * T + t) * S;
-      if (t >= tree.size()) {
+      if (t >= nodes + aux_size(static_cast<std::size_t>(b))) {
         ps[b * T + t] = len;
         row[len + t] = true;
         continue;
       }
+      std::fill(row, row + len, true);
+      row[len + t] = true;
+      if (t >= nodes) {
+        const AuxBlock& block = aux[static_cast<std::size_t>(b)];
+        const auto j = static_cast<std::int32_t>(t - nodes);
+        id[b * T + t] = block.tokens[static_cast<std::size_t>(j)];
+        ps[b * T + t] = len + block.offset[static_cast<std::size_t>(j)];
+        for (const std::int32_t k : block.row(j)) row[len + (k == 0 ? 0 : nodes + k - 1)] = true;
+        continue;
+      }
       id[b * T + t] = tree.tokens[static_cast<std::size_t>(t)];
       ps[b * T + t] = len + tree.depth[static_cast<std::size_t>(t)];
-      std::fill(row, row + len, true);
       const std::uint64_t* bits = &tree.mask[static_cast<std::size_t>(t * tree.mask_words)];
       for (std::int32_t w = 0; w < tree.mask_words; ++w)
         for (std::uint64_t word = bits[w]; word != 0; word &= word - 1)
@@ -78,13 +94,17 @@ struct StepTimes {
 /// Verifies `trees` greedily: one forward pass, then for each sequence the accepted path and the
 /// bonus token (written to `out[b]`), then commits the accepted path (root included) in `cache`.
 /// Rows whose `active` entry is 0 are padding for finished sequences: nothing is accepted or
-/// committed for them (an empty `active` means all rows are active).
+/// committed for them (an empty `active` means all rows are active). Auxiliary blocks `aux[b]`
+/// (optional) ride in the same pass; the target's greedy choices at them go to `aux_choices[b]`.
 template <CausalLM M>
 void verify_greedy(const M& model, KvCache& cache, std::span<const LinearTree> trees, std::span<Acceptance> out,
-                   StepTimes& times, std::span<const std::uint8_t> active = {}) {
+                   StepTimes& times, std::span<const std::uint8_t> active = {}, std::span<const AuxBlock> aux = {},
+                   std::span<std::vector<Token>> aux_choices = {}) {
   using Clock = std::chrono::steady_clock;
+  TORCH_CHECK(aux.size() == aux_choices.size(), "verify_greedy: ", aux.size(), " auxiliary blocks but room for ",
+              aux_choices.size(), " choices");
   const auto t0 = Clock::now();
-  const StepInputs in = build_step_inputs(trees, cache.lengths());
+  const StepInputs in = build_step_inputs(trees, cache.lengths(), aux);
   const at::Tensor logits = model.forward(in.ids, in.positions, in.mask, cache);  // [B, T, vocab]
   const at::Tensor target = logits.argmax(-1).to(at::kCPU, at::kInt).contiguous();  // [B, T] int32
   const auto t1 = Clock::now();
@@ -96,6 +116,10 @@ void verify_greedy(const M& model, KvCache& cache, std::span<const LinearTree> t
     greedy_accept(trees[b], std::span<const Token>(tp + static_cast<std::int64_t>(b) * T, static_cast<std::size_t>(trees[b].size())), out[b]);
     kept[b].push_back(0);
     kept[b].insert(kept[b].end(), out[b].nodes.begin(), out[b].nodes.end());
+    if (!aux.empty()) {
+      const Token* first = tp + static_cast<std::int64_t>(b) * T + trees[b].size();
+      aux_choices[b].assign(first, first + aux[b].size());
+    }
   }
   const auto t2 = Clock::now();
   cache.commit(kept);

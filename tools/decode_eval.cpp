@@ -1,0 +1,182 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// refdec-decode-eval: end-to-end decoding of a real model (stories260K by default) over a set of
+// prompts, plainly and with each drafter, in one run: τ, forward passes, auxiliary tokens, wall
+// time relative to plain decoding, and a check that every output equals the plain one.
+
+#include <ATen/ATen.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "refdec/datastore/builder.hpp"
+#include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
+#include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/rest.hpp"
+#include "refdec/core/data_dir.hpp"
+#include "refdec/text/llama2c_tokenizer.hpp"
+#include "refdec/torch/generate.hpp"
+#include "refdec/torch/llama.hpp"
+#include "refdec/torch/llama2c_loader.hpp"
+
+namespace fs = std::filesystem;
+using namespace refdec;
+
+namespace {
+
+// Story openings in the style of TinyStories (stories260K's training data).
+const std::vector<std::string> kPrompts = {
+    "",
+    "Once upon a time",
+    "Tom and",
+    "Lily wanted",
+    "One day, a big",
+    "The cat sat on the mat. The dog",
+    "Sara had a red ball.",
+    "Ben was sad because",
+    "There was a little bird",
+    "Mom said,",
+    "The sun was shining and",
+    "Max found a box"};
+
+// "name" or "name:key=value,key=value".
+struct Spec {
+  std::string name;
+  std::map<std::string, std::string> args;
+};
+
+Spec parse_spec(const std::string& text) {
+  Spec s;
+  const auto colon = text.find(':');
+  s.name = text.substr(0, colon);
+  if (colon == std::string::npos) return s;
+  std::istringstream in(text.substr(colon + 1));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto eq = item.find('=');
+    REFDEC_CHECK(eq != std::string::npos, "drafter option '" << item << "' in '" << text << "' is not key=value");
+    s.args[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return s;
+}
+
+int arg(const Spec& s, const std::string& key, int fallback) {
+  const auto it = s.args.find(key);
+  return it == s.args.end() ? fallback : std::stoi(it->second);
+}
+
+// One drafter for prompt `i`; `stores[i]` holds the other prompts' plain outputs.
+AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i) {
+  if (s.name == "none") return AnyDrafter{};
+  if (s.name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter{});
+  if (s.name == "llma") return AnyDrafter(LlmaDrafter(LlmaOptions{.n = 1, .k = static_cast<std::size_t>(arg(s, "k", 16)),
+                                                                  .m = static_cast<std::size_t>(arg(s, "m", 4))}));
+  if (s.name == "ngram-trie") return AnyDrafter(NgramTrieDrafter{});
+  if (s.name == "rest") return AnyDrafter(RestDrafter(stores[i]));
+  if (s.name == "lookahead")
+    return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15), .ngram = arg(s, "N", 5), .guesses = arg(s, "G", 15)}));
+  throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, lookahead)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"refdec-decode-eval: plain vs speculative decoding of a real model over many prompts"};
+  std::string model_path, tokenizer_path, data_dir;
+  std::vector<std::string> drafters = {"lookahead", "lookahead:W=7,N=4,G=7", "lookahead:W=0,N=4,G=15"};
+  std::int64_t max_new_tokens = 256, budget = 64;
+  std::size_t num_prompts = kPrompts.size();
+  app.add_option("--model", model_path, "llama2.c checkpoint (default: stories260K under the data directory)");
+  app.add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer (default: tok512.bin beside stories260K)");
+  app.add_option("--data-dir", data_dir, "data directory (default: $REFDEC_DATA_DIR or ../shared)");
+  app.add_option("--drafter", drafters,
+                 "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:k,m], ngram-trie, rest "
+                 "(datastore of the other prompts' outputs), lookahead[:W,N,G]; repeatable")
+      ->capture_default_str();
+  app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")->check(CLI::Range(1, 12));
+  app.add_option("--max-new-tokens", max_new_tokens, "tokens per prompt")->capture_default_str();
+  app.add_option("--budget", budget, "draft nodes verified per step")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const fs::path dir = data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(data_dir);
+    if (model_path.empty()) model_path = dir / "models/stories260K/stories260K.bin";
+    if (tokenizer_path.empty()) tokenizer_path = fs::path(model_path).parent_path() / "tok512.bin";
+    REFDEC_CHECK(fs::exists(model_path), "model not found: " << model_path);
+    REFDEC_CHECK(fs::exists(tokenizer_path), "tokenizer not found: " << tokenizer_path);
+    const LlamaModel model = load_llama2c(model_path);
+    const auto tokenizer = Llama2cTokenizer::load(tokenizer_path, static_cast<std::int32_t>(model.vocab_size()));
+    GenerateOptions opt;
+    opt.max_new_tokens = max_new_tokens;
+    opt.budget = budget;
+
+    using Clock = std::chrono::steady_clock;
+    std::vector<Request> requests;
+    std::vector<std::vector<Token>> plain;
+    double plain_seconds = 0;
+    std::int64_t plain_tokens = 0;
+    for (std::size_t i = 0; i < num_prompts; ++i) {
+      requests.push_back(Request{tokenizer.encode(kPrompts[i], true, false), {}});
+      const auto t0 = Clock::now();
+      const auto r = generate(model, requests.back(), AnyDrafter{}, opt);
+      plain_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      plain.push_back(r.tokens[0]);
+      plain_tokens += r.stats.tokens;
+    }
+    // REST's datastore for prompt i: the other prompts' outputs ("earlier sessions").
+    std::vector<std::shared_ptr<const Datastore>> stores;
+    const fs::path tmp = fs::temp_directory_path() / ("refdec_decode_eval_" + std::to_string(::getpid()));
+    fs::create_directories(tmp);
+    for (std::size_t i = 0; i < num_prompts; ++i) {
+      std::vector<std::vector<Token>> docs;
+      for (std::size_t j = 0; j < num_prompts; ++j)
+        if (j != i) docs.push_back(plain[j]);
+      const auto path = tmp / ("store" + std::to_string(i) + ".ds");
+      build_datastore(docs, static_cast<std::int32_t>(model.vocab_size()), path);
+      stores.push_back(Datastore::open_shared(path));
+    }
+
+    std::cout << "model " << model_path << ", " << num_prompts << " prompts, " << plain_tokens
+              << " tokens, budget " << budget << ", plain decoding " << std::fixed << std::setprecision(3)
+              << plain_seconds << " s\n\n";
+    std::cout << "| drafter | τ (tokens/step) | draft tokens/step | auxiliary tokens/step | wall time vs plain | lossless |\n";
+    std::cout << "|---|---|---|---|---|---|\n";
+    bool all_lossless = true;
+    for (const std::string& text : drafters) {
+      const Spec spec = parse_spec(text);
+      GenerateStats total;
+      std::size_t equal = 0;
+      const auto t0 = Clock::now();
+      for (std::size_t i = 0; i < num_prompts; ++i) {
+        const auto r = generate(model, requests[i], make_drafter(spec, stores, i), opt);
+        equal += r.tokens[0] == plain[i] ? 1 : 0;
+        total.tokens += r.stats.tokens;
+        total.steps += r.stats.steps;
+        total.auxiliary_tokens += r.stats.auxiliary_tokens;
+        total.drafting.merge(r.stats.drafting);
+      }
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double steps = static_cast<double>(total.steps);
+      all_lossless = all_lossless && equal == num_prompts;
+      std::cout << std::setprecision(3) << "| " << text << " | " << total.tokens_per_step() << " | "
+                << static_cast<double>(total.drafting.proposed_tokens) / steps << " | "
+                << static_cast<double>(total.auxiliary_tokens) / steps << " | " << seconds / plain_seconds << " | "
+                << equal << "/" << num_prompts << " |\n";
+    }
+    fs::remove_all(tmp);
+    return all_lossless ? 0 : 2;
+  } catch (const std::exception& e) {
+    std::cerr << "refdec-decode-eval: " << e.what() << '\n';
+    return 1;
+  }
+}
