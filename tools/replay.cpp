@@ -12,10 +12,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "refdec/datastore/datastore.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/rest.hpp"
@@ -41,32 +45,72 @@ struct Settings {
   NgramTrieOptions trie;
   RestOptions rest;
   std::string datastore;
+  std::string sources = "llma,ngram-trie,rest";  // the mixture's, comma-separated
+  MixtureOptions mixture;
+  std::vector<double> step_cost;  // the mixture's affine step cost (a, b); empty: flat
+  std::string combine = "max";    // the mixture's MixtureCombine
 };
 
-AnyDrafter make_drafter(const Settings& s) {
-  if (s.drafter == "none") return AnyDrafter{};
-  if (s.drafter == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
-  if (s.drafter == "llma") return AnyDrafter(LlmaDrafter(s.llma));
-  if (s.drafter == "ngram-trie") return AnyDrafter(NgramTrieDrafter(s.trie));
-  if (s.drafter == "rest") {
-    REFDEC_CHECK(!s.datastore.empty(), "--drafter rest needs --datastore FILE (see refdec-datastore build)");
+std::vector<std::string> split_sources(const std::string& list) {
+  std::vector<std::string> names;
+  std::istringstream in(list);
+  for (std::string name; std::getline(in, name, ',');) names.push_back(name);
+  return names;
+}
+
+AnyDrafter make_single(const std::string& name, const Settings& s) {
+  if (name == "none") return AnyDrafter{};
+  if (name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
+  if (name == "llma") return AnyDrafter(LlmaDrafter(s.llma));
+  if (name == "ngram-trie") return AnyDrafter(NgramTrieDrafter(s.trie));
+  if (name == "rest") {
+    REFDEC_CHECK(!s.datastore.empty(), "the rest drafter needs --datastore FILE (see refdec-datastore build)");
     return AnyDrafter(RestDrafter(Datastore::open_shared(s.datastore), s.rest));
   }
-  throw Error("unknown drafter '" + s.drafter + "'");
+  throw Error("unknown drafter '" + name + "'");
+}
+
+// The drafter, and for a mixture the handle on what it learns per source.
+AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatistics>& mixture_stats) {
+  if (s.drafter != "mixture") return make_single(s.drafter, s);
+  std::vector<AnyDrafter> sources;
+  for (const std::string& name : split_sources(s.sources)) {
+    REFDEC_CHECK(name != "mixture", "--sources: a mixture cannot be its own source");
+    sources.push_back(make_single(name, s));
+  }
+  MixtureOptions options = s.mixture;
+  if (!s.step_cost.empty()) options.cost = StepCost::affine(s.step_cost[0], s.step_cost[1]);
+  options.combine = s.combine == "noisy-or" ? MixtureCombine::noisy_or : MixtureCombine::max;
+  MixtureDrafter mixture(std::move(sources), options);
+  mixture_stats = mixture.statistics();
+  return AnyDrafter(std::move(mixture));
+}
+
+// One drafter's settings.
+nlohmann::json drafter_json(const std::string& name, const Settings& s) {
+  if (name == "prompt-lookup")
+    return {{"max_ngram", s.lookup.max_ngram}, {"min_ngram", s.lookup.min_ngram}, {"k", s.lookup.k},
+            {"full_span_only", s.lookup.full_span_only}};
+  if (name == "llma") return {{"n", s.llma.n}, {"k", s.llma.k}, {"m", s.llma.m}, {"self_reference", s.llma.self_reference}};
+  if (name == "ngram-trie")
+    return {{"n", s.trie.n}, {"prefix_len", s.trie.prefix_len}, {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
+  if (name == "rest")
+    return {{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
+            {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}};
+  return nlohmann::json::object();
 }
 
 nlohmann::json settings_json(const Settings& s) {
   nlohmann::json j{{"budget", s.budget}};
-  if (s.drafter == "prompt-lookup")
-    j.update({{"max_ngram", s.lookup.max_ngram}, {"min_ngram", s.lookup.min_ngram}, {"k", s.lookup.k},
-              {"full_span_only", s.lookup.full_span_only}});
-  if (s.drafter == "llma")
-    j.update({{"n", s.llma.n}, {"k", s.llma.k}, {"m", s.llma.m}, {"self_reference", s.llma.self_reference}});
-  if (s.drafter == "ngram-trie")
-    j.update({{"n", s.trie.n}, {"prefix_len", s.trie.prefix_len}, {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}});
-  if (s.drafter == "rest")
-    j.update({{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
-              {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}});
+  if (s.drafter != "mixture") {
+    j.update(drafter_json(s.drafter, s));
+    return j;
+  }
+  // A mixture: its own options, then each source's settings under its name (they share keys).
+  j.update({{"combine", s.combine}, {"prior_mean", s.mixture.prior_mean}, {"prior_strength", s.mixture.prior_strength},
+            {"half_life", s.mixture.half_life}, {"max_depth", s.mixture.max_depth}});
+  if (!s.step_cost.empty()) j["step_cost"] = s.step_cost;
+  for (const std::string& name : split_sources(s.sources)) j[name] = drafter_json(name, s);
   return j;
 }
 
@@ -82,6 +126,30 @@ nlohmann::json stats_json(const ReplayStats& st) {
           {"acceptance_by_position", acc},
           {"step_micros_median", st.step_micros_quantile(0.5)},
           {"step_micros_p99", st.step_micros_quantile(0.99)}};
+}
+
+// Per source: the rate at which its nodes were right given that their parent was, by depth (from
+// all of its merged nodes, cut or not), and the accepted draft tokens it had proposed.
+nlohmann::json mixture_json(const MixtureStatistics& st) {
+  nlohmann::json sources = nlohmann::json::array();
+  for (const auto& src : st.sources()) {
+    nlohmann::json rate = nlohmann::json::array();
+    for (std::size_t d = 0; d < src.evaluated.size(); ++d)
+      rate.push_back(src.right_at(d));
+    sources.push_back({{"name", src.name}, {"accepted_tokens", src.accepted_tokens}, {"acceptance_by_depth", rate}});
+  }
+  return {{"mean_budget", st.mean_budget()}, {"sources", sources}};
+}
+
+void print_mixture(const MixtureStatistics& st) {
+  std::printf("\nmixture: %.1f draft nodes per step; per source, accepted draft tokens it proposed and how often its\n"
+              "nodes were right given their parent was, by depth:",
+              st.mean_budget());
+  for (const auto& src : st.sources()) {
+    std::printf("\n  %-14s %8lld |", src.name.c_str(), static_cast<long long>(src.accepted_tokens));
+    for (std::size_t d = 0; d < std::min<std::size_t>(src.evaluated.size(), 12); ++d)
+      std::printf(" %.3f", src.right_at(d));
+  }
 }
 
 void print_row(const std::string& name, const ReplayStats& st) {
@@ -114,7 +182,8 @@ int run(const Settings& s) {
   REFDEC_CHECK(!traces.empty(), "no traces in " << s.dataset);
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 
-  AnyDrafter drafter = make_drafter(s);
+  std::shared_ptr<const MixtureStatistics> mixture_stats;
+  AnyDrafter drafter = make_drafter(s, mixture_stats);
   ReplayOptions options;
   options.budget = s.budget;
   const auto start = std::chrono::steady_clock::now();
@@ -134,6 +203,7 @@ int run(const Settings& s) {
                      {"replay_seconds", seconds},
                      {"peak_rss_mib", peak_mib}};
     for (const auto& [name, st] : report.by_category) j["by_category"][name] = stats_json(st);
+    if (mixture_stats) j["mixture"] = mixture_json(*mixture_stats);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -154,6 +224,7 @@ int run(const Settings& s) {
   std::printf("acceptance by draft position:");
   for (std::size_t d = 0; d < std::min<std::size_t>(report.overall.drafting.proposed_at_depth.size(), 16); ++d)
     std::printf(" %.3f", report.overall.drafting.acceptance_at(d));
+  if (mixture_stats) print_mixture(*mixture_stats);
   std::printf("\nloaded in %.2f s, replayed in %.2f s, peak RSS %.1f MiB\n", load_seconds, seconds, peak_mib);
   return 0;
 }
@@ -166,7 +237,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
-  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | rest")->capture_default_str();
+  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | rest | mixture")->capture_default_str();
   app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str();
   app.add_option("--limit", s.limit, "replay only the first N traces (0: all)");
   app.add_flag("--json", s.json, "print one JSON object");
@@ -191,6 +262,20 @@ int main(int argc, char** argv) {
   app.add_option("--rest-m", s.rest.m, "rest: continuation length")->capture_default_str();
   app.add_option("--rest-c", s.rest.c, "rest: draft nodes kept")->capture_default_str();
   app.add_option("--max-occurrences", s.rest.max_occurrences, "rest: occurrences read per step")->capture_default_str();
+  app.add_option("--sources", s.sources, "mixture: its source drafters, comma-separated, each set by its own flags")
+      ->capture_default_str();
+  app.add_option("--prior-mean", s.mixture.prior_mean, "mixture: prior acceptance of a node given its parent's")
+      ->capture_default_str();
+  app.add_option("--prior-strength", s.mixture.prior_strength, "mixture: weight of the prior in observations")
+      ->capture_default_str();
+  app.add_option("--half-life", s.mixture.half_life, "mixture: steps after which an observation weighs half (0: never)")
+      ->capture_default_str();
+  app.add_option("--max-depth", s.mixture.max_depth, "mixture: depths with statistics of their own")->capture_default_str();
+  app.add_option("--combine", s.combine, "mixture: estimates of agreeing sources, max | noisy-or")
+      ->check(CLI::IsMember({"max", "noisy-or"}))
+      ->capture_default_str();
+  app.add_option("--step-cost", s.step_cost, "mixture: affine step cost A B (seconds = A + B * tokens; default flat)")
+      ->expected(2);
   CLI11_PARSE(app, argc, argv);
   try {
     return run(s);

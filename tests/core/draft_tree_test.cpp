@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -63,6 +64,61 @@ TEST(LinearTree, ChainIsACausalBlock) {
   for (std::int32_t i = 0; i < 3; ++i)
     for (std::int32_t j = 0; j < 3; ++j) EXPECT_EQ(c.attends(i, j), j <= i) << i << "," << j;
   EXPECT_EQ(LinearTree::chain({}).size(), 0);
+}
+
+TEST(DraftTree, AddChildBuildsTheSameTrieAsInsert) {
+  DraftTree by_path;
+  by_path.insert(std::vector<Token>{5, 6, 7}, 1.0f);
+  by_path.insert(std::vector<Token>{5, 8}, 2.0f);
+  DraftTree by_node;
+  const std::int32_t a = by_node.add_child(0, 5);
+  const std::int32_t b = by_node.add_child(a, 6);
+  const std::int32_t c = by_node.add_child(b, 7);
+  EXPECT_EQ(by_node.add_child(0, 5), a);  // existing child: no new node
+  const std::int32_t d = by_node.add_child(a, 8);
+  EXPECT_EQ(by_node.size(), 4u);
+  by_node.set_score(a, 3.0f);
+  by_node.set_score(b, 1.0f);
+  by_node.set_score(c, 1.0f);
+  by_node.set_score(d, 2.0f);
+  EXPECT_EQ(to_string(by_node.linearize(1, 10)), to_string(by_path.linearize(1, 10)));
+  EXPECT_EQ(by_node.find_child(0, 5), a);
+  EXPECT_EQ(by_node.find_child(a, 8), d);
+  EXPECT_EQ(by_node.find_child(a, 7), -1);
+  EXPECT_EQ(by_node.find_child(c, 7), -1);
+  // Reading nodes: the root, then parents before children, siblings linked in creation order.
+  EXPECT_EQ(by_path.node(0).token, -1);
+  EXPECT_EQ(by_path.node(0).depth, 0);
+  const auto& n5 = by_path.node(by_path.node(0).first_child);
+  EXPECT_EQ(n5.token, 5);
+  EXPECT_EQ(n5.score, 3.0f);
+  EXPECT_EQ(n5.next_sibling, -1);
+  const auto& n6 = by_path.node(n5.first_child);
+  EXPECT_EQ(n6.token, 6);
+  EXPECT_EQ(n6.depth, 2);
+  EXPECT_EQ(by_path.node(n6.next_sibling).token, 8);
+}
+
+TEST(DraftTree, SetScoreReplacesAndCutsFollowIt) {
+  DraftTree t;
+  t.insert(std::vector<Token>{1}, 5.0f);
+  t.insert(std::vector<Token>{2}, 1.0f);
+  t.set_score(t.find_child(0, 2), 9.0f);  // replaces, does not add
+  EXPECT_EQ(t.node(t.find_child(0, 2)).score, 9.0f);
+  EXPECT_EQ(to_string(t.linearize(0, 1)), "[0] 0\n  [1] 2 (9)\n");
+}
+
+TEST(DraftTree, NodeAccessRejectsBadIndicesAndScores) {
+  DraftTree t;
+  t.insert(std::vector<Token>{1, 2}, 1.0f);
+  EXPECT_THROW(t.node(3), Error);
+  EXPECT_THROW(t.node(-1), Error);
+  EXPECT_THROW(t.add_child(7, 1), Error);
+  EXPECT_THROW(t.add_child(0, -4), Error);
+  EXPECT_THROW(t.set_score(0, 1.0f), Error);  // the root has no score
+  EXPECT_THROW(t.set_score(1, -1.0f), Error);
+  EXPECT_THROW(t.set_score(1, std::numeric_limits<float>::infinity()), Error);
+  EXPECT_EQ(t.size(), 2u);
 }
 
 struct Shape {

@@ -123,7 +123,8 @@ inline std::string to_string(const LinearTree& tree) {
 
 /// A trie of candidate continuations of the current sequence. Paths are inserted with scores;
 /// shared prefixes are merged (siblings are distinct tokens) and every node accumulates the scores
-/// of the paths through it, so a node never scores below its descendants.
+/// of the paths through it, so a node never scores below its descendants. add_child() and
+/// set_score() build a trie node by node instead, with scores of the caller's choosing.
 class DraftTree {
  public:
   DraftTree() { clear(); }
@@ -144,24 +145,60 @@ class DraftTree {
                  "draft path score must be finite and non-negative, got " << path_score);
     std::int32_t cur = 0;
     for (const Token t : path) {
-      REFDEC_CHECK(t >= 0, "draft token ids must be non-negative, got " << t);
-      std::int32_t child = nodes_[static_cast<std::size_t>(cur)].first_child;
-      std::int32_t last = -1;
-      while (child >= 0 && nodes_[static_cast<std::size_t>(child)].token != t) {
-        last = child;
-        child = nodes_[static_cast<std::size_t>(child)].next_sibling;
-      }
-      if (child < 0) {
-        child = static_cast<std::int32_t>(nodes_.size());
-        nodes_.push_back(Node{t, 0.0f, -1, -1, nodes_[static_cast<std::size_t>(cur)].depth + 1});
-        if (last < 0)
-          nodes_[static_cast<std::size_t>(cur)].first_child = child;
-        else
-          nodes_[static_cast<std::size_t>(last)].next_sibling = child;
-      }
-      nodes_[static_cast<std::size_t>(child)].score += path_score;
-      cur = child;
+      cur = add_child(cur, t);
+      nodes_[static_cast<std::size_t>(cur)].score += path_score;
     }
+  }
+
+  /// A node of the trie as stored: index 0 is the implicit root (token -1, score 0), and a parent's
+  /// index is always below its children's.
+  struct Node {
+    Token token = -1;
+    float score = 0.0f;              ///< accumulated score of the paths through it
+    std::int32_t first_child = -1;   ///< oldest child, -1 for a leaf
+    std::int32_t next_sibling = -1;  ///< next younger sibling, -1 for the last one
+    std::int32_t depth = 0;          ///< 0 for the root
+  };
+
+  /// Node `index` (0 is the root, 1..size() the draft nodes), for reading a drafter's proposal.
+  const Node& node(std::int32_t index) const {
+    REFDEC_CHECK(index >= 0 && static_cast<std::size_t>(index) < nodes_.size(),
+                 "draft tree node index " << index << " is out of range [0, " << nodes_.size() << ")");
+    return nodes_[static_cast<std::size_t>(index)];
+  }
+
+  /// The child of node `parent` that carries `token`, or -1 when there is none. Scans the
+  /// siblings, so costs O(number of children).
+  std::int32_t find_child(std::int32_t parent, Token token) const {
+    std::int32_t last = -1;
+    return find_child(parent, token, last);
+  }
+
+  /// The child of node `parent` that carries `token`, created with score 0 (after its siblings)
+  /// when there is none. Returns its index. For building a tree node by node, e.g. merging trees.
+  std::int32_t add_child(std::int32_t parent, Token token) {
+    REFDEC_CHECK(token >= 0, "draft token ids must be non-negative, got " << token);
+    std::int32_t last = -1;
+    std::int32_t child = find_child(parent, token, last);
+    if (child >= 0) return child;
+    child = static_cast<std::int32_t>(nodes_.size());
+    nodes_.push_back(Node{token, 0.0f, -1, -1, nodes_[static_cast<std::size_t>(parent)].depth + 1});
+    if (last < 0)
+      nodes_[static_cast<std::size_t>(parent)].first_child = child;
+    else
+      nodes_[static_cast<std::size_t>(last)].next_sibling = child;
+    return child;
+  }
+
+  /// Sets the score of draft node `index` (>= 1); `node_score` must be finite and non-negative. Unlike
+  /// insert(), nothing accumulates: a caller that sets scores keeps a node from scoring above its
+  /// parent if it wants cuts to keep a top-scored set.
+  void set_score(std::int32_t index, float node_score) {
+    REFDEC_CHECK(index >= 1 && static_cast<std::size_t>(index) < nodes_.size(),
+                 "draft node index " << index << " is out of range [1, " << nodes_.size() << ")");
+    REFDEC_CHECK(std::isfinite(node_score) && node_score >= 0.0f,
+                 "draft node score must be finite and non-negative, got " << node_score);
+    nodes_[static_cast<std::size_t>(index)].score = node_score;
   }
 
   /// Cuts the tree to at most `budget` draft nodes, keeping the best-scored ones (a kept node's
@@ -228,6 +265,16 @@ class DraftTree {
   }
 
  private:
+  // find_child() that also reports the last sibling scanned (-1 if none), where a new child goes.
+  std::int32_t find_child(std::int32_t parent, Token token, std::int32_t& last) const {
+    std::int32_t child = node(parent).first_child;
+    while (child >= 0 && nodes_[static_cast<std::size_t>(child)].token != token) {
+      last = child;
+      child = nodes_[static_cast<std::size_t>(child)].next_sibling;
+    }
+    return child;
+  }
+
   // Marks in keep_ the best `budget` nodes by best-first expansion from the root: the frontier
   // holds children of kept nodes, so ancestors are kept before descendants whatever the scores.
   void select(std::size_t budget) const {
@@ -254,13 +301,6 @@ class DraftTree {
     }
   }
 
-  struct Node {
-    Token token = -1;
-    float score = 0.0f;
-    std::int32_t first_child = -1;
-    std::int32_t next_sibling = -1;
-    std::int32_t depth = 0;
-  };
   std::vector<Node> nodes_;  // [1 + size()] node 0 is the implicit root
   // Scratch buffers reused across linearize() calls.
   mutable std::vector<std::uint8_t> keep_;

@@ -1,0 +1,380 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Mixture drafter: asks several drafters (sources) for candidates every step, merges them into
+// one trie, scores every node by its estimated probability of acceptance (learned online per
+// source), and cuts the tree to the budget that maximises expected tokens per unit of step time.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/aux_block.hpp"
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_cost.hpp"
+#include "refdec/drafters/drafter.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// How MixtureDrafter combines the estimates of several sources that proposed the same node.
+enum class MixtureCombine {
+  max,       ///< the best single estimate: sources that copy from the same text are not independent
+  noisy_or,  ///< 1 - prod(1 - p): as if the sources erred independently
+};
+
+/// Settings of MixtureDrafter.
+struct MixtureOptions {
+  /// Cost of a step by tokens run; each step's budget maximises expected tokens per second under
+  /// it. The default (flat) keeps every node with a positive estimate, up to the budget: what
+  /// replay assumes, where a step costs the same whatever it verifies.
+  StepCost cost = StepCost::flat();
+  /// Prior probability that a source's node is accepted given that its parent was; a source
+  /// starts from it at every depth, so that a new source gets tried.
+  double prior_mean = 0.3;
+  /// Weight of the prior, in observations.
+  double prior_strength = 2.0;
+  /// Steps after which an observation weighs half as much (0: never forget). Lets estimates follow
+  /// a change of topic or of the sequence a drafter serves.
+  double half_life = 2000.0;
+  /// Depths with statistics of their own; deeper nodes share the deepest one's.
+  std::size_t max_depth = 16;
+  /// Combination of the estimates of sources that proposed the same node. On Spec-Bench with LLMA,
+  /// the n-gram trie and REST, max replays to a slightly higher tau than noisy-or (2.912 vs 2.903).
+  MixtureCombine combine = MixtureCombine::max;
+};
+
+/// What a MixtureDrafter learned, per source. Outlives moves of the drafter (see
+/// MixtureDrafter::statistics()), so a report can read it after the drafter went into an
+/// AnyDrafter.
+class MixtureStatistics {
+ public:
+  /// Raw counts for one source (no prior, no forgetting).
+  struct Source {
+    std::string name;
+    std::vector<std::int64_t> evaluated;  // [max_depth] its nodes at depth d+1 whose parent was on the true path
+    std::vector<std::int64_t> correct;    // [max_depth] of those, the ones on the true path
+    std::int64_t accepted_tokens = 0;     // accepted draft tokens it had proposed (another source may have too)
+
+    /// How often its nodes at depth `d + 1` were right given that their parent was (0 before any).
+    double right_at(std::size_t d) const {
+      if (d >= evaluated.size() || evaluated[d] == 0) return 0.0;
+      return static_cast<double>(correct[d]) / static_cast<double>(evaluated[d]);
+    }
+  };
+
+  /// Sources in the order the drafter was given them.
+  const std::vector<Source>& sources() const { return sources_; }
+  /// Steps proposed so far.
+  std::int64_t steps() const { return steps_; }
+  /// Mean number of draft nodes the step budget choice kept per step.
+  double mean_budget() const { return steps_ > 0 ? static_cast<double>(kept_nodes_) / static_cast<double>(steps_) : 0.0; }
+
+  /// The learned probability that a node of source `source` at depth `depth + 1` is accepted
+  /// given that its parent was (prior and forgetting included, over all of its nodes at that depth).
+  double acceptance(std::size_t source, std::size_t depth) const {
+    REFDEC_CHECK(source < sources_.size(), "mixture statistics: source " << source << " of " << sources_.size());
+    const std::size_t d = std::min(depth, max_depth_ - 1);
+    return depth_estimate(source * max_depth_ + d);
+  }
+
+ private:
+  friend class MixtureDrafter;
+  // A node's features: depth, its share of its parent's score in its source's tree, and its
+  // absolute score (frequency, count) in bins; each combination has its own estimate, backed off
+  // to the depth's.
+  static constexpr std::size_t kShareBins = 5;
+  static constexpr std::size_t kScoreBins = 5;
+  static constexpr std::size_t kCellsPerDepth = kShareBins * kScoreBins;
+  static std::size_t share_bin(double share) {
+    return share < 0.25 ? 0 : share < 0.5 ? 1 : share < 0.75 ? 2 : share < 0.95 ? 3 : 4;
+  }
+  static std::size_t score_bin(double score) {
+    return score < 1.5 ? 0 : score < 3.5 ? 1 : score < 7.5 ? 2 : score < 31.5 ? 3 : 4;
+  }
+
+  void reset(std::vector<std::string> names, const MixtureOptions& o) {
+    max_depth_ = o.max_depth;
+    prior_mean_ = o.prior_mean;
+    prior_strength_ = o.prior_strength;
+    forget_ = o.half_life > 0.0 ? std::exp2(-1.0 / o.half_life) : 1.0;
+    sources_.resize(names.size());
+    for (std::size_t s = 0; s < names.size(); ++s) {
+      sources_[s].name = std::move(names[s]);
+      sources_[s].evaluated.assign(max_depth_, 0);
+      sources_[s].correct.assign(max_depth_, 0);
+    }
+    depth_trials_.assign(names.size() * max_depth_, 0.0);
+    depth_successes_.assign(depth_trials_.size(), 0.0);
+    cell_trials_.assign(depth_trials_.size() * kCellsPerDepth, 0.0);
+    cell_successes_.assign(cell_trials_.size(), 0.0);
+  }
+  // The cell of a node of source `s` at `depth` (>= 1) with the given features.
+  std::size_t cell(std::size_t s, std::size_t depth, double share, double score) const {
+    const std::size_t d = std::min(depth, max_depth_) - 1;
+    return (s * max_depth_ + d) * kCellsPerDepth + share_bin(share) * kScoreBins + score_bin(score);
+  }
+  double depth_estimate(std::size_t sd) const {
+    const double k = prior_strength_ * weight_;
+    return (depth_successes_[sd] + k * prior_mean_) / (depth_trials_[sd] + k);
+  }
+  double cell_estimate(std::size_t c) const {
+    const double k = prior_strength_ * weight_;
+    return (cell_successes_[c] + k * depth_estimate(c / kCellsPerDepth)) / (cell_trials_[c] + k);
+  }
+  void record(std::size_t s, std::size_t depth, std::size_t c, bool ok) {
+    const std::size_t d = std::min(depth, max_depth_) - 1;
+    ++sources_[s].evaluated[d];
+    sources_[s].correct[d] += ok ? 1 : 0;
+    cell_trials_[c] += weight_;
+    depth_trials_[c / kCellsPerDepth] += weight_;
+    if (ok) {
+      cell_successes_[c] += weight_;
+      depth_successes_[c / kCellsPerDepth] += weight_;
+    }
+  }
+  // Forgetting: instead of shrinking every count each step, later observations weigh more
+  // (weight_ grows by 1/forget_ per step); counts are rescaled before they could overflow.
+  void end_step() {
+    weight_ /= forget_;
+    if (weight_ < 1e100) return;
+    for (auto* v : {&depth_trials_, &depth_successes_, &cell_trials_, &cell_successes_})
+      for (double& x : *v) x /= weight_;
+    weight_ = 1.0;
+  }
+
+  std::vector<Source> sources_;
+  std::int64_t steps_ = 0;
+  std::int64_t kept_nodes_ = 0;
+  std::size_t max_depth_ = 1;
+  double prior_mean_ = 0.5;
+  double prior_strength_ = 1.0;
+  double forget_ = 1.0;   // per-step factor on older observations
+  double weight_ = 1.0;   // weight of an observation made now
+  std::vector<double> depth_trials_;     // [sources, max_depth] weighted observations
+  std::vector<double> depth_successes_;  // [sources, max_depth]
+  std::vector<double> cell_trials_;      // [sources, max_depth, kShareBins, kScoreBins]
+  std::vector<double> cell_successes_;   // [sources, max_depth, kShareBins, kScoreBins]
+};
+
+/// One draft tree from several drafters (sources). Every step each source proposes with the full
+/// budget; the proposals are merged into one trie (one node per distinct prefix), and each node
+/// gets the estimated probability that the verifier accepts it:
+/// - per source that proposed it, the learned probability that such a node (same source, depth,
+///   share of its parent's score and absolute score in that source's tree: frequency, count or
+///   span rank, whatever the source scores by) is accepted given that its parent was;
+/// - combined over those sources (MixtureOptions::combine), scaled down where the siblings' sum
+///   exceeds 1 (they are exclusive), and multiplied by the parent's probability, so a node never
+///   scores above its parent.
+/// The tree is then cut to the n best nodes, n chosen by choose_budget() under the options' step
+/// cost (auxiliary tokens counted at max_auxiliary(), since propose() comes first). accept()
+/// walks the whole merged trie (the cut nodes too) along the appended tokens: every node whose
+/// parent is on the true path is an observation for each source that proposed it.
+///
+/// Sources that run auxiliary tokens (AuxiliaryDrafter) keep doing so: the mixture concatenates
+/// their blocks in source order and hands each its part of the target's choices.
+class MixtureDrafter {
+ public:
+  /// A mixture of `sources` (at least one), which it owns.
+  explicit MixtureDrafter(std::vector<AnyDrafter> sources, MixtureOptions options = {})
+      : sources_(std::move(sources)), opt_(std::move(options)), stats_(std::make_shared<MixtureStatistics>()) {
+    REFDEC_CHECK(!sources_.empty(), "mixture: needs at least one source drafter");
+    REFDEC_CHECK(std::isfinite(opt_.prior_mean) && opt_.prior_mean > 0.0 && opt_.prior_mean < 1.0,
+                 "mixture: prior_mean must be in (0, 1), got " << opt_.prior_mean);
+    REFDEC_CHECK(std::isfinite(opt_.prior_strength) && opt_.prior_strength > 0.0,
+                 "mixture: prior_strength must be finite and positive, got " << opt_.prior_strength);
+    REFDEC_CHECK(std::isfinite(opt_.half_life) && opt_.half_life >= 0.0,
+                 "mixture: half_life must be finite and non-negative (0: never forget), got " << opt_.half_life);
+    REFDEC_CHECK(opt_.max_depth >= 1 && opt_.max_depth <= 1024,
+                 "mixture: max_depth must be in [1, 1024], got " << opt_.max_depth);
+    std::vector<std::string> names;
+    for (const AnyDrafter& s : sources_) names.push_back(s.name());
+    stats_->reset(std::move(names), opt_);
+    trees_.resize(sources_.size());
+    aux_sizes_.assign(sources_.size(), 0);
+  }
+
+  /// The settings it was made with.
+  const MixtureOptions& options() const { return opt_; }
+  /// "mixture(a+b+...)" from the sources' names.
+  std::string name() const {
+    std::string n = "mixture(";
+    for (std::size_t s = 0; s < sources_.size(); ++s) {
+      if (s > 0) n += '+';
+      n += sources_[s].name();
+    }
+    n += ')';
+    return n;
+  }
+  /// What it learned; the handle stays valid, and keeps following this drafter, when it is moved.
+  std::shared_ptr<const MixtureStatistics> statistics() const { return stats_; }
+  /// The number of draft nodes the last proposal kept.
+  std::size_t last_budget() const { return last_budget_; }
+
+  /// Starts a sequence in every source. What was learned is kept.
+  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+    for (AnyDrafter& s : sources_) s.begin(prompt, references);
+    merged_.clear();
+    proposer_.clear();
+  }
+
+  /// Writes the merged tree cut to the chosen number of nodes (at most `budget`) into `out`,
+  /// scored by estimated probability of acceptance.
+  void propose(std::size_t budget, DraftTree& out) {
+    const std::size_t num_sources = sources_.size();
+    merged_.clear();
+    proposer_.assign(num_sources, kNone);  // the root's row
+    for (std::size_t s = 0; s < num_sources; ++s) {
+      DraftTree& tree = trees_[s];
+      tree.clear();
+      if (budget > 0) sources_[s].propose(budget, tree);
+      map_.assign(tree.size() + 1, 0);  // [source nodes] merged index of each
+      double root_total = 0.0;
+      for (std::int32_t c = tree.node(0).first_child; c >= 0; c = tree.node(c).next_sibling) root_total += tree.node(c).score;
+      // Index order visits parents before children.
+      for (std::int32_t i = 0; i <= static_cast<std::int32_t>(tree.size()); ++i) {
+        const double parent_score = i == 0 ? root_total : static_cast<double>(tree.node(i).score);
+        for (std::int32_t c = tree.node(i).first_child; c >= 0; c = tree.node(c).next_sibling) {
+          const DraftTree::Node& n = tree.node(c);
+          const std::int32_t m = merged_.add_child(map_[static_cast<std::size_t>(i)], n.token);
+          map_[static_cast<std::size_t>(c)] = m;
+          if (proposer_.size() < (static_cast<std::size_t>(m) + 1) * num_sources)
+            proposer_.resize((static_cast<std::size_t>(m) + 1) * num_sources, kNone);
+          const double share = parent_score > 0.0 ? n.score / parent_score : 0.0;
+          proposer_[static_cast<std::size_t>(m) * num_sources + s] =
+              static_cast<std::int32_t>(stats_->cell(s, static_cast<std::size_t>(n.depth), share, n.score));
+        }
+      }
+    }
+    score_merged();
+    const std::size_t nodes = merged_.size();
+    // Probabilities best first, for the budget choice; under a flat cost every useful node is kept.
+    sorted_.assign(prob_.begin() + 1, prob_.end());
+    std::size_t n = 0;
+    if (opt_.cost.is_flat()) {
+      n = std::min<std::size_t>(budget, static_cast<std::size_t>(
+                                            std::count_if(sorted_.begin(), sorted_.end(), [](float p) { return p > 0.0f; })));
+    } else {
+      std::sort(sorted_.begin(), sorted_.end(), std::greater<>());
+      n = choose_budget(sorted_, opt_.cost, max_auxiliary(), budget);
+    }
+    out = merged_;
+    if (n < nodes) out.prune(n);
+    last_budget_ = n;
+    ++stats_->steps_;
+    stats_->kept_nodes_ += static_cast<std::int64_t>(n);
+  }
+
+  /// Forwards the appended tokens to every source and learns from the last proposal.
+  void accept(std::span<const Token> tokens) {
+    for (AnyDrafter& s : sources_) s.accept(tokens);
+    const std::size_t num_sources = sources_.size();
+    // Walk the merged trie along the true continuation: the children of each node on it are
+    // observations; the last token is the bonus, so its node was not an accepted draft.
+    std::int32_t u = merged_.empty() ? -1 : 0;
+    for (std::size_t j = 0; j < tokens.size() && u >= 0; ++j) {
+      std::int32_t next = -1;
+      for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
+        const bool ok = merged_.node(c).token == tokens[j];
+        if (ok) next = c;
+        for (std::size_t s = 0; s < num_sources; ++s) {
+          const std::int32_t cell = proposer_[static_cast<std::size_t>(c) * num_sources + s];
+          if (cell == kNone) continue;
+          stats_->record(s, j + 1, static_cast<std::size_t>(cell), ok);
+          if (ok && j + 1 < tokens.size()) ++stats_->sources_[s].accepted_tokens;
+        }
+      }
+      u = next;
+    }
+    merged_.clear();  // learn from a proposal once
+    stats_->end_step();
+  }
+
+  /// This step's auxiliary tokens: every source's block, in source order.
+  void auxiliary(AuxBlock& out) {
+    for (std::size_t s = 0; s < sources_.size(); ++s) {
+      aux_.clear();
+      sources_[s].auxiliary(aux_);
+      aux_sizes_[s] = static_cast<std::size_t>(aux_.size());
+      out.append(aux_);
+    }
+  }
+
+  /// Hands each source its part of the target's choices at the auxiliary tokens (empty: the
+  /// verifier ran none, and each source is told so).
+  void observe(std::span<const Token> choices) {
+    std::size_t total = 0;
+    for (const std::size_t a : aux_sizes_) total += a;
+    REFDEC_CHECK(choices.empty() || choices.size() == total,
+                 "mixture: got " << choices.size() << " auxiliary choices for " << total << " auxiliary tokens");
+    std::size_t at = 0;
+    for (std::size_t s = 0; s < sources_.size(); ++s) {
+      sources_[s].observe(choices.empty() ? choices : choices.subspan(at, aux_sizes_[s]));
+      at += aux_sizes_[s];
+    }
+  }
+
+  /// The sum of the sources' max_auxiliary().
+  std::size_t max_auxiliary() const {
+    std::size_t total = 0;
+    for (const AnyDrafter& s : sources_) total += s.max_auxiliary();
+    return total;
+  }
+
+ private:
+  static constexpr std::int32_t kNone = -1;
+
+  // prob_[i]: estimated probability that merged node i is accepted (root: 1), set as its score.
+  void score_merged() {
+    const std::size_t num_sources = sources_.size();
+    const auto count = static_cast<std::int32_t>(merged_.size() + 1);
+    prob_.assign(static_cast<std::size_t>(count), 0.0f);
+    prob_[0] = 1.0f;
+    cond_.resize(static_cast<std::size_t>(count));
+    for (std::int32_t u = 0; u < count; ++u) {  // parents first, so prob_[u] is final here
+      double sum = 0.0;
+      for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
+        double miss = 1.0;  // probability that the node is wrong
+        for (std::size_t s = 0; s < num_sources; ++s) {
+          const std::int32_t cell = proposer_[static_cast<std::size_t>(c) * num_sources + s];
+          if (cell == kNone) continue;
+          const double m = 1.0 - stats_->cell_estimate(static_cast<std::size_t>(cell));
+          miss = opt_.combine == MixtureCombine::max ? std::min(miss, m) : miss * m;
+        }
+        cond_[static_cast<std::size_t>(c)] = 1.0 - miss;
+        sum += 1.0 - miss;
+      }
+      const double scale = sum > 1.0 ? 1.0 / sum : 1.0;  // siblings are exclusive events
+      for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
+        const auto p = static_cast<float>(prob_[static_cast<std::size_t>(u)] * cond_[static_cast<std::size_t>(c)] * scale);
+        prob_[static_cast<std::size_t>(c)] = p;
+        merged_.set_score(c, p);
+      }
+    }
+  }
+
+  std::vector<AnyDrafter> sources_;
+  MixtureOptions opt_;
+  std::shared_ptr<MixtureStatistics> stats_;
+  std::vector<DraftTree> trees_;        // [sources] this step's proposals
+  DraftTree merged_;                    // this step's merged trie, uncut, until accept()
+  std::vector<std::int32_t> proposer_;  // [merged nodes + 1, sources] statistics cell, kNone: not proposed
+  std::vector<std::int32_t> map_;       // [source nodes + 1] merged index of a source's node
+  std::vector<float> prob_;             // [merged nodes + 1] estimated probability of acceptance
+  std::vector<double> cond_;            // [merged nodes + 1] the same given the parent's acceptance
+  std::vector<float> sorted_;           // [merged nodes] prob_ best first
+  std::vector<std::size_t> aux_sizes_;  // [sources] auxiliary tokens each added this step
+  AuxBlock aux_;                        // scratch
+  std::size_t last_budget_ = 0;
+};
+
+static_assert(Drafter<MixtureDrafter>);
+static_assert(AuxiliaryDrafter<MixtureDrafter>);
+
+REFDEC_NAMESPACE_END

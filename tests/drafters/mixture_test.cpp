@@ -1,0 +1,395 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "refdec/drafters/mixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace refdec;
+
+// Proposes fixed paths with fixed scores (cut to the budget) whatever the sequence.
+struct PathsDrafter {
+  std::vector<std::pair<std::vector<Token>, float>> paths;
+  std::string label = "paths";
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t budget, DraftTree& out) {
+    for (const auto& [path, score] : paths) out.insert(path, score);
+    out.prune(budget);
+  }
+  void accept(std::span<const Token>) {}
+  std::string name() const { return label; }
+};
+
+// Runs `count` auxiliary tokens (a chain after the root) and records what it observed.
+struct AuxDrafter {
+  std::int32_t count;
+  Token first;
+  std::shared_ptr<std::vector<std::vector<Token>>> observed = std::make_shared<std::vector<std::vector<Token>>>();
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t, DraftTree&) {}
+  void accept(std::span<const Token>) {}
+  std::string name() const { return "aux"; }
+  void auxiliary(AuxBlock& out) {
+    for (std::int32_t j = 0; j < count; ++j) {
+      const std::vector<std::int32_t> sees{j};  // the previous one (the root for the first)
+      out.add(first + j, j + 1, sees);
+    }
+  }
+  void observe(std::span<const Token> choices) { observed->emplace_back(choices.begin(), choices.end()); }
+  std::size_t max_auxiliary() const { return static_cast<std::size_t>(count); }
+};
+
+static_assert(AuxiliaryDrafter<AuxDrafter>);
+
+std::vector<AnyDrafter> sources_of(std::vector<PathsDrafter> drafters) {
+  std::vector<AnyDrafter> sources;
+  for (auto& d : drafters) sources.emplace_back(std::move(d));
+  return sources;
+}
+
+// Runs `f`, which must throw refdec::Error with `needle` in its message.
+template <class F>
+void expect_error_naming(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// Every root-to-node path of a linearised tree, in node order (the root's is empty).
+std::vector<std::vector<Token>> paths_of(const LinearTree& t) {
+  std::vector<std::vector<Token>> paths(static_cast<std::size_t>(t.size()));
+  for (std::int32_t i = 1; i < t.size(); ++i) {
+    paths[static_cast<std::size_t>(i)] = paths[static_cast<std::size_t>(t.parent[static_cast<std::size_t>(i)])];
+    paths[static_cast<std::size_t>(i)].push_back(t.tokens[static_cast<std::size_t>(i)]);
+  }
+  return paths;
+}
+
+TEST(MixtureDrafter, MergesOverlappingProposalsIntoOneNodePerPrefix) {
+  MixtureDrafter mix(sources_of({PathsDrafter{{{{1, 2, 3}, 1.0f}, {{1, 2, 4}, 1.0f}}, "a"},
+                                 PathsDrafter{{{{1, 2, 3, 5}, 2.0f}, {{6}, 1.0f}}, "b"}}));
+  EXPECT_EQ(mix.name(), "mixture(a+b)");
+  mix.begin(std::vector<Token>{9}, {});
+  DraftTree out;
+  mix.propose(64, out);
+  const auto lin = out.linearize(9, 64);
+  const auto paths = paths_of(lin);
+  const std::set<std::vector<Token>> got(paths.begin() + 1, paths.end());
+  const std::set<std::vector<Token>> want{{1}, {1, 2}, {1, 2, 3}, {1, 2, 4}, {1, 2, 3, 5}, {6}};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(lin.num_drafts(), 6);  // no duplicates
+  // Scores are probabilities, never above the parent's.
+  for (std::int32_t i = 1; i < lin.size(); ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    EXPECT_GT(lin.score[u], 0.0f);
+    EXPECT_LE(lin.score[u], 1.0f);
+    if (lin.parent[u] > 0) {
+      EXPECT_LE(lin.score[u], lin.score[static_cast<std::size_t>(lin.parent[u])]);
+    }
+  }
+}
+
+// Node 1 is proposed by both sources, node 6 by one; every estimate is still the prior (0.3).
+TEST(MixtureDrafter, CombinesTheEstimatesOfSourcesThatAgree) {
+  for (const MixtureCombine combine : {MixtureCombine::max, MixtureCombine::noisy_or}) {
+    MixtureOptions o;
+    o.combine = combine;
+    MixtureDrafter mix(sources_of({PathsDrafter{{{{1}, 1.0f}}, "a"}, PathsDrafter{{{{1}, 1.0f}, {{6}, 1.0f}}, "b"}}), o);
+    mix.begin(std::vector<Token>{9}, {});
+    DraftTree out;
+    mix.propose(64, out);
+    const float agreed = out.node(out.find_child(0, 1)).score;
+    EXPECT_FLOAT_EQ(out.node(out.find_child(0, 6)).score, 0.3f);
+    EXPECT_FLOAT_EQ(agreed, combine == MixtureCombine::max ? 0.3f : 1.0f - 0.7f * 0.7f);
+  }
+}
+
+// Siblings are exclusive: however many sources vouch for different next tokens, their
+// probabilities sum to at most 1 (five sources at a prior of 0.5 would sum to 2.5).
+TEST(MixtureDrafter, SiblingProbabilitiesSumToAtMostOne) {
+  std::vector<PathsDrafter> drafters;
+  for (Token t = 1; t <= 5; ++t) drafters.push_back(PathsDrafter{{{{t, 7}, 1.0f}}, "s"});
+  MixtureOptions o;
+  o.prior_mean = 0.5;
+  MixtureDrafter mix(sources_of(drafters), o);
+  mix.begin(std::vector<Token>{0}, {});
+  DraftTree out;
+  mix.propose(64, out);
+  const auto lin = out.linearize(0, 64);
+  ASSERT_EQ(lin.num_drafts(), 10);
+  float sum = 0.0f;
+  for (std::int32_t c = lin.first_child[0]; c >= 0; c = lin.next_sibling[static_cast<std::size_t>(c)]) {
+    EXPECT_NEAR(lin.score[static_cast<std::size_t>(c)], 0.2f, 1e-6f);
+    sum += lin.score[static_cast<std::size_t>(c)];
+  }
+  EXPECT_NEAR(sum, 1.0f, 1e-5f);
+}
+
+// Random sources over a small vocabulary (many overlaps): the proposal is deduplicated, within
+// the budget, closed under ancestors, a subset of the union of the sources' prefixes (all of it
+// when the budget allows), and probabilities never rise along a path.
+TEST(MixtureDrafter, RandomProposalsAreDeduplicatedBudgetBoundedAndAncestorClosed) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 100; ++trial) {
+    const std::size_t num_sources = 1 + rng() % 4;
+    std::vector<PathsDrafter> drafters(num_sources);
+    std::set<std::vector<Token>> union_prefixes;
+    const std::size_t budget = rng() % 40;
+    for (auto& d : drafters) {
+      for (std::size_t p = rng() % 6; p > 0; --p) {
+        std::vector<Token> path(1 + rng() % 7);
+        for (Token& t : path) t = static_cast<Token>(rng() % 3);
+        d.paths.emplace_back(path, static_cast<float>(1 + rng() % 5));
+      }
+      DraftTree own;  // what the source will return for this budget
+      d.propose(budget, own);
+      for (const auto& path : paths_of(own.linearize(0, budget)))
+        if (!path.empty()) union_prefixes.insert(path);
+    }
+    MixtureDrafter mix(sources_of(drafters));
+    mix.begin(std::vector<Token>{0}, {});
+    DraftTree out;
+    mix.propose(budget, out);
+    ASSERT_LE(out.size(), budget);
+    EXPECT_EQ(mix.last_budget(), out.size());
+    EXPECT_EQ(out.size(), std::min(budget, union_prefixes.size()));  // a flat cost keeps all it may
+    const auto lin = out.linearize(0, budget);
+    const auto paths = paths_of(lin);
+    std::set<std::vector<Token>> seen;
+    for (std::int32_t i = 1; i < lin.size(); ++i) {
+      const auto& path = paths[static_cast<std::size_t>(i)];
+      EXPECT_TRUE(seen.insert(path).second) << "duplicate prefix";
+      EXPECT_TRUE(union_prefixes.count(path)) << "not proposed by any source";
+      // linearize() only ever keeps ancestor-closed sets; check the mixture's cut is one too:
+      // the parent path is in the tree out holds.
+      const std::vector<Token> parent(path.begin(), path.end() - 1);
+      EXPECT_TRUE(parent.empty() || seen.count(parent));
+      const std::int32_t p = lin.parent[static_cast<std::size_t>(i)];
+      if (p > 0) {
+        EXPECT_LE(lin.score[static_cast<std::size_t>(i)], lin.score[static_cast<std::size_t>(p)]);
+      }
+    }
+  }
+}
+
+TEST(MixtureDrafter, CreditsAndCountsEachSourcesNodesOnTheTruePath) {
+  MixtureDrafter mix(sources_of({PathsDrafter{{{{1, 2, 3}, 1.0f}}, "a"}, PathsDrafter{{{{1, 5}, 1.0f}}, "b"}}));
+  const auto stats = mix.statistics();
+  mix.begin(std::vector<Token>{0}, {});
+  DraftTree out;
+  mix.propose(64, out);
+  mix.accept(std::vector<Token>{1, 2, 9});  // 1 and 2 accepted, 9 the bonus
+  const auto& a = stats->sources()[0];
+  const auto& b = stats->sources()[1];
+  EXPECT_EQ(a.name, "a");
+  EXPECT_EQ(a.accepted_tokens, 2);
+  EXPECT_EQ(b.accepted_tokens, 1);
+  EXPECT_EQ(std::vector<std::int64_t>(a.evaluated.begin(), a.evaluated.begin() + 4), (std::vector<std::int64_t>{1, 1, 1, 0}));
+  EXPECT_EQ(std::vector<std::int64_t>(a.correct.begin(), a.correct.begin() + 4), (std::vector<std::int64_t>{1, 1, 0, 0}));
+  EXPECT_EQ(std::vector<std::int64_t>(b.evaluated.begin(), b.evaluated.begin() + 3), (std::vector<std::int64_t>{1, 1, 0}));
+  EXPECT_EQ(std::vector<std::int64_t>(b.correct.begin(), b.correct.begin() + 3), (std::vector<std::int64_t>{1, 0, 0}));
+  EXPECT_DOUBLE_EQ(a.right_at(1), 1.0);
+  EXPECT_DOUBLE_EQ(a.right_at(2), 0.0);
+  EXPECT_DOUBLE_EQ(b.right_at(1), 0.0);
+  EXPECT_DOUBLE_EQ(b.right_at(100), 0.0);
+  // The estimates moved from the prior the right way.
+  EXPECT_GT(stats->acceptance(0, 1), 0.3);
+  EXPECT_LT(stats->acceptance(0, 2), 0.3);
+  EXPECT_LT(stats->acceptance(1, 1), 0.3);
+  // Nothing is learned twice from one proposal, nor from a step without one.
+  mix.accept(std::vector<Token>{4});
+  EXPECT_EQ(a.evaluated[0], 1);
+  EXPECT_EQ(stats->steps(), 1);
+}
+
+// A synthetic stream with known rates: source A proposes the chain 10, 11, ..., source B the
+// chain 20, 21, ...; the truth follows A's chain with probability qA, B's with qB (else neither),
+// then keeps following it at each further depth with probability a (A) or b (B).
+struct Stream {
+  double qA = 0.5, a = 0.9, qB = 0.3, b = 0.6;
+  std::size_t length = 8;
+  std::mt19937 rng{5};
+  std::vector<Token> next_truth() {
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const double x = u(rng);
+    std::vector<Token> truth;
+    if (x < qA + qB) {
+      const bool on_a = x < qA;
+      const Token base = on_a ? 10 : 20;
+      truth.push_back(base);
+      for (std::size_t d = 1; d < length && u(rng) < (on_a ? a : b); ++d) truth.push_back(base + static_cast<Token>(d));
+    }
+    truth.push_back(99);  // off every chain: ends the walk and is the bonus
+    return truth;
+  }
+  // The true probability of acceptance of every node, best first.
+  std::vector<float> true_probabilities() const {
+    std::vector<float> p;
+    for (std::size_t d = 0; d < length; ++d) {
+      p.push_back(static_cast<float>(qA * std::pow(a, static_cast<double>(d))));
+      p.push_back(static_cast<float>(qB * std::pow(b, static_cast<double>(d))));
+    }
+    std::sort(p.begin(), p.end(), std::greater<>());
+    return p;
+  }
+};
+
+// One replay step: propose, accept the longest path of `out` along the truth plus one token.
+std::vector<Token> step(MixtureDrafter& mix, Stream& stream) {
+  DraftTree out;
+  mix.propose(64, out);
+  const std::vector<Token> truth = stream.next_truth();
+  std::size_t k = 0;
+  for (std::int32_t u = 0; k + 1 < truth.size() && (u = out.find_child(u, truth[k])) >= 0;) ++k;
+  const std::vector<Token> emitted(truth.begin(), truth.begin() + static_cast<std::ptrdiff_t>(k + 1));
+  mix.accept(emitted);
+  return emitted;
+}
+
+MixtureDrafter chains_mixture(MixtureOptions options, const Stream& s) {
+  PathsDrafter a{{}, "a"};
+  PathsDrafter b{{}, "b"};
+  std::vector<Token> ca;
+  std::vector<Token> cb;
+  for (std::size_t d = 0; d < s.length; ++d) {
+    ca.push_back(10 + static_cast<Token>(d));
+    cb.push_back(20 + static_cast<Token>(d));
+  }
+  a.paths.emplace_back(ca, 1.0f);
+  b.paths.emplace_back(cb, 1.0f);
+  MixtureDrafter mix(sources_of({a, b}), std::move(options));
+  mix.begin(std::vector<Token>{0}, {});
+  return mix;
+}
+
+TEST(MixtureDrafter, AcceptanceEstimatesConvergeToTheTrueRates) {
+  for (const double half_life : {0.0, 3000.0}) {
+    Stream stream;
+    MixtureOptions o;
+    o.half_life = half_life;
+    MixtureDrafter mix = chains_mixture(o, stream);
+    for (int i = 0; i < 8000; ++i) step(mix, stream);
+    const auto stats = mix.statistics();
+    EXPECT_NEAR(stats->acceptance(0, 0), stream.qA, 0.03) << half_life;
+    EXPECT_NEAR(stats->acceptance(1, 0), stream.qB, 0.03) << half_life;
+    for (std::size_t d = 1; d < 5; ++d)
+      EXPECT_NEAR(stats->acceptance(0, d), stream.a, 0.03) << "depth " << d + 1 << " half-life " << half_life;
+    for (std::size_t d = 1; d < 3; ++d)  // B's deeper nodes are rarely reached
+      EXPECT_NEAR(stats->acceptance(1, d), stream.b, 0.05) << "depth " << d + 1 << " half-life " << half_life;
+  }
+}
+
+TEST(MixtureDrafter, AdaptiveBudgetConvergesToTheOptimumOfTheTrueRates) {
+  Stream stream;
+  MixtureOptions o;
+  o.cost = StepCost::affine(1.0, 0.05);  // a token costs 5% of a step's fixed cost
+  o.half_life = 0.0;
+  MixtureDrafter mix = chains_mixture(o, stream);
+  const std::vector<float> truth = stream.true_probabilities();
+  auto true_rate = [&](std::size_t n) {
+    double expected = 1.0;
+    for (std::size_t i = 0; i < n; ++i) expected += truth[i];
+    return expected / o.cost.seconds(1 + n);
+  };
+  std::size_t optimum = 0;
+  for (std::size_t n = 1; n <= truth.size(); ++n)
+    if (true_rate(n) > true_rate(optimum)) optimum = n;
+  ASSERT_EQ(optimum, 10u);  // the stream's parameters make it 10 (all of A's 8 nodes and 2 of B's)
+  step(mix, stream);
+  EXPECT_LT(mix.last_budget(), optimum - 1);  // the prior alone (0.3 per depth) asks for fewer
+  std::size_t last = 0;
+  for (int i = 0; i < 6000; ++i) {
+    step(mix, stream);
+    if (i < 5000) continue;
+    last = mix.last_budget();
+    EXPECT_LE(last, optimum + 1);
+    EXPECT_GE(last + 1, optimum);
+    EXPECT_GE(true_rate(last), 0.99 * true_rate(optimum));
+  }
+  EXPECT_NEAR(mix.statistics()->mean_budget(), static_cast<double>(optimum), 1.0);
+  // Under a flat cost every node would be kept.
+  Stream flat_stream;
+  MixtureDrafter flat = chains_mixture(MixtureOptions{}, flat_stream);
+  step(flat, flat_stream);
+  EXPECT_EQ(flat.last_budget(), 2 * flat_stream.length);
+}
+
+TEST(MixtureDrafter, ConcatenatesAuxiliaryBlocksAndSplitsTheChoices) {
+  AuxDrafter first{2, 100};
+  AuxDrafter third{3, 200};
+  const auto seen_first = first.observed;
+  const auto seen_third = third.observed;
+  std::vector<AnyDrafter> sources;
+  sources.emplace_back(first);
+  sources.emplace_back(PathsDrafter{{{{1}, 1.0f}}, "plain"});
+  sources.emplace_back(third);
+  MixtureDrafter mix(std::move(sources));
+  EXPECT_EQ(mix.max_auxiliary(), 5u);
+  mix.begin(std::vector<Token>{0}, {});
+  DraftTree out;
+  mix.propose(8, out);
+  AuxBlock block;
+  mix.auxiliary(block);
+  ASSERT_EQ(block.size(), 5);
+  EXPECT_EQ(block.tokens, (std::vector<Token>{100, 101, 200, 201, 202}));
+  EXPECT_EQ(block.offset, (std::vector<std::int32_t>{1, 2, 1, 2, 3}));
+  EXPECT_TRUE(block.attends(0, 0));   // the first source's first token sees the root
+  EXPECT_TRUE(block.attends(1, 1));   // and its second the first
+  EXPECT_TRUE(block.attends(2, 0));   // the third source's first token sees the root...
+  EXPECT_FALSE(block.attends(2, 2));  // ...not the first source's tokens
+  EXPECT_TRUE(block.attends(3, 3));   // its own indices shifted by 2
+  EXPECT_TRUE(block.attends(4, 4));
+  mix.observe(std::vector<Token>{7, 8, 9, 10, 11});
+  ASSERT_EQ(seen_first->size(), 1u);
+  EXPECT_EQ(seen_first->back(), (std::vector<Token>{7, 8}));
+  EXPECT_EQ(seen_third->back(), (std::vector<Token>{9, 10, 11}));
+  mix.observe({});  // the verifier ran no auxiliary tokens: everyone is told
+  ASSERT_EQ(seen_first->size(), 2u);
+  EXPECT_TRUE(seen_first->back().empty());
+  EXPECT_TRUE(seen_third->back().empty());
+  expect_error_naming([&] { mix.observe(std::vector<Token>{1, 2}); }, "got 2 auxiliary choices for 5");
+  // Through AnyDrafter too.
+  AnyDrafter any(std::move(mix));
+  EXPECT_EQ(any.max_auxiliary(), 5u);
+}
+
+TEST(MixtureDrafter, StatisticsFollowTheDrafterIntoAnyDrafter) {
+  MixtureDrafter mix(sources_of({PathsDrafter{{{{1, 2}, 1.0f}}, "a"}}));
+  const auto stats = mix.statistics();
+  AnyDrafter any(std::move(mix));
+  any.begin(std::vector<Token>{0}, {});
+  DraftTree out;
+  any.propose(64, out);
+  any.accept(std::vector<Token>{1, 2, 3});
+  EXPECT_EQ(stats->steps(), 1);
+  EXPECT_EQ(stats->sources()[0].accepted_tokens, 2);
+}
+
+TEST(MixtureDrafter, RejectsBadOptionsNamingThem) {
+  auto make = [](MixtureOptions o) { MixtureDrafter(sources_of({PathsDrafter{}}), o); };
+  expect_error_naming([] { MixtureDrafter(std::vector<AnyDrafter>{}); }, "at least one source");
+  expect_error_naming([&] { make(MixtureOptions{.prior_mean = 0.0}); }, "prior_mean must be in (0, 1), got 0");
+  expect_error_naming([&] { make(MixtureOptions{.prior_mean = 1.5}); }, "got 1.5");
+  expect_error_naming([&] { make(MixtureOptions{.prior_strength = -2.0}); }, "prior_strength must be finite and positive, got -2");
+  expect_error_naming([&] { make(MixtureOptions{.half_life = -1.0}); }, "half_life must be finite and non-negative (0: never forget), got -1");
+  expect_error_naming([&] { make(MixtureOptions{.half_life = std::numeric_limits<double>::quiet_NaN()}); }, "got nan");
+  expect_error_naming([&] { make(MixtureOptions{.max_depth = 0}); }, "max_depth must be in [1, 1024], got 0");
+}
+
+}  // namespace
