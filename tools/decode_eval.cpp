@@ -21,6 +21,7 @@
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/rest.hpp"
@@ -76,17 +77,26 @@ int arg(const Spec& s, const std::string& key, int fallback) {
   return it == s.args.end() ? fallback : std::stoi(it->second);
 }
 
-// One drafter for prompt `i`; `stores[i]` holds the other prompts' plain outputs.
+// One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs. A mixture names its
+// sources with '+' ("mixture:llma+rest+lookahead"), each with its defaults.
 AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i) {
   if (s.name == "none") return AnyDrafter{};
   if (s.name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter{});
-  if (s.name == "llma") return AnyDrafter(LlmaDrafter(LlmaOptions{.n = 1, .k = static_cast<std::size_t>(arg(s, "k", 16)),
-                                                                  .m = static_cast<std::size_t>(arg(s, "m", 4))}));
+  if (s.name == "llma")
+    return AnyDrafter(LlmaDrafter(LlmaOptions{.n = 1, .k = static_cast<std::size_t>(arg(s, "k", 16)),
+                                              .m = static_cast<std::size_t>(arg(s, "m", 4)), .self_reference = true}));
   if (s.name == "ngram-trie") return AnyDrafter(NgramTrieDrafter{});
   if (s.name == "rest") return AnyDrafter(RestDrafter(stores[i]));
   if (s.name == "lookahead")
     return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15), .ngram = arg(s, "N", 5), .guesses = arg(s, "G", 15)}));
-  throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, lookahead)");
+  if (s.name.starts_with("mixture")) {
+    std::vector<AnyDrafter> sources;
+    std::istringstream in(s.name.substr(s.name.find(':') == std::string::npos ? 7 : s.name.find(':') + 1));
+    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i));
+    REFDEC_CHECK(!sources.empty(), "mixture without sources: write mixture:a+b+c");
+    return AnyDrafter(MixtureDrafter(std::move(sources)));
+  }
+  throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, lookahead, mixture:a+b)");
 }
 
 }  // namespace
@@ -96,6 +106,7 @@ int main(int argc, char** argv) {
   std::string model_path, tokenizer_path, data_dir;
   std::vector<std::string> drafters = {"lookahead", "lookahead:W=7,N=4,G=7", "lookahead:W=0,N=4,G=15"};
   std::int64_t max_new_tokens = 256, budget = 64;
+  std::vector<float> temperatures = {0.0f};
   std::size_t num_prompts = kPrompts.size();
   app.add_option("--model", model_path, "llama2.c checkpoint (default: stories260K under the data directory)");
   app.add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer (default: tok512.bin beside stories260K)");
@@ -107,6 +118,9 @@ int main(int argc, char** argv) {
   app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")->check(CLI::Range(1, 12));
   app.add_option("--max-new-tokens", max_new_tokens, "tokens per prompt")->capture_default_str();
   app.add_option("--budget", budget, "draft nodes verified per step")->capture_default_str();
+  app.add_option("--temperature", temperatures,
+                 "sampling temperatures to run (0 = greedy); prompt i samples with seed i; repeatable")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     const fs::path dir = data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(data_dir);
@@ -122,56 +136,60 @@ int main(int argc, char** argv) {
 
     using Clock = std::chrono::steady_clock;
     std::vector<Request> requests;
-    std::vector<std::vector<Token>> plain;
-    double plain_seconds = 0;
-    std::int64_t plain_tokens = 0;
-    for (std::size_t i = 0; i < num_prompts; ++i) {
-      requests.push_back(Request{tokenizer.encode(kPrompts[i], true, false), {}});
-      const auto t0 = Clock::now();
-      const auto r = generate(model, requests.back(), AnyDrafter{}, opt);
-      plain_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      plain.push_back(r.tokens[0]);
-      plain_tokens += r.stats.tokens;
-    }
-    // REST's datastore for prompt i: the other prompts' outputs ("earlier sessions").
+    for (std::size_t i = 0; i < num_prompts; ++i) requests.push_back(Request{tokenizer.encode(kPrompts[i], true, false), {}});
+    // Greedy outputs of every prompt: REST's datastore for prompt i holds the others' ("earlier
+    // sessions"), whatever temperature is evaluated.
+    std::vector<std::vector<Token>> greedy;
+    for (const auto& r : requests) greedy.push_back(generate(model, r, AnyDrafter{}, opt).tokens[0]);
     std::vector<std::shared_ptr<const Datastore>> stores;
     const fs::path tmp = fs::temp_directory_path() / ("refdec_decode_eval_" + std::to_string(::getpid()));
     fs::create_directories(tmp);
     for (std::size_t i = 0; i < num_prompts; ++i) {
       std::vector<std::vector<Token>> docs;
       for (std::size_t j = 0; j < num_prompts; ++j)
-        if (j != i) docs.push_back(plain[j]);
+        if (j != i) docs.push_back(greedy[j]);
       const auto path = tmp / ("store" + std::to_string(i) + ".ds");
       build_datastore(docs, static_cast<std::int32_t>(model.vocab_size()), path);
       stores.push_back(Datastore::open_shared(path));
     }
 
-    std::cout << "model " << model_path << ", " << num_prompts << " prompts, " << plain_tokens
-              << " tokens, budget " << budget << ", plain decoding " << std::fixed << std::setprecision(3)
-              << plain_seconds << " s\n\n";
-    std::cout << "| drafter | τ (tokens/step) | draft tokens/step | auxiliary tokens/step | wall time vs plain | lossless |\n";
-    std::cout << "|---|---|---|---|---|---|\n";
+    std::cout << "model " << model_path << ", " << num_prompts << " prompts, " << max_new_tokens
+              << " new tokens at most each, budget " << budget << "\n\n";
+    std::cout << "| temperature | drafter | τ (tokens/step) | draft tokens/step | auxiliary tokens/step | wall time vs plain | same output as plain |\n";
+    std::cout << "|---|---|---|---|---|---|---|\n";
     bool all_lossless = true;
-    for (const std::string& text : drafters) {
-      const Spec spec = parse_spec(text);
-      GenerateStats total;
-      std::size_t equal = 0;
-      const auto t0 = Clock::now();
-      for (std::size_t i = 0; i < num_prompts; ++i) {
-        const auto r = generate(model, requests[i], make_drafter(spec, stores, i), opt);
-        equal += r.tokens[0] == plain[i] ? 1 : 0;
-        total.tokens += r.stats.tokens;
-        total.steps += r.stats.steps;
-        total.auxiliary_tokens += r.stats.auxiliary_tokens;
-        total.drafting.merge(r.stats.drafting);
+    for (const float temperature : temperatures) {
+      for (std::size_t i = 0; i < num_prompts; ++i)
+        requests[i].sampling = temperature > 0 ? std::optional<SamplingOptions>(SamplingOptions{.temperature = temperature, .seed = i})
+                                               : std::nullopt;
+      std::vector<std::vector<Token>> plain;
+      const auto t_plain = Clock::now();
+      for (const auto& r : requests) plain.push_back(generate(model, r, AnyDrafter{}, opt).tokens[0]);
+      const double plain_seconds = std::chrono::duration<double>(Clock::now() - t_plain).count();
+      for (const std::string& text : drafters) {
+        const Spec spec = parse_spec(text);
+        GenerateStats total;
+        std::size_t equal = 0;
+        const auto t0 = Clock::now();
+        for (std::size_t i = 0; i < num_prompts; ++i) {
+          const auto r = generate(model, requests[i], make_drafter(spec, stores, i), opt);
+          equal += r.tokens[0] == plain[i] ? 1 : 0;
+          total.tokens += r.stats.tokens;
+          total.steps += r.stats.steps;
+          total.auxiliary_tokens += r.stats.auxiliary_tokens;
+          total.drafting.merge(r.stats.drafting);
+        }
+        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        const double steps = static_cast<double>(total.steps);
+        // Greedy runs must match exactly; sampled ones match unless a rounding difference between
+        // batched and single-token passes moves a draw (reported, not an error).
+        all_lossless = all_lossless && (temperature > 0 || equal == num_prompts);
+        std::cout << std::fixed << std::setprecision(3) << "| " << std::setprecision(1) << temperature << " | " << text
+                  << " | " << std::setprecision(3) << total.tokens_per_step() << " | "
+                  << static_cast<double>(total.drafting.proposed_tokens) / steps << " | "
+                  << static_cast<double>(total.auxiliary_tokens) / steps << " | " << seconds / plain_seconds << " | "
+                  << equal << "/" << num_prompts << " |\n";
       }
-      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      const double steps = static_cast<double>(total.steps);
-      all_lossless = all_lossless && equal == num_prompts;
-      std::cout << std::setprecision(3) << "| " << text << " | " << total.tokens_per_step() << " | "
-                << static_cast<double>(total.drafting.proposed_tokens) / steps << " | "
-                << static_cast<double>(total.auxiliary_tokens) / steps << " | " << seconds / plain_seconds << " | "
-                << equal << "/" << num_prompts << " |\n";
     }
     fs::remove_all(tmp);
     return all_lossless ? 0 : 2;

@@ -19,6 +19,7 @@
 
 #include "refdec/datastore/datastore.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
@@ -44,6 +45,7 @@ struct Settings {
   PromptLookupOptions lookup;
   NgramTrieOptions trie;
   RestOptions rest;
+  LookaheadOptions pool{.window = 0};  // replay has no model to run a Jacobi window: the pool only
   std::string datastore;
   std::string sources = "llma,ngram-trie,rest";  // the mixture's, comma-separated
   MixtureOptions mixture;
@@ -63,6 +65,7 @@ AnyDrafter make_single(const std::string& name, const Settings& s) {
   if (name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
   if (name == "llma") return AnyDrafter(LlmaDrafter(s.llma));
   if (name == "ngram-trie") return AnyDrafter(NgramTrieDrafter(s.trie));
+  if (name == "ngram-pool") return AnyDrafter(LookaheadDrafter(s.pool));
   if (name == "rest") {
     REFDEC_CHECK(!s.datastore.empty(), "the rest drafter needs --datastore FILE (see refdec-datastore build)");
     return AnyDrafter(RestDrafter(Datastore::open_shared(s.datastore), s.rest));
@@ -94,6 +97,7 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
   if (name == "llma") return {{"n", s.llma.n}, {"k", s.llma.k}, {"m", s.llma.m}, {"self_reference", s.llma.self_reference}};
   if (name == "ngram-trie")
     return {{"n", s.trie.n}, {"prefix_len", s.trie.prefix_len}, {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
+  if (name == "ngram-pool") return {{"ngram", s.pool.ngram}, {"guesses", s.pool.guesses}};
   if (name == "rest")
     return {{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
             {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}};
@@ -237,7 +241,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
-  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | rest | mixture")->capture_default_str();
+  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | mixture")->capture_default_str();
   app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str();
   app.add_option("--limit", s.limit, "replay only the first N traces (0: all)");
   app.add_flag("--json", s.json, "print one JSON object");
@@ -256,6 +260,9 @@ int main(int argc, char** argv) {
   app.add_option("--prefix-len", s.trie.prefix_len, "ngram-trie: window prefix length L_p")->capture_default_str();
   app.add_option("--num-draft", s.trie.num_draft, "ngram-trie: draft nodes per step")->capture_default_str();
   app.add_flag("--grow,!--frozen", s.trie.grow, "ngram-trie: index accepted tokens too (--frozen: the paper's trie)")
+      ->capture_default_str();
+  app.add_option("--pool-n", s.pool.ngram, "ngram-pool: n-gram size N (candidates are N-1 tokens)")->capture_default_str();
+  app.add_option("--pool-g", s.pool.guesses, "ngram-pool: n-grams kept per first token and verified per step")
       ->capture_default_str();
   app.add_option("--datastore", s.datastore, "rest: datastore file (refdec-datastore build)");
   app.add_option("--n-max", s.rest.n_max, "rest: longest context suffix searched")->capture_default_str();

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <iostream>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"
+#include "common/statistics.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -154,6 +158,98 @@ TEST_F(StoriesTest, LookaheadIsLossless) {
   for (std::size_t i = 0; i < reqs.size(); ++i) drafters.emplace_back(LookaheadDrafter(settings[i % settings.size()]));
   const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
   for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batch.tokens[i], plain[i]) << "batch sequence " << i;
+}
+
+// Under sampling, speculative decoding is distributed as plain sampling. For each drafter and
+// setting, the first three tokens of N runs of plain sampling (seeds 0..N-1) and of speculative
+// sampling with other seeds (N..2N-1) must pass a two-sample chi-square test at level 1e-3 (fixed
+// seeds: the outcome is deterministic); with the same seeds, the outputs are the same but for
+// rare rounding differences between batched and single-token passes.
+TEST_F(StoriesTest, SampledOutputIsDistributedAsPlainSampling) {
+  constexpr std::size_t kRuns = 2000;
+  const auto prompt = tokenizer_->encode("Lily wanted", true, false);
+  GenerateOptions greedy;
+  greedy.max_new_tokens = 64;
+  // The reference is the greedy story, prompt included, so that drafts are often right.
+  auto reference = prompt;
+  const auto story = run(*model_, Request{prompt, {}}, std::nullopt, greedy).tokens[0];
+  reference.insert(reference.end(), story.begin(), story.end());
+  GenerateOptions opt;
+  opt.max_new_tokens = 3;
+  opt.budget = 16;
+  const std::vector<SamplingOptions> settings = {
+      {.temperature = 0.8f}, {.temperature = 1.0f, .top_k = 30, .top_p = 0.95f, .min_p = 0.02f, .repetition_penalty = 1.2f,
+                               .presence_penalty = 0.2f, .frequency_penalty = 0.1f}};
+  const auto make = [&](int kind) -> AnyDrafter {
+    if (kind == 0) return AnyDrafter(LlmaDrafter({.n = 1, .k = 8}));
+    if (kind == 1) return AnyDrafter(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 16}));
+    return AnyDrafter(LookaheadDrafter({.window = 5, .ngram = 4, .guesses = 5}));
+  };
+  // Joint counts of the first three tokens of the runs seeded first_seed.. first_seed + kRuns - 1.
+  const auto sample = [&](const SamplingOptions& setting, std::uint64_t first_seed, int kind,
+                          std::vector<std::vector<Token>>& outputs) {
+    std::vector<Request> reqs(kRuns, Request{prompt, {reference}});
+    std::vector<AnyDrafter> drafters;
+    for (std::size_t i = 0; i < kRuns; ++i) {
+      reqs[i].sampling = setting;
+      reqs[i].sampling->seed = first_seed + i;
+      if (kind >= 0) drafters.push_back(make(kind));
+    }
+    const auto r = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+    outputs = r.tokens;
+    return r.stats;
+  };
+  for (std::size_t s = 0; s < settings.size(); ++s) {
+    std::vector<std::vector<Token>> plain, same_seed, other_seed;
+    sample(settings[s], 0, -1, plain);
+    for (int kind = 0; kind < 3; ++kind) {
+      const auto stats = sample(settings[s], 0, kind, same_seed);
+      EXPECT_GT(stats.drafting.accepted_tokens, static_cast<std::int64_t>(kRuns / 10)) << "drafts must be exercised";
+      std::size_t identical = 0;
+      for (std::size_t i = 0; i < kRuns; ++i) identical += same_seed[i] == plain[i] ? 1 : 0;
+      EXPECT_GE(identical, kRuns - kRuns / 200) << "setting " << s << " drafter " << kind;
+      sample(settings[s], kRuns, kind, other_seed);
+      std::map<std::vector<Token>, std::array<std::int64_t, 2>> cells;
+      for (std::size_t i = 0; i < kRuns; ++i) {
+        ++cells[plain[i]][0];
+        ++cells[other_seed[i]][1];
+      }
+      std::vector<std::int64_t> a, b;
+      for (const auto& [outcome, count] : cells) {
+        a.push_back(count[0]);
+        b.push_back(count[1]);
+      }
+      const auto test = refdec_test::chi_square_two_sample(a, b);
+      EXPECT_GT(test.p_value, 1e-3) << "setting " << s << " drafter " << kind << " chi2 " << test.statistic << " dof " << test.dof;
+      EXPECT_GT(test.dof, 3) << cells.size() << " distinct outcomes";
+      std::cout << "setting " << s << " drafter " << kind << ": " << identical << "/" << kRuns << " identical with the same seed, "
+                << stats.drafting.accepted_tokens << " draft tokens accepted, chi2 " << test.statistic << " dof " << test.dof
+                << " p " << test.p_value << '\n';
+    }
+  }
+}
+
+// Greedy settings of the sampler are greedy decoding; a seeded run is reproducible; bad settings
+// are rejected before any work.
+TEST_F(StoriesTest, SamplingSettingsGreedyReproducibleAndChecked) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 60;
+  const Request req{tokenizer_->encode("Tom and", true, false), {}};
+  const auto greedy = run(*model_, req, std::nullopt, opt).tokens[0];
+  for (const SamplingOptions s : {SamplingOptions{.temperature = 0.0f}, SamplingOptions{.temperature = 1.5f, .top_k = 1}}) {
+    opt.sampling = s;
+    EXPECT_EQ(run(*model_, req, std::nullopt, opt).tokens[0], greedy);
+    EXPECT_EQ(generate(*model_, req, AnyDrafter(LookaheadDrafter{}), opt).tokens[0], greedy);
+  }
+  opt.sampling = SamplingOptions{.temperature = 1.0f, .seed = 42};
+  const auto a = generate(*model_, req, AnyDrafter(NgramTrieDrafter{}), opt).tokens[0];
+  EXPECT_EQ(generate(*model_, req, AnyDrafter(NgramTrieDrafter{}), opt).tokens[0], a);
+  EXPECT_NE(a, greedy);
+  for (const SamplingOptions bad : {SamplingOptions{.temperature = -1.0f}, SamplingOptions{.top_p = 0.0f},
+                                    SamplingOptions{.top_p = 1.5f}, SamplingOptions{.min_p = 2.0f}}) {
+    opt.sampling = bad;
+    EXPECT_THROW(run(*model_, req, std::nullopt, opt), Error);
+  }
 }
 
 // A batch of three prompts of different lengths decodes exactly as each alone.

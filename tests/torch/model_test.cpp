@@ -11,6 +11,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
+#include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"
@@ -307,6 +308,21 @@ TEST(StepInputs, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
     EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes),
                              plain[static_cast<std::int64_t>(b)].slice(0, 0, nodes), 1e-5, 1e-5));
   }
+}
+
+// Calibration times every requested step size and feeds a usable cost model.
+TEST(Calibration, MeasuresEveryStepSize) {
+  const auto model = LlamaModel::random(small_config(), 2, at::kFloat);
+  const auto samples = measure_step_cost(model, {.tokens = {1, 4, 96}, .batch = 2, .context = 20, .repeats = 3});
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].first, 1u);
+  EXPECT_EQ(samples[2].first, 96u);
+  for (const auto& [n, s] : samples) EXPECT_GT(s, 0.0) << n;
+  const auto cost = StepCost::calibrated(samples);
+  EXPECT_DOUBLE_EQ(cost.seconds(4), samples[1].second);
+  EXPECT_THROW(measure_step_cost(model, {.tokens = {}}), Error);
+  EXPECT_THROW(measure_step_cost(model, {.tokens = {0, 2}}), Error);
+  EXPECT_THROW(measure_step_cost(model, {.repeats = 0}), Error);
 }
 
 TEST(LlamaModel, HalfPrecisionRunsCloseToFloat) {

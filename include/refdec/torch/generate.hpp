@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/greedy_accept.hpp"
+#include "refdec/core/sampling.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/torch/kv_cache.hpp"
 #include "refdec/torch/model.hpp"
@@ -25,6 +27,7 @@ REFDEC_NAMESPACE_BEGIN
 struct Request {
   std::vector<Token> prompt;                    ///< at least one token (e.g. BOS)
   std::vector<std::vector<Token>> references;   ///< given to the drafter's begin()
+  std::optional<SamplingOptions> sampling = std::nullopt;  ///< this request's sampling (seed included); overrides GenerateOptions::sampling
 };
 
 /// Settings of generate().
@@ -33,6 +36,7 @@ struct GenerateOptions {
   std::int64_t budget = 16;           ///< draft nodes verified per step; 0 is plain decoding
   std::vector<Token> stop_tokens;     ///< generation stops before any of these (not emitted)
   std::int64_t max_context = 0;       ///< prompt + output at most; 0 means the model's max_seq_len()
+  std::optional<SamplingOptions> sampling;  ///< for requests without their own; unset: greedy decoding
 };
 
 /// Why a sequence stopped.
@@ -61,7 +65,8 @@ struct GenerateResult {
   GenerateStats stats;
 };
 
-/// Decodes every request greedily with speculative verification: each step, each sequence's
+/// Decodes every request, greedily or by sampling (Request::sampling, else options.sampling), with
+/// speculative verification: each step, each sequence's
 /// drafter proposes a tree of at most `options.budget` nodes (plus its auxiliary tokens, if it is
 /// an AuxiliaryDrafter), one forward pass verifies all trees, and the accepted tokens are appended. `drafters` holds one drafter per request, or is empty
 /// for plain decoding. The output equals plain greedy decoding whatever the drafters propose.
@@ -112,6 +117,13 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
   std::vector<std::vector<Token>> aux_choices(aux.size());
   std::vector<Acceptance> accepted(B);
   std::vector<std::uint8_t> active(B, options.max_new_tokens > 0 ? 1 : 0);
+  std::vector<std::optional<SequenceSampling>> sampling(B);
+  for (std::size_t b = 0; b < B; ++b) {
+    const auto& settings = requests[b].sampling ? requests[b].sampling : options.sampling;
+    if (!settings) continue;
+    sampling[b].emplace(SequenceSampling{LogitsProcessor(*settings), TokenCounts(static_cast<std::int32_t>(model.vocab_size())), 0});
+    sampling[b]->counts.add_prompt(requests[b].prompt);
+  }
 
   // Prefill all prompt tokens but the last, which becomes the root of the first step.
   const auto t_prefill = Clock::now();
@@ -167,9 +179,8 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
     }
     stats.draft_seconds += seconds(t_draft, Clock::now());
 
-    verify_greedy(model, cache, std::span<const LinearTree>(trees), std::span<Acceptance>(accepted), stats.verify,
-                  std::span<const std::uint8_t>(active), std::span<const AuxBlock>(aux),
-                  std::span<std::vector<Token>>(aux_choices));
+    verify(model, cache, std::span<const LinearTree>(trees), std::span<Acceptance>(accepted), stats.verify,
+           StepExtras{.active = active, .aux = aux, .aux_choices = aux_choices, .sampling = sampling});
     ++stats.forward_passes;
 
     const auto t_accept = Clock::now();
@@ -199,7 +210,13 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
         }
       }
       stats.tokens += static_cast<std::int64_t>(n);
-      if (n > 0) drafters[b].accept(std::span<const Token>(out).last(n));
+      if (n == 0) continue;
+      const auto appended = std::span<const Token>(out).last(n);
+      if (sampling[b]) {
+        sampling[b]->counts.add_output(appended);
+        sampling[b]->generated += n;
+      }
+      drafters[b].accept(appended);
     }
     stats.verify.accept += seconds(t_accept, Clock::now());
   }

@@ -1,7 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// One verification step for a batch: draft trees -> model inputs -> one forward pass -> greedy
-// acceptance per sequence -> KV commit of the accepted paths.
+// One verification step for a batch: draft trees -> model inputs -> one forward pass -> greedy or
+// sampled acceptance per sequence -> KV commit of the accepted paths.
 
 #include <ATen/ATen.h>
 
@@ -9,6 +9,7 @@
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/greedy_accept.hpp"
+#include "refdec/core/sampled_accept.hpp"
+#include "refdec/core/sampling.hpp"
 #include "refdec/torch/kv_cache.hpp"
 #include "refdec/torch/model.hpp"
 
@@ -91,34 +94,65 @@ struct StepTimes {
   double commit = 0;  ///< KV cache compaction
 };
 
-/// Verifies `trees` greedily: one forward pass, then for each sequence the accepted path and the
-/// bonus token (written to `out[b]`), then commits the accepted path (root included) in `cache`.
-/// Rows whose `active` entry is 0 are padding for finished sequences: nothing is accepted or
-/// committed for them (an empty `active` means all rows are active). Auxiliary blocks `aux[b]`
-/// (optional) ride in the same pass; the target's greedy choices at them go to `aux_choices[b]`.
+/// The sampling state of one sequence: its processor (settings and scratch), the counts of the
+/// tokens it has seen (prompt and output, for the penalties) and how many tokens it has generated
+/// (the position of its random stream).
+struct SequenceSampling {
+  LogitsProcessor processor;
+  TokenCounts counts;
+  std::uint64_t generated = 0;
+};
+
+/// Optional per-sequence parts of a verification step; each span is empty or has one entry per
+/// sequence.
+struct StepExtras {
+  std::span<const std::uint8_t> active;                  ///< 0: a finished sequence's padding row
+  std::span<const AuxBlock> aux;                         ///< auxiliary tokens riding in the pass
+  std::span<std::vector<Token>> aux_choices;             ///< out: the target's greedy choices at them
+  std::span<std::optional<SequenceSampling>> sampling;   ///< unset: greedy acceptance
+};
+
+/// Verifies `trees`: one forward pass, then for each sequence the accepted path and the bonus
+/// token (written to `out[b]`), greedily or by sample-then-match with the sequence's sampling
+/// settings, then commits the accepted path (root included) in `cache`. Nothing is accepted or
+/// committed for inactive rows. Auxiliary tokens always get the greedy choice (the lookahead
+/// window stays greedy while verification samples).
 template <CausalLM M>
-void verify_greedy(const M& model, KvCache& cache, std::span<const LinearTree> trees, std::span<Acceptance> out,
-                   StepTimes& times, std::span<const std::uint8_t> active = {}, std::span<const AuxBlock> aux = {},
-                   std::span<std::vector<Token>> aux_choices = {}) {
+void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, std::span<Acceptance> out,
+            StepTimes& times, const StepExtras& extras = {}) {
   using Clock = std::chrono::steady_clock;
-  TORCH_CHECK(aux.size() == aux_choices.size(), "verify_greedy: ", aux.size(), " auxiliary blocks but room for ",
-              aux_choices.size(), " choices");
+  const auto B = trees.size();
+  TORCH_CHECK(out.size() == B && (extras.active.empty() || extras.active.size() == B) &&
+                  (extras.aux.empty() || extras.aux.size() == B) && extras.aux_choices.size() == extras.aux.size() &&
+                  (extras.sampling.empty() || extras.sampling.size() == B),
+              "verify: per-sequence inputs do not match the ", B, " trees");
   const auto t0 = Clock::now();
-  const StepInputs in = build_step_inputs(trees, cache.lengths(), aux);
+  const StepInputs in = build_step_inputs(trees, cache.lengths(), extras.aux);
   const at::Tensor logits = model.forward(in.ids, in.positions, in.mask, cache);  // [B, T, vocab]
   const at::Tensor target = logits.argmax(-1).to(at::kCPU, at::kInt).contiguous();  // [B, T] int32
   const auto t1 = Clock::now();
   const std::int64_t T = target.size(1);
+  const auto V = static_cast<std::int32_t>(logits.size(2));
   const auto* tp = target.data_ptr<std::int32_t>();
-  std::vector<std::vector<std::int32_t>> kept(trees.size());
-  for (std::size_t b = 0; b < trees.size(); ++b) {
-    if (!active.empty() && active[b] == 0) continue;
-    greedy_accept(trees[b], std::span<const Token>(tp + static_cast<std::int64_t>(b) * T, static_cast<std::size_t>(trees[b].size())), out[b]);
+  std::vector<std::vector<std::int32_t>> kept(B);
+  std::vector<float> probs;  // [num_nodes, vocab] float
+  for (std::size_t b = 0; b < B; ++b) {
+    if (!extras.active.empty() && extras.active[b] == 0) continue;
+    const auto nodes = static_cast<std::int64_t>(trees[b].size());
+    if (!extras.sampling.empty() && extras.sampling[b].has_value()) {
+      SequenceSampling& s = *extras.sampling[b];
+      const at::Tensor rows = logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes).to(at::kCPU, at::kFloat).contiguous();
+      probs.assign(rows.data_ptr<float>(), rows.data_ptr<float>() + nodes * V);
+      s.processor.process_tree(probs, V, trees[b], s.counts);
+      sampled_accept(trees[b], probs, V, s.processor.options().seed, s.generated, out[b]);
+    } else {
+      greedy_accept(trees[b], std::span<const Token>(tp + static_cast<std::int64_t>(b) * T, static_cast<std::size_t>(nodes)), out[b]);
+    }
     kept[b].push_back(0);
     kept[b].insert(kept[b].end(), out[b].nodes.begin(), out[b].nodes.end());
-    if (!aux.empty()) {
-      const Token* first = tp + static_cast<std::int64_t>(b) * T + trees[b].size();
-      aux_choices[b].assign(first, first + aux[b].size());
+    if (!extras.aux.empty()) {
+      const Token* first = tp + static_cast<std::int64_t>(b) * T + nodes;
+      extras.aux_choices[b].assign(first, first + extras.aux[b].size());
     }
   }
   const auto t2 = Clock::now();

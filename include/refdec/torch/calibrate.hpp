@@ -1,0 +1,81 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Start-up calibration of the step cost model: time the model's forward pass for steps of
+// several token counts, so that the adaptive budget (core/step_cost.hpp) weighs longer drafts
+// against their real cost on this model and device.
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_cost.hpp"
+#include "refdec/torch/model.hpp"
+#include "refdec/torch/verifier.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Settings of measure_step_cost().
+struct CalibrationOptions {
+  std::vector<std::size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 96, 128};  ///< step sizes to time
+  std::int64_t batch = 1;    ///< sequences per step
+  std::int64_t context = 256;  ///< cached tokens per sequence before the step
+  int repeats = 5;           ///< timed runs per size (the median is kept), after one warm-up run
+};
+
+/// Median wall time of one forward pass per step size, as (tokens, seconds) samples for
+/// StepCost::calibrated(). Each step is a chain of `tokens` tokens after `context` cached ones;
+/// the cache is never committed, so every run sees the same state. On CUDA the time includes a
+/// synchronisation, as a real step ends with a copy of its result to the host.
+template <CausalLM M>
+std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options = {}) {
+  REFDEC_CHECK(!options.tokens.empty(), "calibration: no step sizes to time");
+  REFDEC_CHECK(options.batch > 0 && options.context >= 0 && options.repeats > 0,
+               "calibration: batch and repeats must be positive and context >= 0, got batch " << options.batch
+                   << ", context " << options.context << ", repeats " << options.repeats);
+  const std::size_t largest = *std::max_element(options.tokens.begin(), options.tokens.end());
+  REFDEC_CHECK(std::all_of(options.tokens.begin(), options.tokens.end(), [](std::size_t n) { return n > 0; }),
+               "calibration: step sizes must be positive");
+  KvCache cache = model.make_cache(options.batch, options.context + static_cast<std::int64_t>(largest) + 1);
+  const auto B = static_cast<std::size_t>(options.batch);
+  // Token ids are arbitrary: the cost of a step does not depend on them.
+  const auto token = [&](std::size_t i) { return static_cast<Token>((i * 7919) % static_cast<std::size_t>(model.vocab_size())); };
+  if (options.context > 0) {
+    std::vector<Token> prefix(static_cast<std::size_t>(options.context));
+    for (std::size_t i = 0; i < prefix.size(); ++i) prefix[i] = token(i);
+    std::vector<LinearTree> chains(B, LinearTree::chain(prefix));
+    std::vector<std::vector<std::int32_t>> kept(B);
+    for (auto& k : kept)
+      for (std::int32_t i = 0; i < static_cast<std::int32_t>(prefix.size()); ++i) k.push_back(i);
+    const StepInputs in = build_step_inputs(chains, cache.lengths());
+    model.forward(in.ids, in.positions, in.mask, cache);
+    cache.commit(kept);
+  }
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::pair<std::size_t, double>> samples;
+  for (const std::size_t n : options.tokens) {
+    std::vector<Token> step(n);
+    for (std::size_t i = 0; i < n; ++i) step[i] = token(i + 1);
+    const std::vector<LinearTree> chains(B, LinearTree::chain(step));
+    std::vector<double> times;
+    for (int r = 0; r <= options.repeats; ++r) {
+      const auto t0 = Clock::now();
+      const StepInputs in = build_step_inputs(chains, cache.lengths());
+      // The argmax's copy to the host waits for the device, as in a real step.
+      const at::Tensor logits = model.forward(in.ids, in.positions, in.mask, cache);
+      (void)logits.argmax(-1).to(at::kCPU);
+      if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+    samples.emplace_back(n, times[times.size() / 2]);
+  }
+  return samples;
+}
+
+REFDEC_NAMESPACE_END
