@@ -27,6 +27,7 @@
 #include "refdec/drafters/rest.hpp"
 #include "refdec/core/data_dir.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
+#include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"
@@ -62,6 +63,10 @@ Spec parse_spec(const std::string& text) {
   const auto colon = text.find(':');
   s.name = text.substr(0, colon);
   if (colon == std::string::npos) return s;
+  if (s.name == "mixture") {  // mixture:a+b+c names sources, not options
+    s.args["sources"] = text.substr(colon + 1);
+    return s;
+  }
   std::istringstream in(text.substr(colon + 1));
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -78,8 +83,10 @@ int arg(const Spec& s, const std::string& key, int fallback) {
 }
 
 // One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs. A mixture names its
-// sources with '+' ("mixture:llma+rest+lookahead"), each with its defaults.
-AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i) {
+// sources with '+' ("mixture:llma+rest+lookahead"), each with its defaults, and weighs its budget
+// with `cost`.
+AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i,
+                        const StepCost& cost) {
   if (s.name == "none") return AnyDrafter{};
   if (s.name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter{});
   if (s.name == "llma")
@@ -89,12 +96,12 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
   if (s.name == "rest") return AnyDrafter(RestDrafter(stores[i]));
   if (s.name == "lookahead")
     return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15), .ngram = arg(s, "N", 5), .guesses = arg(s, "G", 15)}));
-  if (s.name.starts_with("mixture")) {
+  if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
-    std::istringstream in(s.name.substr(s.name.find(':') == std::string::npos ? 7 : s.name.find(':') + 1));
-    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i));
+    std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");
+    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, cost));
     REFDEC_CHECK(!sources.empty(), "mixture without sources: write mixture:a+b+c");
-    return AnyDrafter(MixtureDrafter(std::move(sources)));
+    return AnyDrafter(MixtureDrafter(std::move(sources), MixtureOptions{.cost = cost}));
   }
   throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, lookahead, mixture:a+b)");
 }
@@ -107,13 +114,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> drafters = {"lookahead", "lookahead:W=7,N=4,G=7", "lookahead:W=0,N=4,G=15"};
   std::int64_t max_new_tokens = 256, budget = 64;
   std::vector<float> temperatures = {0.0f};
+  bool calibrate = false;
   std::size_t num_prompts = kPrompts.size();
   app.add_option("--model", model_path, "llama2.c checkpoint (default: stories260K under the data directory)");
   app.add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer (default: tok512.bin beside stories260K)");
   app.add_option("--data-dir", data_dir, "data directory (default: $REFDEC_DATA_DIR or ../shared)");
   app.add_option("--drafter", drafters,
                  "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:k,m], ngram-trie, rest "
-                 "(datastore of the other prompts' outputs), lookahead[:W,N,G]; repeatable")
+                 "(datastore of the other prompts' outputs), lookahead[:W,N,G], mixture:a+b+c; repeatable")
       ->capture_default_str();
   app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")->check(CLI::Range(1, 12));
   app.add_option("--max-new-tokens", max_new_tokens, "tokens per prompt")->capture_default_str();
@@ -121,6 +129,8 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", temperatures,
                  "sampling temperatures to run (0 = greedy); prompt i samples with seed i; repeatable")
       ->capture_default_str();
+  app.add_flag("--calibrate", calibrate,
+               "time the model's steps at start-up and let mixtures size their trees by that cost (default: flat cost)");
   CLI11_PARSE(app, argc, argv);
   try {
     const fs::path dir = data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(data_dir);
@@ -153,6 +163,14 @@ int main(int argc, char** argv) {
       stores.push_back(Datastore::open_shared(path));
     }
 
+    StepCost cost = StepCost::flat();
+    if (calibrate) {
+      const auto samples = measure_step_cost(model, {.context = 128});
+      cost = StepCost::calibrated(samples);
+      std::cout << "step cost (tokens: ms):";
+      for (const auto& [n, sec] : samples) std::cout << ' ' << n << ": " << std::setprecision(3) << sec * 1e3;
+      std::cout << "\n";
+    }
     std::cout << "model " << model_path << ", " << num_prompts << " prompts, " << max_new_tokens
               << " new tokens at most each, budget " << budget << "\n\n";
     std::cout << "| temperature | drafter | τ (tokens/step) | draft tokens/step | auxiliary tokens/step | wall time vs plain | same output as plain |\n";
@@ -172,7 +190,7 @@ int main(int argc, char** argv) {
         std::size_t equal = 0;
         const auto t0 = Clock::now();
         for (std::size_t i = 0; i < num_prompts; ++i) {
-          const auto r = generate(model, requests[i], make_drafter(spec, stores, i), opt);
+          const auto r = generate(model, requests[i], make_drafter(spec, stores, i, cost), opt);
           equal += r.tokens[0] == plain[i] ? 1 : 0;
           total.tokens += r.stats.tokens;
           total.steps += r.stats.steps;

@@ -12,6 +12,7 @@
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
@@ -158,6 +159,48 @@ TEST_F(StoriesTest, LookaheadIsLossless) {
   for (std::size_t i = 0; i < reqs.size(); ++i) drafters.emplace_back(LookaheadDrafter(settings[i % settings.size()]));
   const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
   for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batch.tokens[i], plain[i]) << "batch sequence " << i;
+}
+
+// A mixture of LLMA, the n-gram trie, REST and the lookahead drafter (whose window rides in the
+// forward pass through the mixture) is lossless, with a flat and with an affine step cost (which
+// makes the budget adapt), alone and batched.
+TEST_F(StoriesTest, MixtureWithLookaheadIsLossless) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 120;
+  opt.budget = 32;
+  const std::vector<std::string> prompts = {"", "Once upon a time", "Tom and", "Lily wanted"};
+  std::vector<Request> reqs;
+  std::vector<std::vector<Token>> plain;
+  for (const auto& text : prompts) {
+    reqs.push_back(Request{tokenizer_->encode(text, true, false), {}});
+    plain.push_back(run(*model_, reqs.back(), std::nullopt, opt).tokens[0]);
+  }
+  refdec_test::TempDir dir;
+  const auto path = dir / "others.ds";
+  build_datastore(std::vector<std::vector<Token>>(plain.begin() + 1, plain.end()), 512, path);
+  const auto store = Datastore::open_shared(path);
+  const auto mixture = [&](const StepCost& cost) {
+    std::vector<AnyDrafter> sources;
+    sources.emplace_back(LlmaDrafter({.n = 1, .k = 8, .m = 2, .self_reference = true}));
+    sources.emplace_back(NgramTrieDrafter{});
+    sources.emplace_back(RestDrafter(store));
+    sources.emplace_back(LookaheadDrafter({.window = 5, .ngram = 4, .guesses = 5}));
+    return AnyDrafter(MixtureDrafter(std::move(sources), {.cost = cost}));
+  };
+  for (const StepCost& cost : {StepCost::flat(), StepCost::affine(1.0, 0.05)}) {
+    double tau = 0;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      const auto spec = generate(*model_, reqs[i], mixture(cost), opt);
+      EXPECT_EQ(spec.tokens[0], plain[i]) << "prompt " << i;
+      EXPECT_GT(spec.stats.auxiliary_tokens, 0) << "the lookahead window must run inside the mixture";
+      tau += spec.stats.tokens_per_step() / static_cast<double>(reqs.size());
+    }
+    EXPECT_GT(tau, 1.5);
+    std::vector<AnyDrafter> drafters;
+    for (std::size_t i = 0; i < reqs.size(); ++i) drafters.push_back(mixture(cost));
+    const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+    for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batch.tokens[i], plain[i]) << "batch sequence " << i;
+  }
 }
 
 // Under sampling, speculative decoding is distributed as plain sampling. For each drafter and
@@ -391,6 +434,42 @@ TEST(Generate, LookaheadIsLosslessOnRandomModels) {
     }
     const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
     for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
+  }
+}
+
+// The mixture (LLMA, n-gram trie and a lookahead window) on random models, alone and batched.
+TEST(Generate, MixtureIsLosslessOnRandomModels) {
+  std::mt19937 rng(51);
+  for (const std::int64_t kv : {6, 2, 1}) {
+    const auto model = LlamaModel::random(random_config(kv), 60 + static_cast<std::uint64_t>(kv), at::kFloat);
+    GenerateOptions opt;
+    opt.max_new_tokens = 60;
+    std::vector<Request> reqs;
+    std::vector<std::vector<Token>> alone;
+    for (int b = 0; b < 3; ++b) {
+      Request r;
+      r.prompt.push_back(1);
+      for (int i = 0; i < 2 + 3 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
+      alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
+      r.references = {alone.back()};
+      for (std::size_t i = 4; i < r.references[0].size(); i += 6) r.references[0][i] = static_cast<Token>(rng() % 111);
+      reqs.push_back(r);
+    }
+    const auto mixture = [] {
+      std::vector<AnyDrafter> sources;
+      sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
+      sources.emplace_back(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 12}));
+      sources.emplace_back(LookaheadDrafter({.window = 4, .ngram = 3, .guesses = 4}));
+      return AnyDrafter(MixtureDrafter(std::move(sources)));
+    };
+    std::vector<AnyDrafter> drafters;
+    for (std::size_t b = 0; b < reqs.size(); ++b) {
+      EXPECT_EQ(generate(model, reqs[b], mixture(), opt).tokens[0], alone[b]) << "kv " << kv << " sequence " << b;
+      drafters.push_back(mixture());
+    }
+    const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+    for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
+    EXPECT_GT(batch.stats.tokens_per_step(), 1.2);
   }
 }
 
