@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/expect_error.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -15,17 +17,6 @@
 namespace {
 
 using namespace refdec;
-
-// Runs `f`, which must throw refdec::Error with `needle` in its message.
-template <class F>
-void expect_error_naming(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 // Brute force: every n, ties to the smaller.
 std::size_t best_budget_reference(const std::vector<float>& p, const StepCost& cost, std::size_t aux, std::size_t max_nodes) {
@@ -85,18 +76,18 @@ TEST(StepCost, CalibratedInterpolatesAveragesAndNeverDecreases) {
 }
 
 TEST(StepCost, RejectsBadParametersNamingThem) {
-  expect_error_naming([] { StepCost::affine(0.0, 1.0); }, "got 0");
-  expect_error_naming([] { StepCost::affine(1.0, -0.5); }, "got -0.5");
-  expect_error_naming([] { StepCost::affine(std::numeric_limits<double>::infinity(), 0.0); }, "got inf");
-  expect_error_naming([] { StepCost::calibrated({}); }, "at least one");
+  refdec_test::expect_error([] { StepCost::affine(0.0, 1.0); }, "got 0");
+  refdec_test::expect_error([] { StepCost::affine(1.0, -0.5); }, "got -0.5");
+  refdec_test::expect_error([] { StepCost::affine(std::numeric_limits<double>::infinity(), 0.0); }, "got inf");
+  refdec_test::expect_error([] { StepCost::calibrated({}); }, "at least one");
   const std::vector<std::pair<std::size_t, double>> zero_tokens{{0, 1.0}};
-  expect_error_naming([&] { StepCost::calibrated(zero_tokens); }, "got 0");
+  refdec_test::expect_error([&] { StepCost::calibrated(zero_tokens); }, "got 0");
   const std::vector<std::pair<std::size_t, double>> bad_seconds{{1, 1.0}, {7, -3.0}};
-  expect_error_naming([&] { StepCost::calibrated(bad_seconds); }, "got -3 at 7 tokens");
+  refdec_test::expect_error([&] { StepCost::calibrated(bad_seconds); }, "got -3 at 7 tokens");
   const std::vector<float> unsorted{0.5f, 0.7f};
-  expect_error_naming([&] { choose_budget(unsorted, StepCost::affine(1, 0.1), 0, 8); }, "1 is 0.7 after 0.5");
+  refdec_test::expect_error([&] { choose_budget(unsorted, StepCost::affine(1, 0.1), 0, 8); }, "1 is 0.7 after 0.5");
   const std::vector<float> too_big{1.5f};
-  expect_error_naming([&] { choose_budget(too_big, StepCost::affine(1, 0.1), 0, 8); }, "0 is 1.5");
+  refdec_test::expect_error([&] { choose_budget(too_big, StepCost::affine(1, 0.1), 0, 8); }, "0 is 1.5");
 }
 
 TEST(StepCost, ChoosesPlainDecodingWhenNothingHelps) {

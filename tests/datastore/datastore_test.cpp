@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/expect_error.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -97,17 +99,6 @@ void put_header(std::vector<std::uint8_t>& bytes, DatastoreHeader h, bool rehash
   h.header_checksum = datastore_hash(
       std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(&h), offsetof(DatastoreHeader, header_checksum)));
   std::memcpy(bytes.data(), &h, sizeof(h));
-}
-
-// Expects refdec::Error whose message contains `needle`.
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected refdec::Error containing \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 class DatastoreVocab : public ::testing::TestWithParam<std::int32_t> {};
@@ -272,14 +263,14 @@ TEST_F(BadDatastore, GoodFileOpens) {
   for (Token t = 0; t < 111; ++t) EXPECT_EQ(fast.find(Tokens{t}), ds.find(Tokens{t}));
 }
 
-TEST_F(BadDatastore, MissingFile) { expect_error([&] { Datastore::open(dir_ / "nope.ds"); }, "cannot open datastore"); }
+TEST_F(BadDatastore, MissingFile) { refdec_test::expect_error([&] { Datastore::open(dir_ / "nope.ds"); }, "cannot open datastore"); }
 
-TEST_F(BadDatastore, NotARegularFile) { expect_error([&] { Datastore::open(dir_.path()); }, "not a regular file"); }
+TEST_F(BadDatastore, NotARegularFile) { refdec_test::expect_error([&] { Datastore::open(dir_.path()); }, "not a regular file"); }
 
 TEST_F(BadDatastore, WrongMagic) {
   auto b = bytes_;
   b[0] = 'X';
-  expect_error([&] { Datastore::open(write(b)); }, "wrong magic");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "wrong magic");
 }
 
 TEST_F(BadDatastore, WrongVersion) {
@@ -287,13 +278,13 @@ TEST_F(BadDatastore, WrongVersion) {
   auto h = header_;
   h.version = 2;
   put_header(b, h, false);
-  expect_error([&] { Datastore::open(write(b)); }, "format version 2");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "format version 2");
 }
 
 TEST_F(BadDatastore, CorruptHeader) {
   auto b = bytes_;
   b[offsetof(DatastoreHeader, num_tokens)] ^= 1;
-  expect_error([&] { Datastore::open(write(b)); }, "corrupt header");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "corrupt header");
 }
 
 TEST_F(BadDatastore, SizesThatDoNotAddUp) {
@@ -301,34 +292,34 @@ TEST_F(BadDatastore, SizesThatDoNotAddUp) {
   auto h = header_;
   h.tokens_bytes += 2;
   put_header(b, h, false);
-  expect_error([&] { Datastore::open(write(b)); }, "tokens_bytes");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "tokens_bytes");
   h = header_;
   h.token_width = 4;
   put_header(b, h, false);
-  expect_error([&] { Datastore::open(write(b)); }, "token_width 4");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "token_width 4");
   h = header_;
   h.num_documents = h.num_tokens + 1;
   put_header(b, h, false);
-  expect_error([&] { Datastore::open(write(b)); }, "num_documents");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "num_documents");
 }
 
 TEST_F(BadDatastore, TruncatedFile) {
   auto b = bytes_;
   b.resize(b.size() - 4);
-  expect_error([&] { Datastore::open(write(b)); }, "truncated");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "truncated");
   b.resize(40);
-  expect_error([&] { Datastore::open(write(b)); }, "truncated");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "truncated");
   b.clear();
-  expect_error([&] { Datastore::open(write(b)); }, "truncated");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "truncated");
 }
 
 TEST_F(BadDatastore, FlippedDataByte) {
   auto b = bytes_;
   b[header_.tokens_offset + 3] ^= 0x04;
-  expect_error([&] { Datastore::open(write(b)); }, "data_checksum");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "data_checksum");
   b = bytes_;
   b[b.size() - 1] ^= 0x80;  // last suffix array byte
-  expect_error([&] { Datastore::open(write(b)); }, "data_checksum");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "data_checksum");
 }
 
 TEST_F(BadDatastore, SuffixArrayEntryOutOfRange) {
@@ -336,11 +327,11 @@ TEST_F(BadDatastore, SuffixArrayEntryOutOfRange) {
   const std::uint32_t huge = 0xFFFFFFF0u;
   std::memcpy(b.data() + header_.suffix_offset + 4 * 5, &huge, 4);
   put_header(b, header_, true);
-  expect_error([&] { Datastore::open(write(b)); }, "suffix array entry 5");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "suffix array entry 5");
   // Without verification the file opens, and reading the entry is still an error, not a crash.
   const Datastore ds = Datastore::open(write(b), DatastoreOpenOptions{.verify = false});
-  expect_error([&] { (void)ds.suffix(5); }, "suffix array entry 5");
-  expect_error(
+  refdec_test::expect_error([&] { (void)ds.suffix(5); }, "suffix array entry 5");
+  refdec_test::expect_error(
       [&] {
         for (Token t = 0; t < 111; ++t) (void)ds.find(Tokens{t});  // some search probes rank 5
         for (std::uint64_t r = 0; r < ds.size(); ++r) (void)ds.suffix(r);
@@ -353,7 +344,7 @@ TEST_F(BadDatastore, TokenCodeOutOfRange) {
   const std::uint16_t bad = 500;
   std::memcpy(b.data() + header_.tokens_offset, &bad, 2);
   put_header(b, header_, true);
-  expect_error([&] { Datastore::open(write(b)); }, "exceeds vocab_size");
+  refdec_test::expect_error([&] { Datastore::open(write(b)); }, "exceeds vocab_size");
 }
 
 TEST_F(BadDatastore, MissingFinalSeparator) {
@@ -361,35 +352,35 @@ TEST_F(BadDatastore, MissingFinalSeparator) {
   const std::uint16_t one = 1;
   std::memcpy(b.data() + header_.tokens_offset + 2 * (header_.num_tokens - 1), &one, 2);
   put_header(b, header_, true);
-  expect_error([&] { Datastore::open(write(b), DatastoreOpenOptions{.verify = false}); }, "separator");
+  refdec_test::expect_error([&] { Datastore::open(write(b), DatastoreOpenOptions{.verify = false}); }, "separator");
 }
 
 TEST_F(BadDatastore, OutOfVocabularyQuery) {
   const Datastore ds = Datastore::open(file_);
-  expect_error([&] { ds.find(Tokens{1, 111}); }, "token 111 at index 1");
-  expect_error([&] { ds.find(Tokens{-1}); }, "token -1");
+  refdec_test::expect_error([&] { ds.find(Tokens{1, 111}); }, "token 111 at index 1");
+  refdec_test::expect_error([&] { ds.find(Tokens{-1}); }, "token -1");
   DraftTree tree;
-  expect_error([&] { ds.retrieve(Tokens{3, 200}, RetrievalOptions{}, 64, tree); }, "token 200");
+  refdec_test::expect_error([&] { ds.retrieve(Tokens{3, 200}, RetrievalOptions{}, 64, tree); }, "token 200");
 }
 
 TEST(DatastoreBuild, EmptyCorpus) {
   TempDir dir;
-  expect_error([&] { build_datastore(std::vector<Tokens>{}, 10, dir / "ds"); }, "empty corpus");
-  expect_error([&] { build_datastore(std::vector<Tokens>{{}, {}}, 10, dir / "ds"); }, "empty corpus (2 documents");
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{}, 10, dir / "ds"); }, "empty corpus");
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{}, {}}, 10, dir / "ds"); }, "empty corpus (2 documents");
   EXPECT_FALSE(std::filesystem::exists(dir / "ds"));
 }
 
 TEST(DatastoreBuild, OutOfVocabularyToken) {
   TempDir dir;
-  expect_error([&] { build_datastore(std::vector<Tokens>{{1, 2}, {3, 4, 10}}, 10, dir / "ds"); },
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1, 2}, {3, 4, 10}}, 10, dir / "ds"); },
                "token 10 of document 1 at position 2");
-  expect_error([&] { build_datastore(std::vector<Tokens>{{-3}}, 10, dir / "ds"); }, "token -3 of document 0 at position 0");
-  expect_error([&] { build_datastore(std::vector<Tokens>{{0}}, 0, dir / "ds"); }, "vocab_size must be at least 1");
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{-3}}, 10, dir / "ds"); }, "token -3 of document 0 at position 0");
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{0}}, 0, dir / "ds"); }, "vocab_size must be at least 1");
 }
 
 TEST(DatastoreBuild, UnwritablePath) {
   TempDir dir;
-  expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"); }, "cannot create");
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"); }, "cannot create");
 }
 
 TEST(DatastoreBuild, ReportsProgress) {

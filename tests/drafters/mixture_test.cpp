@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/expect_error.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -58,17 +60,6 @@ std::vector<AnyDrafter> sources_of(std::vector<PathsDrafter> drafters) {
   std::vector<AnyDrafter> sources;
   for (auto& d : drafters) sources.emplace_back(std::move(d));
   return sources;
-}
-
-// Runs `f`, which must throw refdec::Error with `needle` in its message.
-template <class F>
-void expect_error_naming(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 // Every root-to-node path of a linearised tree, in node order (the root's is empty).
@@ -363,7 +354,7 @@ TEST(MixtureDrafter, ConcatenatesAuxiliaryBlocksAndSplitsTheChoices) {
   ASSERT_EQ(seen_first->size(), 2u);
   EXPECT_TRUE(seen_first->back().empty());
   EXPECT_TRUE(seen_third->back().empty());
-  expect_error_naming([&] { mix.observe(std::vector<Token>{1, 2}); }, "got 2 auxiliary choices for 5");
+  refdec_test::expect_error([&] { mix.observe(std::vector<Token>{1, 2}); }, "got 2 auxiliary choices for 5");
   // Through AnyDrafter too.
   AnyDrafter any(std::move(mix));
   EXPECT_EQ(any.max_auxiliary(), 5u);
@@ -383,13 +374,13 @@ TEST(MixtureDrafter, StatisticsFollowTheDrafterIntoAnyDrafter) {
 
 TEST(MixtureDrafter, RejectsBadOptionsNamingThem) {
   auto make = [](MixtureOptions o) { MixtureDrafter(sources_of({PathsDrafter{}}), o); };
-  expect_error_naming([] { MixtureDrafter(std::vector<AnyDrafter>{}); }, "at least one source");
-  expect_error_naming([&] { make(MixtureOptions{.prior_mean = 0.0}); }, "prior_mean must be in (0, 1), got 0");
-  expect_error_naming([&] { make(MixtureOptions{.prior_mean = 1.5}); }, "got 1.5");
-  expect_error_naming([&] { make(MixtureOptions{.prior_strength = -2.0}); }, "prior_strength must be finite and positive, got -2");
-  expect_error_naming([&] { make(MixtureOptions{.half_life = -1.0}); }, "half_life must be finite and non-negative (0: never forget), got -1");
-  expect_error_naming([&] { make(MixtureOptions{.half_life = std::numeric_limits<double>::quiet_NaN()}); }, "got nan");
-  expect_error_naming([&] { make(MixtureOptions{.max_depth = 0}); }, "max_depth must be in [1, 1024], got 0");
+  refdec_test::expect_error([] { MixtureDrafter(std::vector<AnyDrafter>{}); }, "at least one source");
+  refdec_test::expect_error([&] { make(MixtureOptions{.prior_mean = 0.0}); }, "prior_mean must be in (0, 1), got 0");
+  refdec_test::expect_error([&] { make(MixtureOptions{.prior_mean = 1.5}); }, "got 1.5");
+  refdec_test::expect_error([&] { make(MixtureOptions{.prior_strength = -2.0}); }, "prior_strength must be finite and positive, got -2");
+  refdec_test::expect_error([&] { make(MixtureOptions{.half_life = -1.0}); }, "half_life must be finite and non-negative (0: never forget), got -1");
+  refdec_test::expect_error([&] { make(MixtureOptions{.half_life = std::numeric_limits<double>::quiet_NaN()}); }, "got nan");
+  refdec_test::expect_error([&] { make(MixtureOptions{.max_depth = 0}); }, "max_depth must be in [1, 1024], got 0");
 }
 
 }  // namespace

@@ -333,6 +333,31 @@ LlamaConfig random_config(std::int64_t kv_heads) {
   return c;
 }
 
+// Three requests with random prompts of 1 + `base` + `growth` * b tokens (b = 0, 1, 2) and their
+// plain outputs; when `perturb_every` > 0, each request's reference is its plain output with every
+// `perturb_every`-th token (from index `perturb_every` - 2) replaced by a random one.
+struct RandomRequests {
+  std::vector<Request> requests;
+  std::vector<std::vector<Token>> alone;  // [3] plain outputs
+};
+RandomRequests random_requests(const LlamaModel& model, std::mt19937& rng, const GenerateOptions& opt, int base, int growth,
+                               std::size_t perturb_every) {
+  RandomRequests out;
+  for (int b = 0; b < 3; ++b) {
+    Request r;
+    r.prompt.push_back(1);
+    for (int i = 0; i < base + growth * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
+    out.alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
+    if (perturb_every > 0) {
+      r.references = {out.alone.back()};
+      for (std::size_t i = perturb_every - 2; i < r.references[0].size(); i += perturb_every)
+        r.references[0][i] = static_cast<Token>(rng() % 111);
+    }
+    out.requests.push_back(r);
+  }
+  return out;
+}
+
 TEST(Generate, LlmaIsLosslessOnRandomModels) {
   std::mt19937 rng(9);
   for (const std::int64_t kv : {6, 2, 1})
@@ -340,19 +365,8 @@ TEST(Generate, LlmaIsLosslessOnRandomModels) {
       const auto model = LlamaModel::random(random_config(kv), seed, at::kFloat);
       GenerateOptions opt;
       opt.max_new_tokens = 96;
-      std::vector<Request> reqs;
-      for (int b = 0; b < 3; ++b) {
-        Request r;
-        r.prompt.push_back(1);
-        for (int i = 0; i < 3 + 5 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
-        reqs.push_back(r);
-      }
-      std::vector<std::vector<Token>> alone;
-      for (auto& r : reqs) {
-        alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
-        r.references = {alone.back(), r.prompt};
-        for (std::size_t i = 3; i < r.references[0].size(); i += 9) r.references[0][i] = static_cast<Token>(rng() % 111);
-      }
+      auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 9);
+      for (auto& r : reqs) r.references.push_back(r.prompt);
       for (auto& r : reqs) {
         const auto spec = run(model, r, LlmaOptions{.n = 1, .k = 12, .m = 2, .self_reference = true}, opt);
         EXPECT_EQ(spec.tokens[0], alone[static_cast<std::size_t>(&r - reqs.data())]) << "kv " << kv << " seed " << seed;
@@ -373,17 +387,7 @@ TEST(Generate, NgramTrieAndRestAreLosslessOnRandomModels) {
     const auto model = LlamaModel::random(random_config(kv), 7 + static_cast<std::uint64_t>(kv), at::kFloat);
     GenerateOptions opt;
     opt.max_new_tokens = 80;
-    std::vector<Request> reqs;
-    std::vector<std::vector<Token>> alone;
-    for (int b = 0; b < 3; ++b) {
-      Request r;
-      r.prompt.push_back(1);
-      for (int i = 0; i < 2 + 4 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
-      alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
-      r.references = {alone.back()};
-      for (std::size_t i = 5; i < r.references[0].size(); i += 7) r.references[0][i] = static_cast<Token>(rng() % 111);
-      reqs.push_back(r);
-    }
+    auto [reqs, alone] = random_requests(model, rng, opt, 2, 4, 7);
     // A datastore of perturbed copies of the outputs and random text.
     std::vector<std::vector<Token>> docs;
     for (const auto& r : reqs) docs.push_back(r.references[0]);
@@ -416,15 +420,7 @@ TEST(Generate, LookaheadIsLosslessOnRandomModels) {
     const auto model = LlamaModel::random(random_config(kv), 40 + static_cast<std::uint64_t>(kv), at::kFloat);
     GenerateOptions opt;
     opt.max_new_tokens = 60;
-    std::vector<Request> reqs;
-    std::vector<std::vector<Token>> alone;
-    for (int b = 0; b < 3; ++b) {
-      Request r;
-      r.prompt.push_back(1);
-      for (int i = 0; i < 3 + 5 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
-      alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
-      reqs.push_back(r);
-    }
+    const auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 0);
     const std::vector<LookaheadOptions> settings = {{}, {.window = 4, .ngram = 3, .guesses = 4}, {.window = 0, .ngram = 3}};
     std::vector<AnyDrafter> drafters;
     for (std::size_t b = 0; b < reqs.size(); ++b) {
@@ -444,17 +440,7 @@ TEST(Generate, MixtureIsLosslessOnRandomModels) {
     const auto model = LlamaModel::random(random_config(kv), 60 + static_cast<std::uint64_t>(kv), at::kFloat);
     GenerateOptions opt;
     opt.max_new_tokens = 60;
-    std::vector<Request> reqs;
-    std::vector<std::vector<Token>> alone;
-    for (int b = 0; b < 3; ++b) {
-      Request r;
-      r.prompt.push_back(1);
-      for (int i = 0; i < 2 + 3 * b; ++i) r.prompt.push_back(static_cast<Token>(rng() % 111));
-      alone.push_back(run(model, r, std::nullopt, opt).tokens[0]);
-      r.references = {alone.back()};
-      for (std::size_t i = 4; i < r.references[0].size(); i += 6) r.references[0][i] = static_cast<Token>(rng() % 111);
-      reqs.push_back(r);
-    }
+    const auto [reqs, alone] = random_requests(model, rng, opt, 2, 3, 6);
     const auto mixture = [] {
       std::vector<AnyDrafter> sources;
       sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
