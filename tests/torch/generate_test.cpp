@@ -358,6 +358,22 @@ RandomRequests random_requests(const LlamaModel& model, std::mt19937& rng, const
   return out;
 }
 
+// Each request decoded alone with the drafter `make(b)` gives, and then all of them decoded
+// together with one such drafter each give, the plain outputs `alone`. Returns the batch's τ.
+template <class Make>
+double expect_lossless_alone_and_batched(const LlamaModel& model, const std::vector<Request>& reqs,
+                                         const std::vector<std::vector<Token>>& alone, const GenerateOptions& opt,
+                                         Make make, const std::string& what) {
+  std::vector<AnyDrafter> drafters;
+  for (std::size_t b = 0; b < reqs.size(); ++b) {
+    EXPECT_EQ(generate(model, reqs[b], make(b), opt).tokens[0], alone[b]) << what << " sequence " << b;
+    drafters.push_back(make(b));
+  }
+  const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
+  for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << what << " batch sequence " << b;
+  return batch.stats.tokens_per_step();
+}
+
 TEST(Generate, LlmaIsLosslessOnRandomModels) {
   std::mt19937 rng(9);
   for (const std::int64_t kv : {6, 2, 1})
@@ -422,14 +438,9 @@ TEST(Generate, LookaheadIsLosslessOnRandomModels) {
     opt.max_new_tokens = 60;
     const auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 0);
     const std::vector<LookaheadOptions> settings = {{}, {.window = 4, .ngram = 3, .guesses = 4}, {.window = 0, .ngram = 3}};
-    std::vector<AnyDrafter> drafters;
-    for (std::size_t b = 0; b < reqs.size(); ++b) {
-      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(LookaheadDrafter(settings[b])), opt).tokens[0], alone[b])
-          << "kv " << kv << " sequence " << b;
-      drafters.emplace_back(LookaheadDrafter(settings[b]));
-    }
-    const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
-    for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
+    expect_lossless_alone_and_batched(
+        model, reqs, alone, opt, [&](std::size_t b) { return AnyDrafter(LookaheadDrafter(settings[b])); },
+        "kv " + std::to_string(kv));
   }
 }
 
@@ -441,21 +452,14 @@ TEST(Generate, MixtureIsLosslessOnRandomModels) {
     GenerateOptions opt;
     opt.max_new_tokens = 60;
     const auto [reqs, alone] = random_requests(model, rng, opt, 2, 3, 6);
-    const auto mixture = [] {
+    const auto mixture = [](std::size_t) {
       std::vector<AnyDrafter> sources;
       sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
       sources.emplace_back(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 12}));
       sources.emplace_back(LookaheadDrafter({.window = 4, .ngram = 3, .guesses = 4}));
       return AnyDrafter(MixtureDrafter(std::move(sources)));
     };
-    std::vector<AnyDrafter> drafters;
-    for (std::size_t b = 0; b < reqs.size(); ++b) {
-      EXPECT_EQ(generate(model, reqs[b], mixture(), opt).tokens[0], alone[b]) << "kv " << kv << " sequence " << b;
-      drafters.push_back(mixture());
-    }
-    const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
-    for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
-    EXPECT_GT(batch.stats.tokens_per_step(), 1.2);
+    EXPECT_GT(expect_lossless_alone_and_batched(model, reqs, alone, opt, mixture, "kv " + std::to_string(kv)), 1.2);
   }
 }
 
