@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -41,6 +42,7 @@ struct Settings {
   std::size_t limit = 0;
   bool json = false;
   bool markdown = false;
+  std::string trajectories;  // file for the per-step log; empty: none
   LlmaOptions llma{.n = 1, .k = 16, .m = 1, .self_reference = true};
   PromptLookupOptions lookup;
   NgramTrieOptions trie;
@@ -145,6 +147,31 @@ nlohmann::json mixture_json(const MixtureStatistics& st) {
   return {{"mean_budget", st.mean_budget()}, {"sources", sources}};
 }
 
+// The forced trajectories: per trace, [draft nodes, accepted draft tokens] per step, for a model
+// benchmark to re-run exactly these steps. Pairs rather than objects keep the file compact; a
+// step emits accepted + 1 tokens except a last one that reaches output_tokens without a bonus.
+nlohmann::json trajectories_json(const Settings& s, const std::string& drafter_name, const ReplayStats& st) {
+  nlohmann::json traces = nlohmann::json::array();
+  for (const TrajectoryLog& log : st.trajectories) {
+    nlohmann::json steps = nlohmann::json::array();
+    std::int64_t output_tokens = 0;
+    for (const ReplayStep& step : log.steps) {
+      steps.push_back({step.nodes, step.accepted});
+      output_tokens += step.emitted;
+    }
+    traces.push_back({{"id", log.id},
+                      {"category", log.category},
+                      {"context_tokens", log.context_tokens},
+                      {"output_tokens", output_tokens},
+                      {"steps", std::move(steps)}});
+  }
+  return {{"dataset", s.dataset},
+          {"drafter", drafter_name},
+          {"settings", settings_json(s)},
+          {"budget", s.budget},
+          {"traces", std::move(traces)}};
+}
+
 void print_mixture(const MixtureStatistics& st) {
   std::printf("\nmixture: %.1f draft nodes per step; per source, accepted draft tokens it proposed and how often its\n"
               "nodes were right given their parent was, by depth:",
@@ -163,6 +190,12 @@ void print_row(const std::string& name, const ReplayStats& st) {
 }
 
 int run(const Settings& s) {
+  // Opened first so that an unwritable path fails at once, not after loading and a long replay.
+  std::ofstream trajectories_file;
+  if (!s.trajectories.empty()) {
+    trajectories_file.open(s.trajectories);
+    REFDEC_CHECK(trajectories_file.is_open(), "--trajectories: cannot write '" << s.trajectories << "'");
+  }
   const fs::path data = s.data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(s.data_dir);
   const fs::path tok_path = s.tokenizer.empty() ? data / "tokenizers" / "llama2.model" : fs::path(s.tokenizer);
   const auto load_start = std::chrono::steady_clock::now();
@@ -190,12 +223,18 @@ int run(const Settings& s) {
   AnyDrafter drafter = make_drafter(s, mixture_stats);
   ReplayOptions options;
   options.budget = s.budget;
+  options.record_steps = !s.trajectories.empty();
   const auto start = std::chrono::steady_clock::now();
   const ReplayReport report = replay(drafter, traces, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  if (options.record_steps) {
+    trajectories_file << trajectories_json(s, drafter.name(), report.overall).dump() << "\n";
+    trajectories_file.close();
+    REFDEC_CHECK(!trajectories_file.fail(), "--trajectories: writing '" << s.trajectories << "' failed");
+  }
 
   if (s.json) {
     nlohmann::json j{{"dataset", s.dataset},
@@ -246,6 +285,8 @@ int main(int argc, char** argv) {
   app.add_option("--limit", s.limit, "replay only the first N traces (0: all)");
   app.add_flag("--json", s.json, "print one JSON object");
   app.add_flag("--markdown", s.markdown, "print a Markdown table row (τ per category, overall, latency)");
+  app.add_option("--trajectories", s.trajectories,
+                 "also write FILE: JSON of each trace's steps as [draft nodes, accepted draft tokens] (forced trajectories)");
   app.add_option("--max-ngram", s.lookup.max_ngram, "prompt lookup: longest suffix looked up")->capture_default_str();
   app.add_option("--min-ngram", s.lookup.min_ngram, "prompt lookup: shortest suffix looked up")->capture_default_str();
   app.add_flag("--full-span-only,!--partial-spans", s.lookup.full_span_only,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "refdec/drafters/prompt_lookup.hpp"
@@ -123,6 +124,103 @@ TEST(Replay, RejectsAnEmptyContext) {
   t.context.clear();
   AnyDrafter none;
   EXPECT_THROW(replay_trace(none, t), Error);
+}
+
+// Checks a trace's step log against the replay's statistics: one entry per step, the draft within
+// the budget, the bonus token on every step but possibly the last, and the tokens adding up.
+void expect_log_matches(const TrajectoryLog& log, const Trace& t, const ReplayStats& st, std::size_t budget) {
+  ASSERT_EQ(static_cast<std::int64_t>(log.steps.size()), st.steps);
+  EXPECT_EQ(log.id, t.id);
+  EXPECT_EQ(log.category, t.category);
+  EXPECT_EQ(log.context_tokens, static_cast<std::int64_t>(t.context.size()));
+  std::int64_t emitted = 0, accepted = 0;
+  for (std::size_t i = 0; i < log.steps.size(); ++i) {
+    const ReplayStep& step = log.steps[i];
+    EXPECT_LE(step.nodes, static_cast<std::int32_t>(budget)) << i;
+    EXPECT_LE(step.accepted, step.nodes) << i;
+    if (i + 1 < log.steps.size()) {
+      EXPECT_EQ(step.emitted, step.accepted + 1) << i;
+    } else {  // the documented last step: a draft reaching the end of the output has no bonus
+      EXPECT_TRUE(step.emitted == step.accepted + 1 || step.emitted == step.accepted) << i;
+    }
+    emitted += step.emitted;
+    accepted += step.accepted;
+  }
+  EXPECT_EQ(emitted, st.tokens);
+  // The drafter statistics count the accepted draft tokens of the last step one fewer when it
+  // had no bonus token (see replay_trace).
+  const bool no_bonus = !log.steps.empty() && log.steps.back().emitted == log.steps.back().accepted;
+  EXPECT_EQ(accepted - (no_bonus ? 1 : 0), st.drafting.accepted_tokens);
+}
+
+TEST(Replay, StepLogIsOffByDefault) {
+  EXPECT_FALSE(ReplayOptions{}.record_steps);
+  const Trace t = make_trace(40);
+  AnyDrafter d(OracleDrafter(t.output, 8, 4));
+  const auto st = replay_trace(d, t);
+  EXPECT_GT(st.steps, 0);
+  EXPECT_TRUE(st.trajectories.empty());
+}
+
+TEST(Replay, StepLogMatchesTheReplay) {
+  {
+    Trace t = make_trace(100, "code");
+    t.id = "q1";
+    AnyDrafter d(OracleDrafter(t.output, 8, 4));  // 8 nodes, 3 accepted, 4 emitted per step
+    const auto st = replay_trace(d, t, ReplayOptions{.budget = 64, .record_steps = true});
+    ASSERT_EQ(st.trajectories.size(), 1u);
+    expect_log_matches(st.trajectories[0], t, st, 64);
+    for (const ReplayStep& step : st.trajectories[0].steps) {
+      EXPECT_EQ(step.nodes, 8);
+      EXPECT_EQ(step.accepted, 3);
+    }
+  }
+  {  // the last-step case: all 5 tokens accepted from a 16-node draft, no bonus
+    Trace t = make_trace(5);
+    AnyDrafter d(OracleDrafter(t.output, 16, 0));
+    const auto st = replay_trace(d, t, ReplayOptions{.budget = 64, .record_steps = true});
+    ASSERT_EQ(st.trajectories.size(), 1u);
+    expect_log_matches(st.trajectories[0], t, st, 64);
+    ASSERT_EQ(st.trajectories[0].steps.size(), 1u);
+    EXPECT_EQ(st.trajectories[0].steps[0].nodes, 16);
+    EXPECT_EQ(st.trajectories[0].steps[0].accepted, 5);
+    EXPECT_EQ(st.trajectories[0].steps[0].emitted, 5);
+  }
+  {  // a real drafter under a budget that cuts its drafts
+    std::mt19937 rng(5);
+    Trace t;
+    t.id = "random";
+    for (int i = 0; i < 200; ++i) t.context.push_back(static_cast<Token>(rng() % 5));
+    for (int i = 0; i < 300; ++i) t.output.push_back(static_cast<Token>(rng() % 5));
+    AnyDrafter d(PromptLookupDrafter{});
+    const auto st = replay_trace(d, t, ReplayOptions{.budget = 6, .record_steps = true});
+    ASSERT_EQ(st.trajectories.size(), 1u);
+    expect_log_matches(st.trajectories[0], t, st, 6);
+  }
+}
+
+TEST(Replay, MergedStepLogsKeepTracesSeparate) {
+  std::vector<Trace> traces = {make_trace(10, "a"), make_trace(20, "b"), make_trace(30, "a"), make_trace(5)};
+  for (std::size_t i = 0; i < traces.size(); ++i) traces[i].id = "t" + std::to_string(i);
+  AnyDrafter none;
+  const auto report = replay(none, traces, ReplayOptions{.budget = 64, .record_steps = true});
+  ASSERT_EQ(report.overall.trajectories.size(), 4u);
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const TrajectoryLog& log = report.overall.trajectories[i];
+    EXPECT_EQ(log.id, traces[i].id);  // input order
+    ASSERT_EQ(log.steps.size(), traces[i].output.size());  // plain decoding: a token per step
+    for (const ReplayStep& step : log.steps) {
+      EXPECT_EQ(step.nodes, 0);
+      EXPECT_EQ(step.emitted, 1);
+    }
+  }
+  const auto& a = report.by_category.at("a").trajectories;
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].id, "t0");
+  EXPECT_EQ(a[1].id, "t2");
+  EXPECT_EQ(a[1].steps.size(), 30u);
+  ASSERT_EQ(report.by_category.at("b").trajectories.size(), 1u);
+  EXPECT_EQ(report.by_category.at("b").trajectories[0].id, "t1");
 }
 
 // Replaying a drafter is the same as driving it by hand with the true output.

@@ -32,6 +32,27 @@ struct Trace {
 /// Settings of a replay.
 struct ReplayOptions {
   std::size_t budget = 64;  ///< draft nodes per step after the verifier's cut (0: plain decoding)
+  /// Keep every step's draft size and acceptance in ReplayStats::trajectories (a forced
+  /// trajectory, LLMA's method: a model benchmark re-runs exactly these steps). Off by default
+  /// so that a plain replay allocates nothing for it.
+  bool record_steps = false;
+};
+
+/// One verification step of a replay.
+struct ReplayStep {
+  std::int32_t nodes = 0;     ///< draft nodes the verifier ran (the linearised tree, root excluded)
+  std::int32_t accepted = 0;  ///< draft tokens accepted (the bonus token excluded)
+  /// Output tokens the step produced: accepted + 1, except on a last step whose accepted draft
+  /// reaches the end of the output, which has no bonus token (emitted == accepted).
+  std::int32_t emitted = 0;
+};
+
+/// The steps of one trace's replay (ReplayOptions::record_steps).
+struct TrajectoryLog {
+  std::string id;        ///< the trace's id
+  std::string category;  ///< the trace's category; may be empty
+  std::int64_t context_tokens = 0;  ///< prompt length, where the first step's verification starts
+  std::vector<ReplayStep> steps;    ///< [steps] in order; the emitted tokens sum to the output length
 };
 
 /// What a replay measured over one or more traces.
@@ -41,6 +62,9 @@ struct ReplayStats {
   std::int64_t steps = 0;   ///< verification steps
   DrafterStats drafting;    ///< proposals and acceptance by draft position
   std::vector<double> step_micros;  ///< [steps] drafter time per step (propose, cut, accept), µs
+  /// [traces] each trace's steps, in replay order, with ReplayOptions::record_steps (else empty).
+  /// One log per trace rather than one flat list, so that merged statistics keep traces apart.
+  std::vector<TrajectoryLog> trajectories;
 
   /// Mean tokens per step (τ), the bonus token included; 0 before any step.
   double tokens_per_step() const { return steps > 0 ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }
@@ -59,6 +83,7 @@ struct ReplayStats {
     steps += o.steps;
     drafting.merge(o.drafting);
     step_micros.insert(step_micros.end(), o.step_micros.begin(), o.step_micros.end());
+    trajectories.insert(trajectories.end(), o.trajectories.begin(), o.trajectories.end());
   }
 };
 
@@ -77,6 +102,13 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
   LinearTree tree;
   std::vector<Token> target;
   std::vector<std::int32_t> path;
+  TrajectoryLog* log = nullptr;  // only with record_steps, so that the default path skips it
+  if (options.record_steps) {
+    log = &st.trajectories.emplace_back();
+    log->id = trace.id;
+    log->category = trace.category;
+    log->context_tokens = static_cast<std::int64_t>(trace.context.size());
+  }
   const auto& out = trace.output;
   const std::size_t n = out.size();
   std::size_t pos = 0;  // output tokens produced so far
@@ -104,6 +136,10 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
     drafter.accept(std::span<const Token>(out).subspan(pos, emitted));
     const auto t3 = Clock::now();
     st.step_micros.push_back(std::chrono::duration<double, std::micro>((t1 - t0) + (t3 - t2)).count());
+    if (log != nullptr)
+      log->steps.push_back({.nodes = tree.num_drafts(),
+                            .accepted = static_cast<std::int32_t>(accepted),
+                            .emitted = static_cast<std::int32_t>(emitted)});
     pos += emitted;
     ++st.steps;
   }
@@ -113,10 +149,11 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
 }
 
 /// A replay over many traces: overall and per category (traces with an empty category count
-/// only overall).
+/// only overall). With ReplayOptions::record_steps, overall.trajectories holds every trace's log in
+/// input order and each category's stats the logs of its own traces.
 struct ReplayReport {
-  ReplayStats overall;
-  std::map<std::string, ReplayStats> by_category;
+  ReplayStats overall;                              ///< every trace
+  std::map<std::string, ReplayStats> by_category;  ///< the traces of each non-empty category
 };
 
 /// Replays every trace with `drafter` (restarted per trace).
