@@ -83,26 +83,15 @@ double measure_bandwidth(at::Device device, std::int64_t bytes, int repeats) {
 struct Trajectory {
   std::string category;
   std::size_t context = 0;  // prompt tokens of the trace (0: unknown, --context is used)
+  std::int64_t output = 0;  // output tokens of the trace (0: unknown)
   std::vector<std::pair<std::int32_t, std::int32_t>> steps;  // [steps] (nodes, accepted)
 };
 
-// A replay's trajectories (refdec-replay --trajectories), or a synthetic one.
+// A replay's trajectories (refdec-replay --trajectories), or a synthetic one; only traces with
+// at least one step.
 struct TrajectorySet {
   std::string name;
-  std::int64_t budget = 0;
   std::vector<Trajectory> traces;
-  double tau() const {
-    std::int64_t tokens = 0, steps = 0;
-    for (const auto& t : traces)
-      for (const auto& [n, a] : t.steps) tokens += a + 1, ++steps;
-    return steps > 0 ? static_cast<double>(tokens) / static_cast<double>(steps) : 1.0;
-  }
-  double mean_nodes() const {
-    std::int64_t nodes = 0, steps = 0;
-    for (const auto& t : traces)
-      for (const auto& [n, a] : t.steps) nodes += n, ++steps;
-    return steps > 0 ? static_cast<double>(nodes) / static_cast<double>(steps) : 0.0;
-  }
 };
 
 TrajectorySet load_trajectories(const std::string& path) {
@@ -111,23 +100,28 @@ TrajectorySet load_trajectories(const std::string& path) {
   const auto j = nlohmann::json::parse(in);
   TrajectorySet set;
   set.name = j.at("drafter").get<std::string>() + " @" + std::to_string(j.at("budget").get<std::int64_t>());
-  set.budget = j.at("budget").get<std::int64_t>();
   for (const auto& t : j.at("traces")) {
     Trajectory tr;
     tr.category = t.value("category", std::string("all"));
     tr.context = t.value("context_tokens", std::size_t{0});
-    for (const auto& s : t.at("steps")) tr.steps.emplace_back(s.at(0).get<std::int32_t>(), s.at(1).get<std::int32_t>());
-    set.traces.push_back(std::move(tr));
+    tr.output = t.value("output_tokens", std::int64_t{0});
+    for (const auto& s : t.at("steps")) {
+      const auto n = s.at(0).get<std::int32_t>(), a = s.at(1).get<std::int32_t>();
+      REFDEC_CHECK(n >= 0 && a >= 0 && a <= n, path << ": a step of " << n << " nodes accepting " << a);
+      tr.steps.emplace_back(n, a);
+    }
+    if (!tr.steps.empty()) set.traces.push_back(std::move(tr));
   }
+  REFDEC_CHECK(!set.traces.empty(), path << " holds no trace with a step");
   return set;
 }
 
 // A fixed pattern standing in for a replay when none is given (the smoke test): 16 nodes per step,
 // 0..4 accepted in turn.
 TrajectorySet synthetic_trajectories() {
-  TrajectorySet set{"synthetic", 16, {}};
+  TrajectorySet set{"synthetic", {}};
   for (int t = 0; t < 4; ++t) {
-    Trajectory tr{t % 2 == 0 ? "even" : "odd", 0, {}};
+    Trajectory tr{t % 2 == 0 ? "even" : "odd", 0, 0, {}};
     for (int s = 0; s < 40; ++s) tr.steps.emplace_back(16, (s + t) % 5);
     set.traces.push_back(std::move(tr));
   }
@@ -186,7 +180,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> trajectory_files;
   std::int64_t plain_tokens = 128, bandwidth_mib = 1024;
   std::size_t context = 512;
-  std::size_t max_traces = 4, max_steps = 64, sweep_steps = 256;
+  std::size_t max_traces = 4, max_steps = 64, sweep_steps = 128;
   std::vector<std::int64_t> batches = {1, 4, 16, 64};
   app.add_option("--shape", shape_name, "7b (Llama-2-7B) or tiny (stories260K's shape)")->capture_default_str();
   app.add_option("--device", device_name, "cuda or cpu")->capture_default_str();
@@ -208,6 +202,13 @@ int main(int argc, char** argv) {
     const auto dtype = parse_dtype(dtype_name);
     const LlamaConfig config = shape(shape_name);
     nlohmann::json report{{"shape", shape_name}, {"device", device_name}, {"dtype", dtype_name}, {"context", context}};
+    // Rewritten after each part, so that a later failure (e.g. out of memory) keeps what was measured.
+    const auto write_json = [&] {
+      if (json_path.empty()) return;
+      std::ofstream out(json_path);
+      REFDEC_CHECK(out.good(), "cannot write " << json_path);
+      out << report.dump(2) << '\n';
+    };
 
     // 1. Memory bandwidth, weights, plain decoding at batch 1 against the roofline.
     const double bandwidth = measure_bandwidth(device, bandwidth_mib << 20, 10);
@@ -235,6 +236,7 @@ int main(int argc, char** argv) {
     report["bandwidth_bytes_per_s"] = bandwidth;
     report["roofline_tokens_per_s"] = roofline;
     report["plain_tokens_per_s"] = batch1_tps;
+    write_json();
 
     // 2. Forced trajectories at batch 1: per category, speculative steps vs plain steps for the
     // same tokens, both timed here.
@@ -263,13 +265,17 @@ int main(int argc, char** argv) {
           ForcedDecoder spec(model, 1, trace_context(*t), trace_capacity(*t));
           ForcedDecoder base(model, 1, trace_context(*t), trace_capacity(*t));
           const std::int32_t zero = 0;
+          std::int64_t done = 0;  // output tokens of this trace so far
           for (std::size_t s = 0; s < std::min(max_steps, t->steps.size()); ++s) {
             const auto [n, a] = t->steps[s];
+            // The last step of an output may end with accepted drafts and no bonus token.
+            const std::int64_t emitted = t->output > 0 ? std::min<std::int64_t>(a + 1, t->output - done) : a + 1;
             spec_seconds += spec.step(std::span<const std::int32_t>(&n, 1), std::span<const std::int32_t>(&a, 1));
-            for (std::int32_t k = 0; k <= a; ++k)
+            for (std::int64_t k = 0; k < emitted; ++k)
               plain_seconds += base.step(std::span<const std::int32_t>(&zero, 1), std::span<const std::int32_t>(&zero, 1));
             ++steps;
-            tokens += a + 1;
+            tokens += emitted;
+            done += emitted;
           }
         }
         const double speedup = plain_seconds / spec_seconds;
@@ -282,59 +288,64 @@ int main(int argc, char** argv) {
       }
     }
     report["forced"] = forced;
+    write_json();
 
     // 3. Batch sweep: B slots run different traces. The budget adapts to the batch size by
     // measurement: a short trial of plain decoding and of every trajectory set (one per budget),
     // then the best of them is timed, so speculation is used only where it pays at that B.
     std::cout << "\n| batch | chosen | plain tokens/s | speculative tokens/s | ratio |\n|---|---|---|---|---|\n";
     nlohmann::json sweep = nlohmann::json::array();
-    std::int64_t widest = 0;
-    for (const auto& set : sets)
-      for (const auto& t : set.traces)
-        for (const auto& [n, a] : t.steps) widest = std::max<std::int64_t>(widest, n);
-    const std::int64_t sweep_capacity =
-        static_cast<std::int64_t>(context) + static_cast<std::int64_t>(sweep_steps) * (widest + 1) + widest + 2;
-    // Tokens/s of `steps` steps of B slots; slot b replays traces first + b, first + b + B, ... of
-    // `set` back to back (plain decoding when `set` is null).
-    const auto run_slots = [&](std::int64_t B, const TrajectorySet* set, std::size_t steps, std::size_t first) {
-      const auto slots_n = static_cast<std::size_t>(B);
-      ForcedDecoder dec(model, B, context, sweep_capacity);
-      std::vector<std::int32_t> nodes(slots_n, 0), accepted(slots_n, 0);
-      std::vector<std::size_t> trace(slots_n), step(slots_n, 0);
-      const std::size_t n_traces = set != nullptr ? set->traces.size() : 1;
-      for (std::size_t b = 0; b < slots_n; ++b) trace[b] = (first + b) % n_traces;
-      double seconds = 0;
-      std::int64_t tokens = 0;
-      for (std::size_t s = 0; s < steps; ++s) {
-        for (std::size_t b = 0; set != nullptr && b < slots_n; ++b) {
-          while (step[b] >= set->traces[trace[b]].steps.size()) trace[b] = (trace[b] + slots_n) % n_traces, step[b] = 0;
-          std::tie(nodes[b], accepted[b]) = set->traces[trace[b]].steps[step[b]++];
+    // The steps of B slots, [steps][B] (nodes, accepted): slot b replays traces first + b,
+    // first + b + B, ... of `set` back to back (plain decoding, (0, 0), when `set` is null).
+    using Plan = std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>>;
+    const auto plan_slots = [](const TrajectorySet* set, std::size_t B, std::size_t steps, std::size_t first) {
+      Plan plan(steps, std::vector<std::pair<std::int32_t, std::int32_t>>(B, {0, 0}));
+      if (set == nullptr) return plan;
+      const std::size_t n_traces = set->traces.size();
+      std::vector<std::size_t> trace(B), step(B, 0);
+      for (std::size_t b = 0; b < B; ++b) trace[b] = (first + b) % n_traces;
+      for (std::size_t s = 0; s < steps; ++s)
+        for (std::size_t b = 0; b < B; ++b) {
+          if (step[b] == set->traces[trace[b]].steps.size()) trace[b] = (trace[b] + B) % n_traces, step[b] = 0;
+          plan[s][b] = set->traces[trace[b]].steps[step[b]++];  // every trace has a step
         }
-        for (std::size_t b = 0; b < slots_n; ++b) tokens += accepted[b] + 1;
+      return plan;
+    };
+    // Tokens/s of a plan, in a cache sized to what the plan keeps.
+    const auto run_plan = [&](const Plan& plan) {
+      const std::size_t B = plan.front().size();
+      std::vector<std::int64_t> kept(B, 0);
+      std::int64_t widest = 0;
+      for (const auto& row : plan)
+        for (std::size_t b = 0; b < B; ++b) kept[b] += row[b].second + 1, widest = std::max<std::int64_t>(widest, row[b].first);
+      ForcedDecoder dec(model, static_cast<std::int64_t>(B), context,
+                        static_cast<std::int64_t>(context) + *std::max_element(kept.begin(), kept.end()) + widest + 2);
+      std::vector<std::int32_t> nodes(B), accepted(B);
+      double seconds = 0;
+      for (const auto& row : plan) {
+        for (std::size_t b = 0; b < B; ++b) std::tie(nodes[b], accepted[b]) = row[b];
         seconds += dec.step(nodes, accepted);
       }
-      return static_cast<double>(tokens) / seconds;
+      return static_cast<double>(std::accumulate(kept.begin(), kept.end(), std::int64_t{0})) / seconds;
     };
     for (const std::int64_t B : batches) {
       REFDEC_CHECK(B > 0 && B <= 4096, "--batches: batch sizes must be in [1, 4096], got " << B);
+      const auto slots = static_cast<std::size_t>(B);
       const std::size_t trial = std::max<std::size_t>(4, sweep_steps / 4);
       const TrajectorySet* chosen = nullptr;
-      double best = run_slots(B, nullptr, trial, 0);
+      double best = run_plan(plan_slots(nullptr, slots, trial, 0));
       for (const auto& set : sets)
-        if (const double rate = run_slots(B, &set, trial, set.traces.size() / 2); rate > best) best = rate, chosen = &set;
-      const double plain_tps = run_slots(B, nullptr, sweep_steps, 0);
-      const double spec_tps = chosen != nullptr ? run_slots(B, chosen, sweep_steps, 0) : plain_tps;
+        if (const double rate = run_plan(plan_slots(&set, slots, trial, set.traces.size() / 2)); rate > best)
+          best = rate, chosen = &set;
+      const double plain_tps = run_plan(plan_slots(nullptr, slots, sweep_steps, 0));
+      const double spec_tps = chosen != nullptr ? run_plan(plan_slots(chosen, slots, sweep_steps, 0)) : plain_tps;
       const std::string name = chosen != nullptr ? chosen->name : "plain (budget 0)";
       std::cout << std::setprecision(1) << "| " << B << " | " << name << " | " << plain_tps << " | " << spec_tps << " | "
                 << std::setprecision(3) << spec_tps / plain_tps << " |\n";
       sweep.push_back({{"batch", B}, {"chosen", name}, {"plain_tokens_per_s", plain_tps}, {"speculative_tokens_per_s", spec_tps}});
     }
     report["batch_sweep"] = sweep;
-    if (!json_path.empty()) {
-      std::ofstream out(json_path);
-      REFDEC_CHECK(out.good(), "cannot write " << json_path);
-      out << report.dump(2) << '\n';
-    }
+    write_json();
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "refdec-gpu-bench: " << e.what() << '\n';

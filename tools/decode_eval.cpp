@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -77,9 +79,23 @@ Spec parse_spec(const std::string& text) {
   return s;
 }
 
-int arg(const Spec& s, const std::string& key, int fallback) {
+// The integer option `key` of `s`, or `fallback`; `s` may only carry the options in `known`.
+int arg(const Spec& s, const std::string& key, int fallback, std::initializer_list<const char*> known) {
+  for (const auto& [k, v] : s.args)
+    REFDEC_CHECK(std::any_of(known.begin(), known.end(), [&](const char* name) { return k == name; }),
+                 "drafter '" << s.name << "' has no option '" << k << "'");
   const auto it = s.args.find(key);
-  return it == s.args.end() ? fallback : std::stoi(it->second);
+  if (it == s.args.end()) return fallback;
+  std::size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  REFDEC_CHECK(used > 0 && used == it->second.size(),
+               "drafter '" << s.name << "': option " << key << "=" << it->second << " is not an integer");
+  return value;
 }
 
 // One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs. A mixture names its
@@ -88,14 +104,22 @@ int arg(const Spec& s, const std::string& key, int fallback) {
 AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i,
                         const StepCost& cost) {
   if (s.name == "none") return AnyDrafter{};
+  REFDEC_CHECK(s.args.empty() || s.name == "llma" || s.name == "lookahead" || s.name == "mixture",
+               "drafter '" << s.name << "' takes no options");
   if (s.name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter{});
   if (s.name == "llma")
-    return AnyDrafter(LlmaDrafter(LlmaOptions{.n = 1, .k = static_cast<std::size_t>(arg(s, "k", 16)),
-                                              .m = static_cast<std::size_t>(arg(s, "m", 4)), .self_reference = true}));
+    return AnyDrafter(LlmaDrafter(LlmaOptions{.n = 1, .k = static_cast<std::size_t>(arg(s, "k", 16, {"k", "m"})),
+                                              .m = static_cast<std::size_t>(arg(s, "m", 4, {"k", "m"})),
+                                              .self_reference = true}));
   if (s.name == "ngram-trie") return AnyDrafter(NgramTrieDrafter{});
-  if (s.name == "rest") return AnyDrafter(RestDrafter(stores[i]));
+  if (s.name == "rest") {
+    REFDEC_CHECK(i < stores.size(), "rest needs at least two prompts (its datastore holds the other prompts' outputs)");
+    return AnyDrafter(RestDrafter(stores[i]));
+  }
   if (s.name == "lookahead")
-    return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15), .ngram = arg(s, "N", 5), .guesses = arg(s, "G", 15)}));
+    return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15, {"W", "N", "G"}),
+                                        .ngram = arg(s, "N", 5, {"W", "N", "G"}),
+                                        .guesses = arg(s, "G", 15, {"W", "N", "G"})}));
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
     std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");
@@ -154,7 +178,12 @@ int main(int argc, char** argv) {
     std::vector<std::shared_ptr<const Datastore>> stores;
     const fs::path tmp = fs::temp_directory_path() / ("refdec_decode_eval_" + std::to_string(::getpid()));
     fs::create_directories(tmp);
-    for (std::size_t i = 0; i < num_prompts; ++i) {
+    // Removes the datastores however the run ends.
+    const std::unique_ptr<const fs::path, void (*)(const fs::path*)> cleanup(&tmp, [](const fs::path* p) {
+      std::error_code ec;
+      fs::remove_all(*p, ec);
+    });
+    for (std::size_t i = 0; i < num_prompts && num_prompts > 1; ++i) {
       std::vector<std::vector<Token>> docs;
       for (std::size_t j = 0; j < num_prompts; ++j)
         if (j != i) docs.push_back(greedy[j]);
@@ -209,7 +238,6 @@ int main(int argc, char** argv) {
                   << equal << "/" << num_prompts << " |\n";
       }
     }
-    fs::remove_all(tmp);
     return all_lossless ? 0 : 2;
   } catch (const std::exception& e) {
     std::cerr << "refdec-decode-eval: " << e.what() << '\n';

@@ -37,6 +37,13 @@ TEST(GreedyAccept, WalkIsBoundedOnMalformedTrees) {
   const std::vector<Token> target = {9, 9, 9};
   std::vector<std::int32_t> path(3);
   EXPECT_EQ(greedy_walk(tokens.data(), first_child.data(), next_sibling.data(), target.data(), 3, path.data()), 0);
+  // A first-child cycle whose tokens match forever: at most num_nodes - 1 nodes are written.
+  const std::vector<Token> same = {7, 7};
+  const std::vector<std::int32_t> self_child = {1, 1};
+  const std::vector<std::int32_t> no_sibling = {-1, -1};
+  std::vector<std::int32_t> one(1, -1);
+  EXPECT_EQ(greedy_walk(same.data(), self_child.data(), no_sibling.data(), same.data(), 2, one.data()), 1);
+  EXPECT_EQ(one[0], 1);
 }
 
 // Against a brute force: the accepted path is the longest tree path equal to the target chain.

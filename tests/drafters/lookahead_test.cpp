@@ -133,6 +133,10 @@ TEST(Lookahead, CandidatesSharingAPrefixAreMerged) {
   // (2,6,7), (2,3,5), (2,3,4): 2 once, 3 once, then 4, 5, 6, 7.
   EXPECT_EQ(t.size(), 6u);
   t.clear();
+  d.propose(4, t);  // the budget cuts the merged trie: the newest n-gram's branch first
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(to_string(t.linearize(1, 4)), "[0] 1\n  [1] 2 (6)\n    [2] 6 (3)\n      [4] 7 (3)\n    [3] 3 (3)\n");
+  t.clear();
   d.propose(0, t);
   EXPECT_TRUE(t.empty());
 }
@@ -161,9 +165,21 @@ TEST(AuxBlock, AddAppendAndErrors) {
   EXPECT_THROW(a.add(5, 0, std::vector<std::int32_t>{}), Error);       // must sit after the root
   EXPECT_THROW(a.add(-1, 1, std::vector<std::int32_t>{}), Error);      // bad token
   EXPECT_THROW(a.add(5, 1, std::vector<std::int32_t>{4}), Error);      // a later token
+  EXPECT_NO_THROW(c.validate(8));
+  EXPECT_THROW(c.validate(7), Error);  // token 7 outside a vocabulary of 7
+  AuxBlock bad = c;
+  bad.sees[0] = 3;  // token 1 seeing token 2 (local 3), a later one
+  EXPECT_THROW(bad.validate(8), Error);
+  bad = c;
+  bad.offset.pop_back();
+  EXPECT_THROW(bad.validate(8), Error);
+  bad = c;
+  bad.row_begin[1] = 5;
+  EXPECT_THROW(bad.validate(8), Error);
   a.clear();
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(a.row_begin.size(), 1u);
+  EXPECT_NO_THROW(a.validate(1));
 }
 
 }  // namespace

@@ -463,6 +463,40 @@ TEST(Generate, MixtureIsLosslessOnRandomModels) {
   }
 }
 
+// A drafter whose auxiliary block is malformed, or larger than it announced, is rejected with a
+// clear error; a lookahead window that would reach past the context sits those steps out.
+struct BadAuxDrafter {
+  int mode = 0;
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t, DraftTree&) {}
+  void accept(std::span<const Token>) {}
+  void auxiliary(AuxBlock& out) const {
+    out.add(5, 1, std::vector<std::int32_t>{0});
+    if (mode == 0) out.tokens[0] = 1000;  // outside the vocabulary
+    if (mode == 1) out.add(6, 2, std::vector<std::int32_t>{1});  // more than max_auxiliary()
+  }
+  void observe(std::span<const Token>) {}
+  std::size_t max_auxiliary() const { return 1; }
+  std::string name() const { return "bad-aux"; }
+};
+
+TEST(Generate, AuxiliaryBlocksAreCheckedAndKeptInsideTheContext) {
+  const auto model = LlamaModel::random(random_config(2), 8);
+  GenerateOptions opt;
+  opt.max_new_tokens = 10;
+  const Request req{{1, 5, 6}, {}};
+  EXPECT_THROW(generate(model, req, AnyDrafter(BadAuxDrafter{0}), opt), Error);
+  EXPECT_THROW(generate(model, req, AnyDrafter(BadAuxDrafter{1}), opt), Error);
+  // A context of 24 tokens: the default window (offsets up to 18) fits only in the first steps.
+  opt.max_new_tokens = 100;
+  opt.max_context = 24;
+  const auto plain = run(model, req, std::nullopt, opt);
+  const auto spec = generate(model, req, AnyDrafter(LookaheadDrafter{}), opt);
+  EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
+  EXPECT_EQ(spec.finish[0], FinishReason::kMaxContext);
+  EXPECT_LT(spec.stats.auxiliary_tokens, spec.stats.steps * 60);
+}
+
 TEST(Generate, BudgetZeroIsPlainDecoding) {
   const auto model = LlamaModel::random(random_config(2), 3);
   Request req{{1, 5, 6}, {{5, 6, 7, 8, 9, 10}}};

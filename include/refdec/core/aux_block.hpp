@@ -70,6 +70,31 @@ struct AuxBlock {
     return j;
   }
 
+  /// Throws refdec::Error unless the block is well formed for a vocabulary of `vocab_size` tokens:
+  /// consistent sizes, token ids in range, offsets >= 1, and each token seeing only the root or
+  /// earlier tokens, in ascending order (what add() guarantees; a drafter may fill the fields
+  /// directly).
+  void validate(std::int64_t vocab_size) const {
+    const auto A = tokens.size();
+    REFDEC_CHECK(offset.size() == A && row_begin.size() == A + 1 && row_begin.front() == 0 &&
+                     static_cast<std::size_t>(row_begin.back()) == sees.size(),
+                 "AuxBlock: " << A << " tokens, " << offset.size() << " offsets, " << row_begin.size()
+                              << " row starts and " << sees.size() << " visibility entries do not fit together");
+    for (std::size_t j = 0; j < A; ++j) {
+      REFDEC_CHECK(tokens[j] >= 0 && tokens[j] < vocab_size,
+                   "AuxBlock: token " << j << " has id " << tokens[j] << " outside the vocabulary [0, " << vocab_size << ")");
+      REFDEC_CHECK(offset[j] >= 1, "AuxBlock: token " << j << " has offset " << offset[j] << " (must be >= 1)");
+      REFDEC_CHECK(row_begin[j] <= row_begin[j + 1], "AuxBlock: row starts decrease at token " << j);
+      std::int32_t previous = -1;
+      for (const std::int32_t k : row(static_cast<std::int32_t>(j))) {
+        REFDEC_CHECK(k > previous && k <= static_cast<std::int32_t>(j),
+                     "AuxBlock: token " << j << " lists " << k
+                                        << " (must see the root (0) or earlier tokens, in ascending order)");
+        previous = k;
+      }
+    }
+  }
+
   /// Appends `other`'s tokens after these, keeping its visibility (its local indices shift by
   /// size(); the root stays 0). Used to combine the blocks of several drafters.
   void append(const AuxBlock& other) {

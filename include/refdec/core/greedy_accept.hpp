@@ -15,7 +15,8 @@ REFDEC_NAMESPACE_BEGIN
 /// the target's token there, and stops where no child does. Writes the accepted draft nodes into
 /// `path` (room for num_nodes - 1 entries) and returns their count; the bonus token is
 /// `target[path[count - 1]]` (or `target[0]` when nothing is accepted). Every sibling scan is
-/// bounded by the node count, so a malformed tree cannot loop.
+/// bounded by the node count and at most num_nodes - 1 nodes are accepted, so a malformed tree (a
+/// cycle of links) can neither loop nor write past `path`.
 REFDEC_HOST_DEVICE std::int32_t greedy_walk(const Token* tokens,              // [num_nodes]
                                             const std::int32_t* first_child,  // [num_nodes]
                                             const std::int32_t* next_sibling, // [num_nodes]
@@ -29,7 +30,7 @@ REFDEC_HOST_DEVICE std::int32_t greedy_walk(const Token* tokens,              //
     const Token want = target[cur];
     std::int32_t c = first_child[cur];
     while (c >= 0 && c < num_nodes && budget-- > 0 && tokens[c] != want) c = next_sibling[c];
-    if (c < 0 || c >= num_nodes || budget < 0 || tokens[c] != want) break;
+    if (c < 0 || c >= num_nodes || budget < 0 || tokens[c] != want || count + 1 >= num_nodes) break;
     path[count++] = c;
     cur = c;
   }

@@ -28,7 +28,8 @@ REFDEC_NAMESPACE_BEGIN
 struct SamplingOptions {
   /// Divides the logits; 0 means greedy decoding.
   float temperature = 1.0f;
-  /// Keeps the k largest logits (and any tied with the k-th); 0, or k >= vocabulary, is off.
+  /// Keeps the k largest logits (and any tied with the k-th); 0, or k >= vocabulary, is off. k = 1
+  /// is greedy decoding: the first maximum, ties to the lowest id.
   std::int32_t top_k = 0;
   /// Keeps the smallest set of most probable tokens whose mass reaches top_p; in (0, 1], 1 is off.
   float top_p = 1.0f;
@@ -307,9 +308,18 @@ class LogitsProcessor {
     const double mass = static_cast<double>(options_.top_p) * total;
     double cum = 0.0;
     std::size_t kept = 0;
+    // Chunks of doubling size: a peaked row is done after a heap selection of 64 tokens; large
+    // chunks (a flat row) are split off by linear selection and then sorted, about one full sort
+    // in all instead of repeated heap selections over the whole row.
     for (std::size_t chunk = 64; kept < ids_.size() && cum < mass; chunk *= 2) {
+      const auto first = ids_.begin() + static_cast<std::ptrdiff_t>(kept);
       const auto end = ids_.begin() + static_cast<std::ptrdiff_t>(std::min(ids_.size(), kept + chunk));
-      std::partial_sort(ids_.begin() + static_cast<std::ptrdiff_t>(kept), end, ids_.end(), before);
+      if (chunk <= 256) {
+        std::partial_sort(first, end, ids_.end(), before);
+      } else {
+        if (end != ids_.end()) std::nth_element(first, end, ids_.end(), before);
+        std::sort(first, end, before);
+      }
       while (ids_.begin() + static_cast<std::ptrdiff_t>(kept) != end && cum < mass) cum += z_[static_cast<std::size_t>(ids_[kept++])];
     }
     for (std::size_t j = kept; j < ids_.size(); ++j) z_[static_cast<std::size_t>(ids_[j])] = 0.0;

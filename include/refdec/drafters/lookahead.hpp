@@ -58,7 +58,8 @@ class LookaheadDrafter {
   }
 
   /// Adds the pooled (N-1)-grams that follow the last token, newest first (scored G, G-1, ...), so
-  /// that candidates sharing a prefix are merged by the trie and verified once.
+  /// that candidates sharing a prefix are merged by the trie and verified once; at most `budget`
+  /// nodes.
   void propose(std::size_t budget, DraftTree& out) const {
     if (budget == 0 || history_.empty()) return;
     const auto it = pool_.find(history_.back());
@@ -68,6 +69,7 @@ class LookaheadDrafter {
     const std::size_t count = grams.size() / n;
     for (std::size_t g = 0; g < count; ++g)
       out.insert(std::span<const Token>(grams).subspan(g * n, n), static_cast<float>(count - g));
+    out.prune(budget);  // newest n-grams first, as the verifier's cut would
   }
 
   /// This step's window: levels in order, columns 1..W within each.

@@ -33,7 +33,7 @@ struct Request {
 /// Settings of generate().
 struct GenerateOptions {
   std::int64_t max_new_tokens = 256;  ///< tokens to generate at most per sequence
-  std::int64_t budget = 16;           ///< draft nodes verified per step; 0 is plain decoding
+  std::int64_t budget = 16;           ///< draft nodes verified per step; 0 is plain decoding (auxiliary tokens still run)
   std::vector<Token> stop_tokens;     ///< generation stops before any of these (not emitted)
   std::int64_t max_context = 0;       ///< prompt + output at most; 0 means the model's max_seq_len()
   std::optional<SamplingOptions> sampling;  ///< for requests without their own; unset: greedy decoding
@@ -69,7 +69,9 @@ struct GenerateResult {
 /// speculative verification: each step, each sequence's
 /// drafter proposes a tree of at most `options.budget` nodes (plus its auxiliary tokens, if it is
 /// an AuxiliaryDrafter), one forward pass verifies all trees, and the accepted tokens are appended. `drafters` holds one drafter per request, or is empty
-/// for plain decoding. The output equals plain greedy decoding whatever the drafters propose.
+/// for plain decoding. Whatever the drafters propose, the output equals plain greedy decoding, and
+/// under sampling it is distributed as plain sampling (sample-then-match; with the same seed it is
+/// the same output, up to rounding differences between batched and single-token forward passes).
 template <CausalLM M>
 GenerateResult generate(const M& model, std::span<const Request> requests, std::span<AnyDrafter> drafters,
                         const GenerateOptions& options) {
@@ -170,11 +172,17 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
       if (max_aux > 0) {
         aux[b].clear();
         drafters[b].auxiliary(aux[b]);
-        stats.auxiliary_tokens += aux[b].size();
         REFDEC_CHECK(static_cast<std::size_t>(aux[b].size()) <= drafters[b].max_auxiliary(),
                      "generate: drafter '" << drafters[b].name() << "' added " << aux[b].size()
                                            << " auxiliary tokens, more than its max_auxiliary() "
                                            << drafters[b].max_auxiliary());
+        aux[b].validate(model.vocab_size());
+        // Auxiliary positions past the context are beyond what the model is run for: a block that
+        // reaches there sits this step out (its drafter observes no choices).
+        const auto root_position = static_cast<std::int64_t>(requests[b].prompt.size() + out.size()) - 1;
+        if (!aux[b].empty() && root_position + *std::max_element(aux[b].offset.begin(), aux[b].offset.end()) >= max_context)
+          aux[b].clear();
+        stats.auxiliary_tokens += aux[b].size();
       }
     }
     stats.draft_seconds += seconds(t_draft, Clock::now());
