@@ -1,5 +1,6 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// LlmaDrafter host costs on a 4K-token context: indexing (begin), one proposal, one accepted token.
+// LlmaDrafter host costs on a 4K-token context: indexing (begin), one proposal, one accepted token;
+// and one propose + accept step of LookaheadDrafter and MixtureDrafter over the same context.
 
 #include <benchmark/benchmark.h>
 
@@ -10,9 +11,14 @@
 #include <span>
 #include <vector>
 
+#include "refdec/core/aux_block.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "synthetic_text.hpp"
+#include "refdec/drafters/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/mixture.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
 
 namespace {
 
@@ -121,5 +127,79 @@ void BM_LlmaAccept(benchmark::State& state) {
   state.counters["per_token"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_LlmaAccept)->ArgNames({"chunk", "self"})->Args({1, 0})->Args({1, 1})->Args({8, 0})->Args({8, 1});
+
+// One decoding step with budget `kStepBudget` along the 4K-token output: propose, run the
+// drafter's auxiliary block if it has one (the target's choices there are taken from the output
+// ahead, as a perfect window would see them), then accept the longest drafted prefix of the true
+// continuation plus the bonus token. When the output is used up the sequence starts again (not
+// timed). Counters: drafts per step, tokens per step, per_token (step time / tokens appended).
+constexpr std::size_t kStepBudget = 64;
+
+template <class D>
+void run_steps(benchmark::State& state, D& d) {
+  const Workload& w = workload(kContext);
+  const std::span<const Token> output(w.output);
+  d.begin(w.prompt, w.references);
+  DraftTree tree;
+  AuxBlock block;
+  std::vector<Token> choices;
+  std::size_t pos = 0;
+  double drafts = 0, tokens = 0;
+  for (auto _ : state) {
+    if (pos + kStepBudget + 1 > output.size()) {  // the output is used up: start the sequence again
+      state.PauseTiming();
+      d.begin(w.prompt, w.references);
+      pos = 0;
+      state.ResumeTiming();
+    }
+    tree.clear();
+    d.propose(kStepBudget, tree);
+    if constexpr (AuxiliaryDrafter<D>) {
+      block.clear();
+      d.auxiliary(block);
+      choices.resize(static_cast<std::size_t>(block.size()));
+      for (std::size_t i = 0; i < choices.size(); ++i) choices[i] = output[(pos + 1 + i) % output.size()];
+      d.observe(choices);
+    }
+    std::size_t n = 0;  // accepted drafts: walk the tree along the true continuation
+    for (std::int32_t u = 0; (u = tree.find_child(u, output[pos + n])) >= 0;) ++n;
+    d.accept(output.subspan(pos, n + 1));
+    pos += n + 1;
+    drafts += static_cast<double>(tree.size());
+    tokens += static_cast<double>(n + 1);
+  }
+  const auto steps = static_cast<double>(state.iterations());
+  state.counters["drafts"] = drafts / steps;
+  state.counters["tokens"] = tokens / steps;
+  state.counters["per_token"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// LookaheadDrafter, pool from the reference, prompt and output. `window` 0: a pure n-gram pool;
+// 15: the paper's 7B defaults (W = 15, N = 5, G = 15), with the window's auxiliary block and
+// observe() every step.
+void BM_LookaheadStep(benchmark::State& state) {
+  LookaheadDrafter d(LookaheadOptions{.window = static_cast<std::int32_t>(state.range(0))});
+  run_steps(state, d);
+}
+BENCHMARK(BM_LookaheadStep)->ArgNames({"window"})->Arg(0)->Arg(15)->Unit(benchmark::kMicrosecond);
+
+// The same step for LlmaDrafter alone (k = 16, references only), for comparison.
+void BM_LlmaStep(benchmark::State& state) {
+  LlmaDrafter d;
+  run_steps(state, d);
+}
+BENCHMARK(BM_LlmaStep)->Unit(benchmark::kMicrosecond);
+
+// MixtureDrafter over LLMA, the n-gram trie and the lookahead pool (W = 0), all with their
+// default settings, under the default (flat) step cost: three proposals merged, scored and cut.
+void BM_MixtureStep(benchmark::State& state) {
+  std::vector<AnyDrafter> sources;
+  sources.emplace_back(LlmaDrafter{});
+  sources.emplace_back(NgramTrieDrafter{});
+  sources.emplace_back(LookaheadDrafter(LookaheadOptions{.window = 0}));
+  MixtureDrafter d(std::move(sources));
+  run_steps(state, d);
+}
+BENCHMARK(BM_MixtureStep)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
