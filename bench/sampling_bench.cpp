@@ -186,6 +186,41 @@ void BM_SampledAccept(benchmark::State& state) {
 }
 BENCHMARK(BM_SampledAccept)->ArgNames({"vocab", "deep"})->ArgsProduct({{512, 32000}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
+// What verify() does per sampled sequence: raw logits of a 64-node tree in, acceptance out, either
+// processing every node then walking (eager) or processing only the visited rows (lazy).
+void BM_SampledStep(benchmark::State& state) {
+  const auto vocab = static_cast<std::int32_t>(state.range(0));
+  const bool lazy = state.range(1) != 0;
+  const LinearTree tree = make_tree(64, vocab);
+  std::vector<Token> favoured(static_cast<std::size_t>(tree.size()), -1);
+  for (std::int32_t i = 0; i < tree.size(); ++i)
+    if (const std::int32_t c = tree.first_child[static_cast<std::size_t>(i)]; c >= 0)
+      favoured[static_cast<std::size_t>(i)] = tree.tokens[static_cast<std::size_t>(c)];
+  const std::vector<float> logits = make_logits(vocab, tree.size(), true, 3, favoured);  // [nodes, vocab] float
+  SamplingOptions o;
+  o.temperature = 0.8f;
+  LogitsProcessor proc(o);
+  const TokenCounts counts(vocab);
+  std::vector<float> rows;
+  Acceptance a;
+  std::uint64_t generated = 0;
+  double accepted = 0;
+  for (auto _ : state) {
+    rows = logits;
+    if (lazy) {
+      sampled_accept_lazy(tree, rows, vocab, proc, counts, generated, a);
+    } else {
+      proc.process_tree(rows, vocab, tree, counts);
+      sampled_accept(tree, rows, vocab, o.seed, generated, a);
+    }
+    generated += a.tokens.size();
+    accepted += a.num_accepted();
+    benchmark::DoNotOptimize(a.tokens.data());
+  }
+  state.counters["accepted"] = accepted / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_SampledStep)->ArgNames({"vocab", "lazy"})->ArgsProduct({{512, 32000}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
 // Philox4x32-10 uniforms: one block and one double per call.
 void BM_PhiloxUniform(benchmark::State& state) {
   std::uint64_t counter = 0;

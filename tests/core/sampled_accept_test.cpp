@@ -482,6 +482,49 @@ std::uint64_t first_seed(std::size_t setting, std::size_t shape) {
   return 1 + (setting * 16 + shape) * static_cast<std::uint64_t>(kSamples);
 }
 
+// Processing only the visited rows gives exactly what processing every node and walking gives, for
+// every setting, on random trees and logits.
+TEST(SampledAccept, LazyEqualsProcessingEveryNode) {
+  std::mt19937 rng(123);
+  std::normal_distribution<float> gauss(0.0f, 2.0f);
+  std::int64_t accepted = 0;
+  for (Setting setting : settings())
+    for (int trial = 0; trial < 60; ++trial) {
+      const std::int32_t vocab = 3 + static_cast<std::int32_t>(rng() % 6);
+      DraftTree dt;
+      for (int p = 0; p < 1 + static_cast<int>(rng() % 8); ++p) {
+        std::vector<Token> path(1 + rng() % 5);
+        for (Token& t : path) t = static_cast<Token>(rng() % static_cast<unsigned>(vocab));
+        dt.insert(path);
+      }
+      const LinearTree tree = dt.linearize(static_cast<Token>(rng() % static_cast<unsigned>(vocab)), 1 + rng() % 25);
+      std::vector<float> logits(static_cast<std::size_t>(tree.size()) * static_cast<std::size_t>(vocab));  // [nodes, vocab]
+      for (float& z : logits) z = gauss(rng);
+      // Make the first child likely so that walks go deep.
+      for (std::int32_t i = 0; i < tree.size(); ++i)
+        if (const std::int32_t c = tree.first_child[static_cast<std::size_t>(i)]; c >= 0)
+          logits[static_cast<std::size_t>(i * vocab + tree.tokens[static_cast<std::size_t>(c)])] += 4.0f;
+      TokenCounts counts(vocab);
+      std::vector<Token> history(1 + rng() % 6);
+      for (Token& t : history) t = static_cast<Token>(rng() % static_cast<unsigned>(vocab));
+      counts.add_prompt(std::span<const Token>(history).first(1));
+      counts.add_output(std::span<const Token>(history).subspan(1));
+      counts.add_output(tree.tokens[0]);
+      setting.options.seed = rng();
+      const std::uint64_t generated = rng() % 50;
+      LogitsProcessor eager_proc(setting.options), lazy_proc(setting.options);
+      std::vector<float> eager = logits, lazy = logits;
+      eager_proc.process_tree(eager, vocab, tree, counts);
+      Acceptance want, got;
+      sampled_accept(tree, eager, vocab, setting.options.seed, generated, want);
+      sampled_accept_lazy(tree, lazy, vocab, lazy_proc, counts, generated, got);
+      ASSERT_EQ(got.nodes, want.nodes) << setting.name << " trial " << trial;
+      ASSERT_EQ(got.tokens, want.tokens) << setting.name << " trial " << trial;
+      accepted += got.num_accepted();
+    }
+  EXPECT_GT(accepted, 200) << "walks must go past the root";
+}
+
 TEST(SampledAccept, OutputHasTheExactLawOfPlainSampling) {
   const std::vector<Setting> all_settings = settings();
   const std::vector<Shape> all_shapes = shapes();

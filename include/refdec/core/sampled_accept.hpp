@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
@@ -62,6 +63,40 @@ inline void sampled_accept(const LinearTree& tree,
   out.tokens.clear();
   for (const std::int32_t i : out.nodes) out.tokens.push_back(tree.tokens[static_cast<std::size_t>(i)]);
   out.tokens.push_back(bonus);
+}
+
+/// The same acceptance as process_tree() followed by sampled_accept(), processing only the rows
+/// the walk visits (at most accepted + 1 of them, instead of every node): `logits` holds the
+/// tree's raw logits and visited rows are overwritten by their probabilities. Each visited row is
+/// processed with its node's own prefix (the sequence counted in `counts`, ending with the root,
+/// then the accepted drafts so far) and drawn with uniform(seed, generated + depth), so the result
+/// is identical, token for token.
+inline void sampled_accept_lazy(const LinearTree& tree,
+                                std::span<float> logits,  // [num_nodes, vocab] float
+                                std::int32_t vocab, LogitsProcessor& processor, const TokenCounts& counts,
+                                std::uint64_t generated, Acceptance& out) {
+  REFDEC_CHECK(tree.size() > 0 && vocab > 0 &&
+                   logits.size() == static_cast<std::size_t>(tree.size()) * static_cast<std::size_t>(vocab),
+               "sampled_accept_lazy: " << logits.size() << " logits for " << tree.size() << " nodes of vocabulary " << vocab);
+  out.nodes.clear();
+  out.tokens.clear();
+  std::int32_t cur = 0;
+  while (true) {
+    const auto row = logits.subspan(static_cast<std::size_t>(cur) * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
+    processor.process(row, counts, out.tokens);  // out.tokens: the accepted drafts so far
+    const Token y = sample_from_probs(row.data(), vocab,
+                                      uniform(processor.options().seed, generated + out.tokens.size()));
+    REFDEC_CHECK(y >= 0, "sampled_accept_lazy: the distribution of node " << cur << " has no positive probability");
+    std::int32_t c = tree.first_child[static_cast<std::size_t>(cur)];
+    for (std::int32_t visits = 0; c >= 0 && c < tree.size() && visits < tree.size() && tree.tokens[static_cast<std::size_t>(c)] != y; ++visits)
+      c = tree.next_sibling[static_cast<std::size_t>(c)];
+    out.tokens.push_back(y);
+    if (c < 0 || c >= tree.size() || tree.tokens[static_cast<std::size_t>(c)] != y ||
+        out.nodes.size() + 1 >= static_cast<std::size_t>(tree.size()))
+      return;  // y is the bonus token
+    out.nodes.push_back(c);
+    cur = c;
+  }
 }
 
 REFDEC_NAMESPACE_END

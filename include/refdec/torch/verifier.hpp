@@ -135,7 +135,7 @@ void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, s
   const auto V = static_cast<std::int32_t>(logits.size(2));
   const auto* tp = target.data_ptr<std::int32_t>();
   std::vector<std::vector<std::int32_t>> kept(B);
-  std::vector<float> probs;  // [num_nodes, vocab] float
+  std::vector<float> probs;  // [num_nodes, vocab] float: logits, visited rows turned into probabilities
   for (std::size_t b = 0; b < B; ++b) {
     if (!extras.active.empty() && extras.active[b] == 0) continue;
     const auto nodes = static_cast<std::int64_t>(trees[b].size());
@@ -143,8 +143,7 @@ void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, s
       SequenceSampling& s = *extras.sampling[b];
       const at::Tensor rows = logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes).to(at::kCPU, at::kFloat).contiguous();
       probs.assign(rows.data_ptr<float>(), rows.data_ptr<float>() + nodes * V);
-      s.processor.process_tree(probs, V, trees[b], s.counts);
-      sampled_accept(trees[b], probs, V, s.processor.options().seed, s.generated, out[b]);
+      sampled_accept_lazy(trees[b], probs, V, s.processor, s.counts, s.generated, out[b]);
     } else {
       greedy_accept(trees[b], std::span<const Token>(tp + static_cast<std::int64_t>(b) * T, static_cast<std::size_t>(nodes)), out[b]);
     }
