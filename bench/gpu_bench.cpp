@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/torch/dtype.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/verifier.hpp"
@@ -50,12 +51,6 @@ LlamaConfig shape(const std::string& name) {
   return c;
 }
 
-at::ScalarType parse_dtype(const std::string& s) {
-  if (s == "fp32") return at::kFloat;
-  if (s == "fp16") return at::kHalf;
-  if (s == "bf16") return at::kBFloat16;
-  throw Error("unknown --dtype '" + s + "' (fp32, fp16, bf16)");
-}
 
 std::int64_t weight_bytes(const LlamaModel& m) {
   const auto bytes = [](const at::Tensor& t) { return t.numel() * static_cast<std::int64_t>(t.element_size()); };
@@ -184,7 +179,7 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> batches = {1, 4, 16, 64};
   app.add_option("--shape", shape_name, "7b (Llama-2-7B) or tiny (stories260K's shape)")->capture_default_str();
   app.add_option("--device", device_name, "cuda or cpu")->capture_default_str();
-  app.add_option("--dtype", dtype_name, "bf16, fp16 or fp32")->capture_default_str();
+  app.add_option("--dtype", dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
   app.add_option("--trajectories", trajectory_files,
                  "refdec-replay --trajectories files (one per drafter and budget; default: a synthetic pattern)");
   app.add_option("--plain-tokens", plain_tokens, "tokens of plain decoding timed at batch 1")->capture_default_str();

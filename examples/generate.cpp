@@ -17,6 +17,7 @@
 #include "refdec/core/data_dir.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
+#include "refdec/torch/dtype.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/hf_loader.hpp"
 #include "refdec/torch/llama.hpp"
@@ -43,14 +44,6 @@ std::vector<Token> parse_ids(const std::string& text) {
     ids.push_back(static_cast<Token>(value));
   }
   return ids;
-}
-
-at::ScalarType parse_dtype(const std::string& s) {
-  if (s == "fp32") return at::kFloat;
-  if (s == "fp64") return at::kDouble;
-  if (s == "fp16") return at::kHalf;
-  if (s == "bf16") return at::kBFloat16;
-  throw Error("unknown --dtype '" + s + "' (fp32, fp64, fp16, bf16)");
 }
 
 }  // namespace
