@@ -37,6 +37,7 @@ struct GenerateOptions {
   std::vector<Token> stop_tokens;     ///< generation stops before any of these (not emitted)
   std::int64_t max_context = 0;       ///< prompt + output at most; 0 means the model's max_seq_len()
   std::optional<SamplingOptions> sampling;  ///< for requests without their own; unset: greedy decoding
+  SamplingPath sampling_path = SamplingPath::kAuto;  ///< where sampled steps process the logits (same output)
 };
 
 /// Why a sequence stopped.
@@ -123,8 +124,12 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
   for (std::size_t b = 0; b < B; ++b) {
     const auto& settings = requests[b].sampling ? requests[b].sampling : options.sampling;
     if (!settings) continue;
-    sampling[b].emplace(SequenceSampling{LogitsProcessor(*settings), TokenCounts(static_cast<std::int32_t>(model.vocab_size())), 0});
+    sampling[b].emplace(SequenceSampling{LogitsProcessor(*settings), TokenCounts(static_cast<std::int32_t>(model.vocab_size())), 0, {}});
     sampling[b]->counts.add_prompt(requests[b].prompt);
+    const bool tensor_path = options.sampling_path == SamplingPath::kTensor ||
+                             (options.sampling_path == SamplingPath::kAuto && model.device().is_cuda());
+    if (tensor_path && settings->has_penalties())
+      sampling[b]->device_counts = DeviceTokenCounts::from(sampling[b]->counts, model.device());
   }
 
   // Prefill all prompt tokens but the last, which becomes the root of the first step.
@@ -188,7 +193,8 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
     stats.draft_seconds += seconds(t_draft, Clock::now());
 
     verify(model, cache, std::span<const LinearTree>(trees), std::span<Acceptance>(accepted), stats.verify,
-           StepExtras{.active = active, .aux = aux, .aux_choices = aux_choices, .sampling = sampling});
+           StepExtras{.active = active, .aux = aux, .aux_choices = aux_choices, .sampling = sampling,
+                      .sampling_path = options.sampling_path});
     ++stats.forward_passes;
 
     const auto t_accept = Clock::now();
@@ -220,10 +226,7 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
       stats.tokens += static_cast<std::int64_t>(n);
       if (n == 0) continue;
       const auto appended = std::span<const Token>(out).last(n);
-      if (sampling[b]) {
-        sampling[b]->counts.add_output(appended);
-        sampling[b]->generated += n;
-      }
+      if (sampling[b]) sampling[b]->add_output(appended);
       drafters[b].accept(appended);
     }
     stats.verify.accept += seconds(t_accept, Clock::now());

@@ -21,6 +21,7 @@
 #include "refdec/core/sampling.hpp"
 #include "refdec/torch/kv_cache.hpp"
 #include "refdec/torch/model.hpp"
+#include "refdec/torch/node_draws.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -101,6 +102,21 @@ struct SequenceSampling {
   LogitsProcessor processor;
   TokenCounts counts;
   std::uint64_t generated = 0;
+  DeviceTokenCounts device_counts;  ///< the counts on the model's device, for the tensor path (else undefined)
+
+  /// Counts tokens the sequence appended, on the host and, when kept, on the device.
+  void add_output(std::span<const Token> tokens) {
+    counts.add_output(tokens);
+    if (device_counts.output_count.defined()) device_counts.add_output(tokens);
+    generated += tokens.size();
+  }
+};
+
+/// Where sampled acceptance processes the logits.
+enum class SamplingPath {
+  kAuto,    ///< tensor ops where the logits are on a GPU, the host elsewhere
+  kHost,    ///< copy the tree's logits to the host, process the rows the walk visits (sampled_accept_lazy)
+  kTensor,  ///< every node's draw by tensor ops on the logits' device (node_draws), then the greedy walk
 };
 
 /// Optional per-sequence parts of a verification step; each span is empty or has one entry per
@@ -110,6 +126,7 @@ struct StepExtras {
   std::span<const AuxBlock> aux;                         ///< auxiliary tokens riding in the pass
   std::span<std::vector<Token>> aux_choices;             ///< out: the target's greedy choices at them
   std::span<std::optional<SequenceSampling>> sampling;   ///< unset: greedy acceptance
+  SamplingPath sampling_path = SamplingPath::kAuto;      ///< where sampled rows are processed
 };
 
 /// Verifies `trees`: one forward pass, then for each sequence the accepted path and the bonus
@@ -136,10 +153,37 @@ void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, s
   const auto* tp = target.data_ptr<std::int32_t>();
   std::vector<std::vector<std::int32_t>> kept(B);
   std::vector<float> probs;  // [num_nodes, vocab] float: logits, visited rows turned into probabilities
+  // The tensor path draws at every node of every sampled sequence in one go; greedy rows ride
+  // along as temperature 0 (their argmax) and inactive rows as empty trees.
+  const bool any_sampled = std::any_of(extras.sampling.begin(), extras.sampling.end(),
+                                       [](const std::optional<SequenceSampling>& x) { return x.has_value(); });
+  const bool tensor_path = any_sampled && (extras.sampling_path == SamplingPath::kTensor ||
+                                           (extras.sampling_path == SamplingPath::kAuto && logits.is_cuda()));
+  at::Tensor draws;  // [B, T] int32 on the host, tensor path only
+  if (tensor_path) {
+    std::vector<SamplingRow> rows(B);
+    std::vector<LinearTree> live(trees.begin(), trees.end());
+    for (std::size_t b = 0; b < B; ++b) {
+      if (!extras.active.empty() && extras.active[b] == 0) live[b] = LinearTree{};
+      if (extras.sampling[b]) {
+        const SequenceSampling& s = *extras.sampling[b];
+        TORCH_CHECK(!s.processor.options().has_penalties() || s.device_counts.output_count.defined(),
+                    "verify: sequence ", b, " has penalties but no device counts for the tensor sampling path");
+        rows[b] = SamplingRow{s.processor.options(), s.device_counts, s.generated};
+      } else {
+        rows[b].options.temperature = 0.0f;
+      }
+    }
+    draws = node_draws(logits, live, rows).contiguous();
+  }
   for (std::size_t b = 0; b < B; ++b) {
     if (!extras.active.empty() && extras.active[b] == 0) continue;
     const auto nodes = static_cast<std::int64_t>(trees[b].size());
-    if (!extras.sampling.empty() && extras.sampling[b].has_value()) {
+    if (tensor_path && extras.sampling[b].has_value()) {
+      greedy_accept(trees[b], std::span<const Token>(draws.data_ptr<std::int32_t>() + static_cast<std::int64_t>(b) * draws.size(1),
+                                                     static_cast<std::size_t>(nodes)),
+                    out[b]);
+    } else if (!extras.sampling.empty() && extras.sampling[b].has_value()) {
       SequenceSampling& s = *extras.sampling[b];
       const at::Tensor rows = logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes).to(at::kCPU, at::kFloat).contiguous();
       probs.assign(rows.data_ptr<float>(), rows.data_ptr<float>() + nodes * V);
