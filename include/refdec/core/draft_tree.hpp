@@ -121,6 +121,35 @@ inline std::string to_string(const LinearTree& tree) {
   return os.str();
 }
 
+/// Marks in `keep` ([nodes.size()], 1 = kept) the best `budget` nodes below node 0 of a trie whose
+/// nodes have `first_child`, `next_sibling` and `depth` (a parent's index below its children's), by
+/// best-first expansion from the root: the frontier holds children of kept nodes, so ancestors are
+/// kept before descendants whatever the scores. Order: higher `score(index)`, then shallower, then
+/// lower index. Returns the number kept. The one cut rule of DraftTree and of REST retrieval.
+template <class Nodes, class Score>
+std::size_t select_best_first(const Nodes& nodes, Score score, std::size_t budget, std::vector<std::uint8_t>& keep) {
+  keep.assign(nodes.size(), 0);
+  auto worse = [&](std::int32_t a, std::int32_t b) {
+    const auto sa = score(a), sb = score(b);
+    if (sa != sb) return sa < sb;
+    const auto da = nodes[static_cast<std::size_t>(a)].depth, db = nodes[static_cast<std::size_t>(b)].depth;
+    if (da != db) return da > db;
+    return a > b;
+  };
+  std::priority_queue<std::int32_t, std::vector<std::int32_t>, decltype(worse)> frontier(worse);
+  for (std::int32_t c = nodes[0].first_child; c >= 0; c = nodes[static_cast<std::size_t>(c)].next_sibling) frontier.push(c);
+  std::size_t kept = 0;
+  while (kept < budget && !frontier.empty()) {
+    const std::int32_t i = frontier.top();
+    frontier.pop();
+    keep[static_cast<std::size_t>(i)] = 1;
+    ++kept;
+    for (std::int32_t c = nodes[static_cast<std::size_t>(i)].first_child; c >= 0; c = nodes[static_cast<std::size_t>(c)].next_sibling)
+      frontier.push(c);
+  }
+  return kept;
+}
+
 /// A trie of candidate continuations of the current sequence. Paths are inserted with scores;
 /// shared prefixes are merged (siblings are distinct tokens) and every node accumulates the scores
 /// of the paths through it, so a node never scores below its descendants. add_child() and
@@ -275,30 +304,9 @@ class DraftTree {
     return child;
   }
 
-  // Marks in keep_ the best `budget` nodes by best-first expansion from the root: the frontier
-  // holds children of kept nodes, so ancestors are kept before descendants whatever the scores.
+  // Marks in keep_ the best `budget` nodes (select_best_first()).
   void select(std::size_t budget) const {
-    keep_.assign(nodes_.size(), 0);
-    auto worse = [this](std::int32_t a, std::int32_t b) {
-      const Node& na = nodes_[static_cast<std::size_t>(a)];
-      const Node& nb = nodes_[static_cast<std::size_t>(b)];
-      if (na.score != nb.score) return na.score < nb.score;
-      if (na.depth != nb.depth) return na.depth > nb.depth;
-      return a > b;
-    };
-    std::priority_queue<std::int32_t, std::vector<std::int32_t>, decltype(worse)> frontier(worse);
-    for (std::int32_t c = nodes_[0].first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling)
-      frontier.push(c);
-    std::size_t kept = 0;
-    while (kept < budget && !frontier.empty()) {
-      const std::int32_t i = frontier.top();
-      frontier.pop();
-      keep_[static_cast<std::size_t>(i)] = 1;
-      ++kept;
-      for (std::int32_t c = nodes_[static_cast<std::size_t>(i)].first_child; c >= 0;
-           c = nodes_[static_cast<std::size_t>(c)].next_sibling)
-        frontier.push(c);
-    }
+    select_best_first(nodes_, [this](std::int32_t i) { return nodes_[static_cast<std::size_t>(i)].score; }, budget, keep_);
   }
 
   std::vector<Node> nodes_;  // [1 + size()] node 0 is the implicit root

@@ -41,7 +41,6 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <queue>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -187,8 +186,7 @@ struct RetrievalScratch {
   std::vector<Token> prev;          // [m] the previous continuation
   std::vector<Token> cur;           // [m] the current continuation
   std::vector<std::uint8_t> keep;   // [trie nodes] selected for the draft
-  std::vector<std::int32_t> kept_children;  // [trie nodes] count of selected children's counts
-  std::vector<Token> tokens;        // scratch path
+  std::vector<std::int32_t> out_id; // [trie nodes] the selected node's index in the output DraftTree
   std::vector<std::uint64_t> positions;  // [K] sampled occurrence positions
 };
 
@@ -358,41 +356,16 @@ class Datastore {
     }
     if (nodes.size() == 1) return result;
 
-    // Best-first selection, DraftTree's rule: count, then shallower, then lower (preorder) id.
-    scratch.keep.assign(nodes.size(), 0);
-    auto worse = [&nodes](std::int32_t a, std::int32_t b) {
-      const auto& na = nodes[static_cast<std::size_t>(a)];
-      const auto& nb = nodes[static_cast<std::size_t>(b)];
-      if (na.count != nb.count) return na.count < nb.count;
-      if (na.depth != nb.depth) return na.depth > nb.depth;
-      return a > b;
-    };
-    std::priority_queue<std::int32_t, std::vector<std::int32_t>, decltype(worse)> frontier(worse);
-    for (std::int32_t c = nodes[0].first_child; c >= 0; c = nodes[static_cast<std::size_t>(c)].next_sibling)
-      frontier.push(c);
-    std::size_t kept = 0;
-    while (kept < keep_nodes && !frontier.empty()) {
-      const std::int32_t i = frontier.top();
-      frontier.pop();
-      scratch.keep[static_cast<std::size_t>(i)] = 1;
-      ++kept;
-      for (std::int32_t c = nodes[static_cast<std::size_t>(i)].first_child; c >= 0;
-           c = nodes[static_cast<std::size_t>(c)].next_sibling)
-        frontier.push(c);
-    }
-    // Insert each kept node's path, in preorder, with its count minus its kept children's counts:
-    // the scores a node accumulates in `out` then sum to exactly its count.
-    scratch.kept_children.assign(nodes.size(), 0);
-    for (std::size_t i = nodes.size() - 1; i >= 1; --i)
-      if (scratch.keep[i])
-        scratch.kept_children[static_cast<std::size_t>(nodes[i].parent)] += nodes[i].count;
+    // DraftTree's cut rule: count, then shallower, then lower (preorder, so lexicographic) id.
+    const std::size_t kept = select_best_first(
+        nodes, [&nodes](std::int32_t i) { return nodes[static_cast<std::size_t>(i)].count; }, keep_nodes, scratch.keep);
+    // Kept nodes in preorder: a parent is written before its children, siblings in order.
+    scratch.out_id.assign(nodes.size(), 0);
     for (std::size_t i = 1; i < nodes.size(); ++i) {
       if (!scratch.keep[i]) continue;
-      scratch.tokens.resize(static_cast<std::size_t>(nodes[i].depth));
-      for (std::int32_t v = static_cast<std::int32_t>(i); v > 0; v = nodes[static_cast<std::size_t>(v)].parent)
-        scratch.tokens[static_cast<std::size_t>(nodes[static_cast<std::size_t>(v)].depth) - 1] =
-            nodes[static_cast<std::size_t>(v)].token;
-      out.insert(scratch.tokens, static_cast<float>(nodes[i].count - scratch.kept_children[i]));
+      const std::int32_t id = out.add_child(scratch.out_id[static_cast<std::size_t>(nodes[i].parent)], nodes[i].token);
+      out.set_score(id, static_cast<float>(nodes[i].count));
+      scratch.out_id[i] = id;
     }
     result.nodes = kept;
     return result;
