@@ -152,9 +152,8 @@ void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, s
   const auto V = static_cast<std::int32_t>(logits.size(2));
   const auto* tp = target.data_ptr<std::int32_t>();
   std::vector<std::vector<std::int32_t>> kept(B);
-  std::vector<float> probs;  // [num_nodes, vocab] float: logits, visited rows turned into probabilities
-  // The tensor path draws at every node of every sampled sequence in one go; greedy rows ride
-  // along as temperature 0 (their argmax) and inactive rows as empty trees.
+  // The tensor path draws at every node of every sampled sequence in one go; greedy and inactive
+  // rows ride along as temperature 0 (their draws are not used).
   const bool any_sampled = std::any_of(extras.sampling.begin(), extras.sampling.end(),
                                        [](const std::optional<SequenceSampling>& x) { return x.has_value(); });
   const bool tensor_path = any_sampled && (extras.sampling_path == SamplingPath::kTensor ||
@@ -162,10 +161,8 @@ void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, s
   at::Tensor draws;  // [B, T] int32 on the host, tensor path only
   if (tensor_path) {
     std::vector<SamplingRow> rows(B);
-    std::vector<LinearTree> live(trees.begin(), trees.end());
     for (std::size_t b = 0; b < B; ++b) {
-      if (!extras.active.empty() && extras.active[b] == 0) live[b] = LinearTree{};
-      if (extras.sampling[b]) {
+      if (extras.sampling[b] && (extras.active.empty() || extras.active[b] != 0)) {
         const SequenceSampling& s = *extras.sampling[b];
         TORCH_CHECK(!s.processor.options().has_penalties() || s.device_counts.output_count.defined(),
                     "verify: sequence ", b, " has penalties but no device counts for the tensor sampling path");
@@ -174,7 +171,7 @@ void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, s
         rows[b].options.temperature = 0.0f;
       }
     }
-    draws = node_draws(logits, live, rows).contiguous();
+    draws = node_draws(logits, trees, rows).contiguous();
   }
   for (std::size_t b = 0; b < B; ++b) {
     if (!extras.active.empty() && extras.active[b] == 0) continue;
@@ -185,9 +182,11 @@ void verify(const M& model, KvCache& cache, std::span<const LinearTree> trees, s
                     out[b]);
     } else if (!extras.sampling.empty() && extras.sampling[b].has_value()) {
       SequenceSampling& s = *extras.sampling[b];
-      const at::Tensor rows = logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes).to(at::kCPU, at::kFloat).contiguous();
-      probs.assign(rows.data_ptr<float>(), rows.data_ptr<float>() + nodes * V);
-      sampled_accept_lazy(trees[b], probs, V, s.processor, s.counts, s.generated, out[b]);
+      // On a float CPU model this is a view of `logits` (processed in place, never read again);
+      // otherwise the step's one copy of the tree's rows to the host.
+      at::Tensor rows = logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes).to(at::kCPU, at::kFloat).contiguous();
+      sampled_accept_lazy(trees[b], std::span<float>(rows.data_ptr<float>(), static_cast<std::size_t>(nodes * V)), V,
+                          s.processor, s.counts, s.generated, out[b]);
     } else {
       greedy_accept(trees[b], std::span<const Token>(tp + static_cast<std::int64_t>(b) * T, static_cast<std::size_t>(nodes)), out[b]);
     }
