@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "drafters/scenario.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -207,44 +209,14 @@ void expect_same_proposal(const LinearTree& lin, const BruteProposal& want, cons
   EXPECT_EQ(extra_scores, want_scores) << to_string(lin);
 }
 
-// A decoding scenario: references, a prompt and the hidden output the target model will produce.
-struct Scenario {
-  std::vector<Tokens> references;
-  Tokens prompt;
-  Tokens truth;
-};
+using refdec_test::Scenario;
 
-// Random text over `vocab` tokens in which passages recur, within the references, across them
-// and in the output, so that spans match, are accepted in full, diverge again and branch.
+// LLMA's scenarios: up to 4 references of up to 80 tokens, short prompts, longer passages; the
+// output quotes the references only.
 Scenario make_scenario(unsigned vocab, std::size_t output_len, std::mt19937& rng) {
-  auto uniform = [&rng](std::size_t lo, std::size_t hi) { return lo + rng() % (hi - lo + 1); };
-  // Appends to `dst` until it holds `len` tokens: passages copied from `dst` itself or from one
-  // of `sources`, and short runs of random tokens.
-  auto write = [&](Tokens& dst, std::size_t len, const std::vector<Tokens>& sources) {
-    while (dst.size() < len) {
-      const std::size_t pick = rng() % (sources.size() + 2);
-      const Tokens& src = pick < sources.size() ? sources[pick] : dst;
-      if (pick <= sources.size() && !src.empty()) {
-        const std::size_t from = rng() % src.size();
-        const std::size_t n = std::min({uniform(1, 24), src.size() - from, len - dst.size()});
-        const Tokens passage(src.begin() + static_cast<std::ptrdiff_t>(from),
-                             src.begin() + static_cast<std::ptrdiff_t>(from + n));
-        dst.insert(dst.end(), passage.begin(), passage.end());
-      } else {
-        for (std::size_t i = uniform(1, 4); i > 0 && dst.size() < len; --i) dst.push_back(static_cast<Token>(rng() % vocab));
-      }
-    }
-  };
-  Scenario s;
-  s.references.resize(uniform(1, 4));
-  std::vector<Tokens> earlier;
-  for (Tokens& r : s.references) {
-    if (rng() % 5 != 0) write(r, uniform(1, 80), earlier);  // else an empty reference
-    earlier.push_back(r);
-  }
-  write(s.prompt, uniform(0, 12), s.references);
-  write(s.truth, output_len, s.references);
-  return s;
+  return refdec_test::make_scenario(
+      vocab, {.max_references = 4, .max_reference_len = 80, .max_prompt_len = 12, .max_passage = 24, .output_quotes_prompt = false},
+      output_len, rng);
 }
 
 struct DecodeCounts {

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "drafters/scenario.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -152,48 +154,7 @@ class ReferenceNgramTrie {
 
 // ---- Simulated decoding ---------------------------------------------------------------------
 
-// A decoding scenario: references, a prompt and the hidden output the target model will produce.
-struct Scenario {
-  std::vector<Tokens> references;
-  Tokens prompt;
-  Tokens truth;
-};
-
-// Random text over `vocab` tokens in which passages recur, within the references, across them
-// and in the output (which also quotes the prompt), so that matches are found, accepted in part
-// or in full, and branch.
-Scenario make_scenario(unsigned vocab, bool with_references, std::size_t output_len, std::mt19937& rng) {
-  auto uniform = [&rng](std::size_t lo, std::size_t hi) { return lo + rng() % (hi - lo + 1); };
-  auto write = [&](Tokens& dst, std::size_t len, const std::vector<Tokens>& sources) {
-    while (dst.size() < len) {
-      const std::size_t pick = rng() % (sources.size() + 2);
-      const Tokens& src = pick < sources.size() ? sources[pick] : dst;
-      if (pick <= sources.size() && !src.empty()) {
-        const std::size_t from = rng() % src.size();
-        const std::size_t n = std::min({uniform(1, 20), src.size() - from, len - dst.size()});
-        const Tokens passage(src.begin() + static_cast<std::ptrdiff_t>(from),
-                             src.begin() + static_cast<std::ptrdiff_t>(from + n));
-        dst.insert(dst.end(), passage.begin(), passage.end());
-      } else {
-        for (std::size_t i = uniform(1, 4); i > 0 && dst.size() < len; --i) dst.push_back(static_cast<Token>(rng() % vocab));
-      }
-    }
-  };
-  Scenario s;
-  if (with_references) {
-    s.references.resize(uniform(1, 3));
-    std::vector<Tokens> earlier;
-    for (Tokens& r : s.references) {
-      if (rng() % 5 != 0) write(r, uniform(1, 60), earlier);  // else an empty reference
-      earlier.push_back(r);
-    }
-  }
-  write(s.prompt, uniform(0, 40), s.references);
-  std::vector<Tokens> sources = s.references;
-  sources.push_back(s.prompt);
-  write(s.truth, output_len, sources);
-  return s;
-}
+using refdec_test::Scenario;
 
 struct DecodeCounts {
   int steps = 0;
@@ -256,7 +217,7 @@ TEST_P(NgramTrieVersusReference, SameDraftsWhileDecoding) {
   DecodeCounts total;
   for (int trial = 0; trial < 3; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const Scenario s = make_scenario(vocab, with_references, 200, rng);
+    const Scenario s = refdec_test::make_scenario(vocab, with_references ? refdec_test::ScenarioShape{} : refdec_test::ScenarioShape{.max_references = 0}, 200, rng);
     const DecodeCounts c = decode(opt, s, rng, 160);
     if (HasFailure()) return;
     total.proposals += c.proposals;
