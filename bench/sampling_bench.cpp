@@ -208,7 +208,7 @@ void BM_SampledStep(benchmark::State& state) {
   for (auto _ : state) {
     rows = logits;
     if (lazy) {
-      sampled_accept_lazy(tree, rows, vocab, proc, counts, generated, a);
+      sampled_accept_lazy(view(tree), rows, vocab, proc, counts, generated, a);
     } else {
       proc.process_tree(rows, vocab, tree, counts);
       sampled_accept(tree, rows, vocab, o.seed, generated, a);

@@ -11,37 +11,36 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/greedy_accept.hpp"
 #include "refdec/core/sampling.hpp"
+#include "refdec/core/walk.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Sample-then-match from the root: at the node reached after `count` accepted drafts, draws y
-/// from that node's row of `probs` with uniform(seed, generated + count) (the uniform plain
-/// sampling uses for that output position); descends to the child carrying y, or stops with y
-/// as the bonus token (at a leaf y is always the bonus). Writes the accepted draft nodes into
-/// `path` (room for num_nodes - 1 entries), the bonus into `*bonus` (-1 if a visited row has no
-/// positive weight) and returns the accepted count. Every sibling scan is bounded by the node
-/// count, so a malformed tree cannot loop.
+/// Sample-then-match's choice at a node: a draw from the node's row of `probs` with
+/// uniform(seed, generated + depth), the uniform plain sampling uses for that output position.
+/// Fresh randomness per level, and the same tokens as plain sampling for the same seed.
+struct SampledChoice {
+  const float* probs;  // [num_nodes, vocab]
+  std::int32_t vocab;
+  std::uint64_t seed;
+  std::uint64_t generated;
+  REFDEC_HOST_DEVICE Token operator()(std::int32_t node, std::int32_t depth) const {
+    return sample_from_probs(probs + static_cast<std::int64_t>(node) * vocab, vocab,
+                             uniform(seed, generated + static_cast<std::uint64_t>(depth)));
+  }
+};
+
+/// Sample-then-match over raw arrays (walk() with SampledChoice): descends to the child carrying
+/// the draw, or stops with it as the bonus token (at a leaf the draw is always the bonus). Writes
+/// the accepted draft nodes into `path` (room for num_nodes - 1 entries), the bonus into `*bonus`
+/// (-1 if a visited row has no positive weight) and returns the accepted count.
 REFDEC_HOST_DEVICE std::int32_t sampled_walk(const Token* tokens,              // [num_nodes]
                                              const std::int32_t* first_child,  // [num_nodes]
                                              const std::int32_t* next_sibling, // [num_nodes]
                                              const float* probs,               // [num_nodes, vocab]
                                              std::int32_t vocab, std::int32_t num_nodes, std::uint64_t seed,
                                              std::uint64_t generated, std::int32_t* path, Token* bonus) {
-  std::int32_t count = 0;
-  std::int32_t cur = 0;
-  std::int32_t budget = num_nodes;  // total sibling visits; each node is visited at most once
-  while (true) {
-    const Token y = sample_from_probs(probs + static_cast<std::int64_t>(cur) * vocab, vocab,
-                                      uniform(seed, generated + static_cast<std::uint64_t>(count)));
-    std::int32_t c = first_child[cur];
-    while (c >= 0 && c < num_nodes && budget-- > 0 && tokens[c] != y) c = next_sibling[c];
-    if (c < 0 || c >= num_nodes || budget < 0 || tokens[c] != y || count + 1 >= num_nodes) {
-      *bonus = y;
-      return count;
-    }
-    path[count++] = c;
-    cur = c;
-  }
+  SampledChoice choose{probs, vocab, seed, generated};
+  return walk(TreeView{tokens, first_child, next_sibling, num_nodes}, choose, path, *bonus);
 }
 
 /// Sampled acceptance over `tree` for a request with random stream `seed` that has generated
@@ -53,16 +52,10 @@ inline void sampled_accept(const LinearTree& tree,
   REFDEC_CHECK(tree.size() > 0 && vocab > 0 &&
                    probs.size() == static_cast<std::size_t>(tree.size()) * static_cast<std::size_t>(vocab),
                "sampled_accept: " << probs.size() << " probabilities for " << tree.size() << " nodes of vocabulary " << vocab);
-  out.nodes.resize(static_cast<std::size_t>(tree.size()));
-  Token bonus = -1;
-  const std::int32_t n = sampled_walk(tree.tokens.data(), tree.first_child.data(), tree.next_sibling.data(), probs.data(),
-                                      vocab, tree.size(), seed, generated, out.nodes.data(), &bonus);
-  REFDEC_CHECK(bonus >= 0, "sampled_accept: the distribution of node " << (n > 0 ? out.nodes[static_cast<std::size_t>(n - 1)] : 0)
-                                                                        << " has no positive probability");
-  out.nodes.resize(static_cast<std::size_t>(n));
-  out.tokens.clear();
-  for (const std::int32_t i : out.nodes) out.tokens.push_back(tree.tokens[static_cast<std::size_t>(i)]);
-  out.tokens.push_back(bonus);
+  SampledChoice choose{probs.data(), vocab, seed, generated};
+  accept(view(tree), choose, out);
+  REFDEC_CHECK(out.tokens.back() >= 0, "sampled_accept: the distribution of node "
+                                           << (out.nodes.empty() ? 0 : out.nodes.back()) << " has no positive probability");
 }
 
 /// The same acceptance as process_tree() followed by sampled_accept(), processing only the rows
@@ -71,32 +64,27 @@ inline void sampled_accept(const LinearTree& tree,
 /// processed with its node's own prefix (the sequence counted in `counts`, ending with the root,
 /// then the accepted drafts so far) and drawn with uniform(seed, generated + depth), so the result
 /// is identical, token for token.
-inline void sampled_accept_lazy(const LinearTree& tree,
+inline void sampled_accept_lazy(const TreeView& tree,
                                 std::span<float> logits,  // [num_nodes, vocab] float
                                 std::int32_t vocab, LogitsProcessor& processor, const TokenCounts& counts,
                                 std::uint64_t generated, Acceptance& out) {
-  REFDEC_CHECK(tree.size() > 0 && vocab > 0 &&
-                   logits.size() == static_cast<std::size_t>(tree.size()) * static_cast<std::size_t>(vocab),
-               "sampled_accept_lazy: " << logits.size() << " logits for " << tree.size() << " nodes of vocabulary " << vocab);
-  out.nodes.clear();
-  out.tokens.clear();
-  std::int32_t cur = 0;
-  while (true) {
-    const auto row = logits.subspan(static_cast<std::size_t>(cur) * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
-    processor.process(row, counts, out.tokens);  // out.tokens: the accepted drafts so far
-    const Token y = sample_from_probs(row.data(), vocab,
-                                      uniform(processor.options().seed, generated + out.tokens.size()));
-    REFDEC_CHECK(y >= 0, "sampled_accept_lazy: the distribution of node " << cur << " has no positive probability");
-    std::int32_t c = tree.first_child[static_cast<std::size_t>(cur)];
-    for (std::int32_t visits = 0; c >= 0 && c < tree.size() && visits < tree.size() && tree.tokens[static_cast<std::size_t>(c)] != y; ++visits)
-      c = tree.next_sibling[static_cast<std::size_t>(c)];
-    out.tokens.push_back(y);
-    if (c < 0 || c >= tree.size() || tree.tokens[static_cast<std::size_t>(c)] != y ||
-        out.nodes.size() + 1 >= static_cast<std::size_t>(tree.size()))
-      return;  // y is the bonus token
-    out.nodes.push_back(c);
-    cur = c;
-  }
+  REFDEC_CHECK(tree.num_nodes > 0 && vocab > 0 &&
+                   logits.size() == static_cast<std::size_t>(tree.num_nodes) * static_cast<std::size_t>(vocab),
+               "sampled_accept_lazy: " << logits.size() << " logits for " << tree.num_nodes << " nodes of vocabulary " << vocab);
+  // The walk asks nodes in root-to-leaf order, so the accepted drafts so far are the prefix of
+  // the path it has written: rebuilt here as the penalties' view of the node's own prefix.
+  std::vector<Token> prefix;
+  auto choose = [&](std::int32_t node, std::int32_t depth) {
+    prefix.resize(static_cast<std::size_t>(depth));
+    for (std::int32_t d = 0; d < depth; ++d)
+      prefix[static_cast<std::size_t>(d)] = tree.tokens[out.nodes[static_cast<std::size_t>(d)]];
+    const auto row = logits.subspan(static_cast<std::size_t>(node) * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
+    processor.process(row, counts, prefix);
+    const Token y = sample_from_probs(row.data(), vocab, uniform(processor.options().seed, generated + static_cast<std::uint64_t>(depth)));
+    REFDEC_CHECK(y >= 0, "sampled_accept_lazy: the distribution of node " << node << " has no positive probability");
+    return y;
+  };
+  accept(tree, choose, out);
 }
 
 REFDEC_NAMESPACE_END

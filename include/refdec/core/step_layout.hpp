@@ -17,11 +17,9 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/greedy_accept.hpp"
+#include "refdec/core/step_plan.hpp"
 
 REFDEC_NAMESPACE_BEGIN
-
-/// 64-bit words per packed mask row for T nodes: ceil(T / 64).
-REFDEC_HOST_DEVICE std::int32_t mask_words_for(std::int32_t num_nodes) { return (num_nodes + 63) / 64; }
 
 /// Number of tree nodes in one padded parent row of `padded` entries: the root plus the nodes up to
 /// the first whose parent does not precede it. 0 for an empty row.

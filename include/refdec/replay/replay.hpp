@@ -15,7 +15,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
-#include "refdec/core/greedy_accept.hpp"
+#include "refdec/core/walk.hpp"
 #include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -100,7 +100,6 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
   drafter.begin(trace.context, trace.references);
   DraftTree draft;
   LinearTree tree;
-  std::vector<Token> target;
   std::vector<std::int32_t> path;
   TrajectoryLog* log = nullptr;  // only with record_steps, so that the default path skips it
   if (options.record_steps) {
@@ -120,17 +119,15 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
     draft.linearize(root, options.budget, tree);
     const auto t1 = Clock::now();
     drafter.record_proposal(tree);
-    // The target's choice after node i (at depth d) is the true token at pos + d; past the end of
-    // the output nothing matches (-1 is never a draft token).
-    target.resize(static_cast<std::size_t>(tree.size()));
-    for (std::int32_t i = 0; i < tree.size(); ++i) {
-      const std::size_t at = pos + static_cast<std::size_t>(tree.depth[static_cast<std::size_t>(i)]);
-      target[static_cast<std::size_t>(i)] = at < n ? out[at] : Token{-1};
-    }
+    // The target's choice at depth d is the true token at pos + d; past the end of the output
+    // nothing matches (-1 is never a draft token).
+    auto truth = [&](std::int32_t /*node*/, std::int32_t depth) {
+      const std::size_t at = pos + static_cast<std::size_t>(depth);
+      return at < n ? out[at] : Token{-1};
+    };
     path.resize(static_cast<std::size_t>(tree.size()));
-    const auto accepted = static_cast<std::size_t>(greedy_walk(tree.tokens.data(), tree.first_child.data(),
-                                                               tree.next_sibling.data(), target.data(), tree.size(),
-                                                               path.data()));
+    Token bonus = -1;
+    const auto accepted = static_cast<std::size_t>(walk(view(tree), truth, path.data(), bonus));
     const std::size_t emitted = std::min(accepted + 1, n - pos);
     const auto t2 = Clock::now();
     drafter.accept(std::span<const Token>(out).subspan(pos, emitted));

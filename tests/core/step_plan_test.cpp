@@ -1,0 +1,192 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "refdec/core/step_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "common/expect_error.hpp"
+#include "core/random_tree.hpp"
+#include "refdec/core/greedy_accept.hpp"
+
+namespace {
+
+using namespace refdec;
+using refdec_test::random_tree;
+
+// A random auxiliary block: tokens at offsets >= 1 that see the root and random earlier tokens.
+AuxBlock random_aux(std::mt19937& rng) {
+  AuxBlock block;
+  const int n = rng() % 3 == 0 ? 0 : static_cast<int>(rng() % 80);
+  for (int j = 0; j < n; ++j) {
+    std::vector<std::int32_t> visible;
+    for (int k = 0; k <= j; ++k)
+      if (rng() % 3 == 0) visible.push_back(k);
+    block.add(static_cast<Token>(rng() % 1000), 1 + static_cast<std::int32_t>(rng() % 20), visible);
+  }
+  return block;
+}
+
+bool is_ancestor_or_self(const LinearTree& tree, std::int32_t j, std::int32_t i) {
+  for (std::int32_t a = i; a >= 0; a = tree.parent[static_cast<std::size_t>(a)])
+    if (a == j) return true;
+  return false;
+}
+
+class StepPlanShapes : public ::testing::TestWithParam<int> {};
+
+// Every field of the plan against a brute force built from the trees and blocks directly.
+TEST_P(StepPlanShapes, MatchesBruteForce) {
+  const int batch = GetParam();
+  std::mt19937 rng(100 + static_cast<unsigned>(batch));
+  StepPlan plan;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<LinearTree> trees;
+    std::vector<AuxBlock> aux;
+    std::vector<std::int64_t> lengths;
+    for (int b = 0; b < batch; ++b) {
+      trees.push_back(random_tree(rng));
+      aux.push_back(random_aux(rng));
+      lengths.push_back(static_cast<std::int64_t>(rng() % 5000));
+    }
+    const bool with_aux = trial % 2 == 0;
+    plan_step(trees, with_aux ? std::span<const AuxBlock>(aux) : std::span<const AuxBlock>{}, lengths, 1000, plan);
+    ASSERT_EQ(plan.batch(), batch);
+    std::int32_t row = 0;
+    for (int b = 0; b < batch; ++b) {
+      const LinearTree& tree = trees[static_cast<std::size_t>(b)];
+      const AuxBlock& block = aux[static_cast<std::size_t>(b)];
+      const std::int32_t nodes = tree.size(), extra = with_aux ? block.size() : 0;
+      ASSERT_EQ(plan.indptr[static_cast<std::size_t>(b)], row);
+      ASSERT_EQ(plan.rows(b), nodes + extra);
+      ASSERT_EQ(plan.num_nodes[static_cast<std::size_t>(b)], nodes);
+      for (std::int32_t i = 0; i < nodes + extra; ++i) {
+        const auto r = static_cast<std::size_t>(row + i);
+        const bool is_tree = i < nodes;
+        const Token token = is_tree ? tree.tokens[static_cast<std::size_t>(i)] : block.tokens[static_cast<std::size_t>(i - nodes)];
+        const std::int64_t position = lengths[static_cast<std::size_t>(b)] +
+                                      (is_tree ? tree.depth[static_cast<std::size_t>(i)] : block.offset[static_cast<std::size_t>(i - nodes)]);
+        ASSERT_EQ(plan.tokens[r], token);
+        ASSERT_EQ(plan.positions[r], position) << "positions = length + depth (tree) or + offset (auxiliary)";
+        for (std::int32_t j = 0; j < nodes + extra; ++j) {
+          bool want;
+          if (is_tree)
+            want = j < nodes && is_ancestor_or_self(tree, j, i);
+          else if (j < nodes)
+            want = j == 0 && block.attends(i - nodes, 0);
+          else
+            want = block.attends(i - nodes, j - nodes + 1);
+          ASSERT_EQ(plan.sees(b, i, j), want) << "sequence " << b << " row " << i << " column " << j;
+        }
+      }
+      // The walk over the plan's tree is the walk over the LinearTree.
+      std::vector<Token> target(static_cast<std::size_t>(nodes));
+      for (auto& t : target) t = static_cast<Token>(rng() % 3 == 0 ? rng() % 1000 : tree.tokens[rng() % tree.tokens.size()]);
+      Acceptance want, got;
+      greedy_accept(tree, target, want);
+      ChoiceArray choose{target.data()};
+      accept(plan.tree(b), choose, got);
+      ASSERT_EQ(got.nodes, want.nodes);
+      ASSERT_EQ(got.tokens, want.tokens);
+      row += nodes + extra;
+    }
+    ASSERT_EQ(plan.rows(), row);
+    ASSERT_EQ(plan.tokens.size(), static_cast<std::size_t>(row));
+  }
+}
+
+// The keep plan keeps the root and the accepted path, in order, and grows each length by them.
+TEST_P(StepPlanShapes, KeepPlanIsTheAcceptedPath) {
+  const int batch = GetParam();
+  std::mt19937 rng(7 + static_cast<unsigned>(batch));
+  StepPlan plan;
+  KeepPlan keep;
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<LinearTree> trees;
+    std::vector<AuxBlock> aux;
+    std::vector<std::int64_t> lengths;
+    std::vector<Acceptance> accepted(static_cast<std::size_t>(batch));
+    for (int b = 0; b < batch; ++b) {
+      trees.push_back(random_tree(rng));
+      aux.push_back(random_aux(rng));
+      lengths.push_back(static_cast<std::int64_t>(rng() % 100));
+    }
+    plan_step(trees, aux, lengths, 0, plan);
+    for (int b = 0; b < batch; ++b) {
+      // Follow the tree along a random branch: the target is the token of a random child.
+      const LinearTree& tree = trees[static_cast<std::size_t>(b)];
+      std::vector<Token> target(static_cast<std::size_t>(tree.size()), -1);
+      for (std::int32_t i = 0; i < tree.size(); ++i)
+        if (tree.first_child[static_cast<std::size_t>(i)] >= 0 && rng() % 5 != 0)
+          target[static_cast<std::size_t>(i)] = tree.tokens[static_cast<std::size_t>(tree.first_child[static_cast<std::size_t>(i)])];
+      greedy_accept(tree, target, accepted[static_cast<std::size_t>(b)]);
+    }
+    keep_accepted(plan, accepted, keep);
+    ASSERT_EQ(keep.batch(), batch);
+    for (int b = 0; b < batch; ++b) {
+      const auto& a = accepted[static_cast<std::size_t>(b)];
+      std::vector<std::int32_t> want{0};
+      want.insert(want.end(), a.nodes.begin(), a.nodes.end());
+      const auto got = keep.kept(b);
+      ASSERT_EQ(std::vector<std::int32_t>(got.begin(), got.end()), want);
+      for (std::size_t k = 1; k < want.size(); ++k) ASSERT_GT(want[k], want[k - 1]) << "kept rows increase";
+      ASSERT_EQ(keep.lengths[static_cast<std::size_t>(b)], lengths[static_cast<std::size_t>(b)] + static_cast<std::int64_t>(want.size()));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Batch, StepPlanShapes, ::testing::Values(1, 7));
+
+TEST(StepPlan, SingleNodeTreesAndEmptyBatch) {
+  StepPlan plan;
+  plan_step({}, {}, {}, 0, plan);
+  EXPECT_EQ(plan.batch(), 0);
+  EXPECT_EQ(plan.rows(), 0);
+  std::vector<LinearTree> trees(3);
+  for (int b = 0; b < 3; ++b) trees[static_cast<std::size_t>(b)].reset(10 + b);
+  const std::vector<std::int64_t> lengths = {0, 5, 9};
+  plan_step(trees, {}, lengths, 20, plan);
+  EXPECT_EQ(plan.indptr, (std::vector<std::int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(plan.positions, (std::vector<std::int64_t>{0, 5, 9}));
+  EXPECT_EQ(plan.mask, (std::vector<std::uint64_t>{1, 1, 1}));
+  std::vector<Acceptance> none(3);
+  KeepPlan keep;
+  keep_accepted(plan, none, keep);
+  EXPECT_EQ(keep.rows, (std::vector<std::int32_t>{0, 0, 0}));
+  EXPECT_EQ(keep.lengths, (std::vector<std::int64_t>{1, 6, 10}));
+}
+
+TEST(StepPlan, RejectsBadInput) {
+  StepPlan plan;
+  std::vector<LinearTree> trees(2);
+  trees[0].reset(3);
+  trees[1].reset(4);
+  const std::vector<std::int64_t> two = {0, 0};
+  refdec_test::expect_error([&] { plan_step(trees, {}, std::vector<std::int64_t>{0}, 0, plan); }, "1 lengths");
+  refdec_test::expect_error([&] { plan_step(trees, std::vector<AuxBlock>(1), two, 0, plan); }, "1 auxiliary blocks");
+  refdec_test::expect_error([&] { plan_step(trees, {}, std::vector<std::int64_t>{0, -1}, 0, plan); }, "negative cached length -1");
+  refdec_test::expect_error([&] { plan_step(trees, {}, two, 4, plan); }, "token id 4 outside the vocabulary [0, 4)");
+  std::vector<AuxBlock> aux(2);
+  aux[1].add(9, 1, std::vector<std::int32_t>{0});
+  refdec_test::expect_error([&] { plan_step(trees, aux, two, 5, plan); }, "row 1 (auxiliary) has token id 9");
+  std::vector<LinearTree> empty(1);
+  refdec_test::expect_error([&] { plan_step(empty, {}, std::vector<std::int64_t>{0}, 0, plan); }, "empty tree");
+  // A keep plan must follow the tree.
+  DraftTree draft;
+  draft.insert(std::vector<Token>{1, 2}, 1.0f);
+  draft.insert(std::vector<Token>{3}, 0.5f);
+  const std::vector<LinearTree> one = {draft.linearize(0, 8)};  // [0] 0, [1] 1, [2] 3, [3] 2
+  plan_step(one, {}, std::vector<std::int64_t>{4}, 0, plan);
+  KeepPlan keep;
+  std::vector<Acceptance> bad(1);
+  bad[0].nodes = {2, 3};  // 3 is a child of 1, not of 2
+  refdec_test::expect_error([&] { keep_accepted(plan, bad, keep); }, "node 3, which is not a child of node 2");
+  bad[0].nodes = {1, 3};
+  keep_accepted(plan, bad, keep);
+  EXPECT_EQ(keep.rows, (std::vector<std::int32_t>{0, 1, 3}));
+  refdec_test::expect_error([&] { keep_accepted(plan, std::vector<Acceptance>(2), keep); }, "2 acceptances");
+}
+
+}  // namespace
