@@ -123,48 +123,52 @@ TrajectorySet synthetic_trajectories() {
   return set;
 }
 
-// Runs steps through the model exactly as the verifier would (inputs, forward pass, argmax copied
-// to the host, KV commit), with the accepted counts forced: per sequence b a chain of
-// nodes[b] + 1 tokens, of which accepted[b] + 1 are committed. Returns the wall time.
+// Runs steps through the model exactly as a session does (plan, forward pass, argmax copied to
+// the host, walk, KV commit of the keep plan), with the accepted counts forced: per sequence b a
+// chain of nodes[b] + 1 tokens, of which accepted[b] + 1 are kept. Returns the wall time.
 class ForcedDecoder {
  public:
   ForcedDecoder(const LlamaModel& model, std::int64_t batch, std::size_t context, std::int64_t capacity)
-      : model_(model), cache_(model.make_cache(batch, capacity)), batch_(batch) {
+      : model_(model), store_(model.kv_layout(), capacity), batch_(batch) {
     REFDEC_CHECK(context > 0 && batch > 0, "forced decoding needs a context and a batch of at least one");
+    for (std::int64_t b = 0; b < batch; ++b) store_.add();
     std::vector<Token> prefix(context);
     for (std::size_t i = 0; i < prefix.size(); ++i) prefix[i] = token(i);
-    std::vector<std::int32_t> rows(context);  // [context] every prefix entry is kept
-    std::iota(rows.begin(), rows.end(), 0);
     const std::vector<LinearTree> chains(static_cast<std::size_t>(batch), LinearTree::chain(prefix));
-    const std::vector<std::vector<std::int32_t>> kept(static_cast<std::size_t>(batch), rows);
-    const StepInputs in = build_step_inputs(chains, cache_.lengths());
-    sync(model_.forward(in.ids, in.positions, in.mask, cache_));
-    cache_.commit(kept);
+    const std::vector<std::uint8_t> prefill(static_cast<std::size_t>(batch), 1);
+    plan_step(chains, {}, store_.lengths(), model_.vocab_size(), plan_);
+    verify(model_, store_, plan_, verification_, times_, StepExtras{.prefill = prefill});
+    store_.commit(verification_.keep);
   }
 
   double step(std::span<const std::int32_t> nodes, std::span<const std::int32_t> accepted) {
     const auto t0 = Clock::now();
     std::vector<LinearTree> trees(static_cast<std::size_t>(batch_));
-    std::vector<std::vector<std::int32_t>> kept(static_cast<std::size_t>(batch_));
     for (std::size_t b = 0; b < trees.size(); ++b) {
       std::vector<Token> chain(static_cast<std::size_t>(nodes[b] + 1));
       for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = token(i + 7);
       trees[b] = LinearTree::chain(chain);
-      kept[b].resize(static_cast<std::size_t>(std::min(accepted[b], nodes[b]) + 1));
-      std::iota(kept[b].begin(), kept[b].end(), 0);
     }
-    const StepInputs in = build_step_inputs(trees, cache_.lengths());
-    const at::Tensor logits = model_.forward(in.ids, in.positions, in.mask, cache_);
-    (void)logits.argmax(-1).to(at::kCPU);  // the step's one small copy to the host
-    cache_.commit(kept);
+    plan_step(trees, {}, store_.lengths(), model_.vocab_size(), plan_);
+    verify(model_, store_, plan_, verification_, times_);
+    for (std::size_t b = 0; b < trees.size(); ++b) {  // the forced outcome replaces the walk's
+      auto& path = verification_.accepted[b].nodes;
+      path.resize(static_cast<std::size_t>(std::min(accepted[b], nodes[b])));
+      std::iota(path.begin(), path.end(), 1);
+    }
+    keep_accepted(plan_, verification_.accepted, verification_.keep);
+    store_.commit(verification_.keep);
     return seconds_since(t0);
   }
 
  private:
   Token token(std::size_t i) const { return static_cast<Token>((i * 7919 + 3) % static_cast<std::size_t>(model_.vocab_size())); }
   const LlamaModel& model_;
-  KvCache cache_;
+  ContiguousKvStore store_;
   std::int64_t batch_;
+  StepPlan plan_;
+  Verification verification_;
+  StepTimes times_;
 };
 
 }  // namespace
@@ -220,8 +224,13 @@ int main(int argc, char** argv) {
     GenerateOptions warm_up = plain_opt;
     warm_up.max_new_tokens = 4;
     (void)generate(model, req, AnyDrafter{}, warm_up);
-    const auto plain = generate(model, req, AnyDrafter{}, plain_opt);
-    const double batch1_tps = static_cast<double>(plain.stats.tokens) / (plain.stats.total_seconds - plain.stats.prefill_seconds);
+    // Plain decoding in a session, timed after the prefill step.
+    Session plain(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + plain_tokens + 1), plain_opt);
+    plain.add(req);
+    plain.step();
+    const auto t_plain = Clock::now();
+    while (!plain.idle()) plain.step();
+    const double batch1_tps = static_cast<double>(plain.stats().tokens) / seconds_since(t_plain);
     std::cout << std::fixed << std::setprecision(2) << "device " << device_name << ", " << shape_name << " " << dtype_name
               << ": weights " << static_cast<double>(bytes) / 1e9 << " GB (random init " << init_seconds << " s), bandwidth "
               << bandwidth / 1e9 << " GB/s, roofline " << roofline << " tokens/s\n"

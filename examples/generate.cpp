@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
       j["speedup"] = speedup;
       j["plain_seconds"] = plain.stats.total_seconds;
       j["speculative_seconds"] = st.total_seconds;
-      j["seconds"] = {{"prefill", st.prefill_seconds}, {"draft", st.draft_seconds}, {"model", st.verify.model},
+      j["seconds"] = {{"draft", st.draft_seconds}, {"plan", st.verify.plan}, {"model", st.verify.model},
                       {"accept", st.verify.accept}, {"kv_commit", st.verify.commit}};
       std::vector<double> by_position;
       for (std::size_t d = 0; d < st.drafting.proposed_at_depth.size(); ++d) by_position.push_back(st.drafting.acceptance_at(d));

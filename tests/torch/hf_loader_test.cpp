@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/hf_loader.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"
@@ -262,11 +264,12 @@ LlamaConfig small_config(bool tied, RopeStyle style) {
 }
 
 at::Tensor logits_of(const LlamaModel& model) {
-  auto cache = model.make_cache(1, 64);
-  auto ids = at::tensor(std::vector<std::int64_t>{1, 5, 9, 20}, at::kLong).view({1, 4});
-  auto pos = at::arange(4, at::kLong).view({1, 4});
-  auto mask = at::ones({4, 4}, at::kBool).tril().view({1, 4, 4});
-  return model.forward(ids, pos, mask, cache);
+  ContiguousKvStore store(model.kv_layout(), 64);
+  store.add();
+  const std::vector<LinearTree> chain = {LinearTree::chain(std::vector<Token>{1, 5, 9, 20})};
+  StepPlan plan;
+  plan_step(chain, {}, store.lengths(), model.vocab_size(), plan);
+  return model.forward(plan, store);
 }
 
 void expect_same_weights(const LlamaModel& a, const LlamaModel& b) {

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -18,6 +20,10 @@
 #include "refdec/torch/llama2c_loader.hpp"
 #include "refdec/torch/node_draws.hpp"
 #include "refdec/torch/verifier.hpp"
+#include "refdec/torch/contiguous_kv_store.hpp"
+#include "refdec/torch/paged_kv_store.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "common/expect_error.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -36,14 +42,81 @@ LlamaConfig small_config() {
   return c;
 }
 
-// Logits [T, vocab] of a causal pass over `tokens` in a fresh cache.
+// Runs the chains `prefixes[b]` (all their tokens) into new sequences of an empty `store`, keeping
+// every entry.
+template <KvStore S>
+void prefill(const LlamaModel& model, S& store, const std::vector<std::vector<Token>>& prefixes) {
+  ASSERT_EQ(store.batch(), 0) << "prefill() starts from an empty store";
+  std::vector<LinearTree> chains;
+  std::vector<Acceptance> accepted;
+  for (const auto& p : prefixes) {
+    store.add();
+    chains.push_back(LinearTree::chain(p));
+    auto& a = accepted.emplace_back();
+    for (std::int32_t i = 1; i < static_cast<std::int32_t>(p.size()); ++i) a.nodes.push_back(i);
+  }
+  StepPlan plan;
+  plan_step(chains, {}, store.lengths(), model.vocab_size(), plan);
+  model.forward(plan, store);
+  KeepPlan keep;
+  keep_accepted(plan, accepted, keep);
+  store.commit(keep);
+}
+
+// Logits [T, vocab] of a causal pass over `tokens` in a fresh store.
 at::Tensor causal_logits(const LlamaModel& model, const std::vector<Token>& tokens) {
-  const auto n = static_cast<std::int64_t>(tokens.size());
-  auto cache = model.make_cache(1, n);
-  std::vector<std::int64_t> ids(tokens.begin(), tokens.end());
-  const auto logits = model.forward(at::tensor(ids, at::kLong).view({1, n}), at::arange(n, at::kLong).view({1, n}),
-                                    at::ones({n, n}, at::kBool).tril().view({1, n, n}), cache);
-  return logits[0];
+  ContiguousKvStore store(model.kv_layout(), static_cast<std::int64_t>(tokens.size()));
+  store.add();
+  StepPlan plan;
+  const std::vector<LinearTree> chain = {LinearTree::chain(tokens)};
+  plan_step(chain, {}, store.lengths(), model.vocab_size(), plan);
+  return model.forward(plan, store);
+}
+
+// The dense-mask reference: sequence b of `plan` recomputed from scratch over its cached tokens
+// `cached` (positions 0..) and its step rows, with an explicit [S, S] mask (a cached token sees
+// the tokens before it, a step row every cached token and the step rows its plan bits list), as
+// the model computed before step plans existed. Returns the step rows' logits [rows(b), vocab].
+at::Tensor dense_reference(const LlamaModel& model, const std::vector<Token>& cached, const StepPlan& plan, std::int32_t b) {
+  const auto& c = model.config();
+  const auto& w = model.weights();
+  const auto L = static_cast<std::int64_t>(cached.size());
+  const std::int64_t n = plan.rows(b), S = L + n;
+  const std::int64_t H = c.n_heads, KV = c.n_kv_heads, D = c.head_dim();
+  std::vector<std::int64_t> ids(cached.begin(), cached.end()), pos(static_cast<std::size_t>(L));
+  std::iota(pos.begin(), pos.end(), 0);
+  auto mask = at::zeros({S, S}, at::kBool);
+  for (std::int64_t i = 0; i < L; ++i) mask[i].slice(0, 0, i + 1).fill_(true);
+  for (std::int32_t i = 0; i < n; ++i) {
+    const auto r = static_cast<std::size_t>(plan.indptr[static_cast<std::size_t>(b)] + i);
+    ids.push_back(plan.tokens[r]);
+    pos.push_back(plan.positions[r]);
+    mask[L + i].slice(0, 0, L).fill_(true);
+    for (std::int32_t j = 0; j < n; ++j) mask[L + i][L + j] = plan.sees(b, i, j);
+  }
+  const auto dt = model.dtype();
+  const auto angles = at::tensor(pos, at::kLong).to(at::kDouble).unsqueeze(1) *
+                      at::pow(c.rope_theta, -at::arange(0, D, 2, at::kDouble) / static_cast<double>(D));  // [S, D/2]
+  const auto cs = at::cos(angles).to(dt).unsqueeze(1), sn = at::sin(angles).to(dt).unsqueeze(1);          // [S, 1, D/2]
+  const auto rope = [&](const at::Tensor& x) {  // [S, heads, D], pairs (2i, 2i+1)
+    const auto pr = x.reshape({S, x.size(1), D / 2, 2});
+    const auto x0 = pr.select(-1, 0), x1 = pr.select(-1, 1);
+    return at::stack({x0 * cs - x1 * sn, x0 * sn + x1 * cs}, -1).flatten(-2);
+  };
+  const auto norm = [&](const at::Tensor& x, const at::Tensor& g) { return x * at::rsqrt(x.pow(2).mean(-1, true) + c.norm_eps) * g; };
+  const auto bias = at::zeros({S, S}, dt).masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  auto x = at::embedding(w.embedding, at::tensor(ids, at::kLong));  // [S, dim]
+  for (const auto& l : w.layers) {
+    auto h = norm(x, l.attn_norm);
+    const auto q = rope(at::linear(h, l.wq).view({S, H, D})).permute({1, 0, 2});                                // [H, S, D]
+    const auto k = rope(at::linear(h, l.wk).view({S, KV, D})).permute({1, 0, 2}).repeat_interleave(H / KV, 0);  // [H, S, D]
+    const auto v = at::linear(h, l.wv).view({S, KV, D}).permute({1, 0, 2}).repeat_interleave(H / KV, 0);        // [H, S, D]
+    const auto probs = at::softmax(at::matmul(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(D)) + bias, -1);
+    x = x + at::linear(at::matmul(probs, v).permute({1, 0, 2}).reshape({S, H * D}), l.wo);
+    h = norm(x, l.ffn_norm);
+    x = x + at::linear(at::silu(at::linear(h, l.w1)) * at::linear(h, l.w3), l.w2);
+  }
+  return at::linear(norm(x, w.final_norm), w.output).slice(0, L, S);
 }
 
 std::filesystem::path stories_model() { return refdec_test::data_file("models/stories260K/stories260K.bin"); }
@@ -127,17 +200,13 @@ TEST(LlamaModel, TreeMaskedPassEqualsPerPathPasses) {
     draft.insert(std::vector<Token>{3, 4, 5}, 3.0f);
     draft.insert(std::vector<Token>{3, 8}, 2.0f);
     draft.insert(std::vector<Token>{9, 10, 11, 12}, 1.0f);
-    const auto tree = draft.linearize(prefix.back(), 100);
-    auto cache = model.make_cache(1, 64);
-    // Cache the prefix but its last token (the root).
-    const std::vector<LinearTree> chains = {LinearTree::chain(std::span<const Token>(prefix).first(prefix.size() - 1))};
-    auto in = build_step_inputs(chains, cache.lengths());
-    model.forward(in.ids, in.positions, in.mask, cache);
-    std::vector<std::vector<std::int32_t>> kept = {{0, 1, 2, 3}};
-    cache.commit(kept);
-    const std::vector<LinearTree> trees = {tree};
-    in = build_step_inputs(trees, cache.lengths());
-    const auto logits = model.forward(in.ids, in.positions, in.mask, cache)[0];
+    const std::vector<LinearTree> trees = {draft.linearize(prefix.back(), 100)};
+    const LinearTree& tree = trees[0];
+    ContiguousKvStore store(model.kv_layout(), 64);
+    prefill(model, store, {std::vector<Token>(prefix.begin(), prefix.end() - 1)});  // all but the root
+    StepPlan plan;
+    plan_step(trees, {}, store.lengths(), model.vocab_size(), plan);
+    const auto logits = model.forward(plan, store);
     const double tol = dtype == at::kDouble ? 1e-10 : 1e-4;
     for (std::int32_t i = 0; i < tree.size(); ++i) {
       std::vector<Token> path;
@@ -150,28 +219,95 @@ TEST(LlamaModel, TreeMaskedPassEqualsPerPathPasses) {
   }
 }
 
-// After committing an accepted path, the next logits equal a fresh prefill of the sequence.
-TEST(KvCache, CommitThenStepEqualsFreshPrefill) {
+// Random model shapes: multi-head, grouped-query and multi-query attention.
+LlamaConfig attention_config(int kind) {
+  LlamaConfig c = small_config();
+  c.n_kv_heads = kind == 0 ? 4 : kind == 1 ? 2 : 1;
+  return c;
+}
+
+// A random auxiliary block (a window-like set of tokens that see the root and earlier tokens).
+AuxBlock random_aux(std::mt19937& rng, std::int64_t vocab) {
+  AuxBlock block;
+  const int n = rng() % 2 == 0 ? 0 : static_cast<int>(rng() % 9);
+  for (int j = 0; j < n; ++j) {
+    std::vector<std::int32_t> visible;
+    for (int k = 0; k <= j; ++k)
+      if (rng() % 2 == 0) visible.push_back(k);
+    block.add(static_cast<Token>(rng() % static_cast<unsigned>(vocab)), 1 + static_cast<std::int32_t>(rng() % 6), visible);
+  }
+  return block;
+}
+
+// A random draft tree over `vocab` tokens, sometimes the root alone.
+LinearTree random_plan_tree(std::mt19937& rng, Token root, std::int64_t vocab) {
+  DraftTree draft;
+  for (int p = 0, n = static_cast<int>(rng() % 5); p < n; ++p) {
+    std::vector<Token> path(1 + rng() % 5);
+    for (auto& t : path) t = static_cast<Token>(rng() % static_cast<unsigned>(vocab));
+    draft.insert(path, 1.0f + static_cast<float>(rng() % 3));
+  }
+  return draft.linearize(root, rng() % 12);
+}
+
+// The plan's attention (prefix and step scores from one product, the step-local mask on the step
+// columns only) equals the dense-mask computation in float64, over both stores: ragged lengths,
+// auxiliary rows, single-node trees, MHA / GQA / MQA.
+TEST(LlamaModel, PlanAttentionEqualsDenseMaskReference) {
+  std::mt19937 rng(29);
+  for (int kind = 0; kind < 3; ++kind) {
+    const auto model = LlamaModel::random(attention_config(kind), 40 + static_cast<std::uint64_t>(kind), at::kDouble);
+    for (int trial = 0; trial < 6; ++trial) {
+      const int B = 1 + static_cast<int>(rng() % 4);
+      std::vector<std::vector<Token>> cached(static_cast<std::size_t>(B));
+      for (auto& c : cached) {
+        c.resize(1 + rng() % 30);
+        for (auto& t : c) t = static_cast<Token>(rng() % 111);
+      }
+      ContiguousKvStore contiguous(model.kv_layout(), 64);
+      PagedKvStore paged(model.kv_layout(), 32, 4);
+      prefill(model, contiguous, cached);
+      prefill(model, paged, cached);
+      std::vector<LinearTree> trees;
+      std::vector<AuxBlock> aux;
+      for (int b = 0; b < B; ++b) {
+        trees.push_back(random_plan_tree(rng, static_cast<Token>(rng() % 111), 111));
+        aux.push_back(random_aux(rng, 111));
+      }
+      StepPlan plan;
+      plan_step(trees, aux, contiguous.lengths(), model.vocab_size(), plan);
+      const auto a = model.forward(plan, contiguous);
+      const auto p = model.forward(plan, paged);
+      for (std::int32_t b = 0; b < B; ++b) {
+        const auto want = dense_reference(model, cached[static_cast<std::size_t>(b)], plan, b);
+        const auto got = a.slice(0, plan.indptr[static_cast<std::size_t>(b)], plan.indptr[static_cast<std::size_t>(b) + 1]);
+        EXPECT_TRUE(at::allclose(got, want, 1e-10, 1e-10)) << "kind " << kind << " trial " << trial << " sequence " << b
+                                                          << ": max difference " << (got - want).abs().max().item<double>();
+      }
+      EXPECT_TRUE(at::equal(a, p)) << "paged and contiguous stores give different logits";
+    }
+  }
+}
+
+// After committing an accepted path, the next logits equal a fresh prefill of the sequence, in
+// either store.
+template <class MakeStore>
+void check_commit_then_step(MakeStore make_store) {
   const auto model = LlamaModel::random(small_config(), 11, at::kFloat);
   std::mt19937 rng(3);
   std::uniform_int_distribution<Token> tok(3, 110);
   for (int trial = 0; trial < 5; ++trial) {
-    // Two sequences of different lengths in one batch.
+    // Two sequences of different lengths in one batch, prefilled but for their last token.
     std::vector<std::vector<Token>> prefixes = {{1}, {1}};
     for (int i = 0; i < 6 + trial; ++i) prefixes[0].push_back(tok(rng));
     for (int i = 0; i < 2 + 2 * trial; ++i) prefixes[1].push_back(tok(rng));
-    auto cache = model.make_cache(2, 64);
-    std::vector<LinearTree> trees(2);
-    std::vector<std::vector<std::int32_t>> kept(2);
-    for (std::size_t b = 0; b < 2; ++b) {
-      trees[b] = LinearTree::chain(std::span<const Token>(prefixes[b]).first(prefixes[b].size() - 1));
-      for (std::int32_t i = 0; i < trees[b].size(); ++i) kept[b].push_back(i);
-    }
-    auto in = build_step_inputs(trees, cache.lengths());
-    model.forward(in.ids, in.positions, in.mask, cache);
-    cache.commit(kept);
+    auto store = make_store(LlamaModel::random(small_config(), 11, at::kFloat).kv_layout());
+    prefill(model, store, {std::vector<Token>(prefixes[0].begin(), prefixes[0].end() - 1),
+                           std::vector<Token>(prefixes[1].begin(), prefixes[1].end() - 1)});
     // A random draft tree per sequence; keep a random root-to-leaf path.
-    std::vector<std::vector<Token>> accepted(2);
+    std::vector<LinearTree> trees(2);
+    std::vector<Acceptance> accepted(2);
+    std::vector<std::vector<Token>> accepted_tokens(2);
     for (std::size_t b = 0; b < 2; ++b) {
       DraftTree draft;
       for (int p = 0; p < 4; ++p) {
@@ -180,87 +316,170 @@ TEST(KvCache, CommitThenStepEqualsFreshPrefill) {
         draft.insert(path, 1.0f);
       }
       trees[b] = draft.linearize(prefixes[b].back(), 100);
-      std::int32_t node = trees[b].size() - 1 - static_cast<std::int32_t>(b);  // some leaf-ish node
-      kept[b].clear();
-      for (std::int32_t j = node; j >= 0; j = trees[b].parent[static_cast<std::size_t>(j)]) kept[b].insert(kept[b].begin(), j);
-      for (std::size_t i = 1; i < kept[b].size(); ++i) accepted[b].push_back(trees[b].tokens[static_cast<std::size_t>(kept[b][i])]);
+      const std::int32_t node = trees[b].size() - 1 - static_cast<std::int32_t>(b);  // some leaf-ish node
+      for (std::int32_t j = node; j > 0; j = trees[b].parent[static_cast<std::size_t>(j)]) {
+        accepted[b].nodes.insert(accepted[b].nodes.begin(), j);
+        accepted_tokens[b].insert(accepted_tokens[b].begin(), trees[b].tokens[static_cast<std::size_t>(j)]);
+      }
     }
-    in = build_step_inputs(trees, cache.lengths());
-    model.forward(in.ids, in.positions, in.mask, cache);
-    cache.commit(kept);
+    StepPlan plan;
+    KeepPlan keep;
+    plan_step(trees, {}, store.lengths(), model.vocab_size(), plan);
+    model.forward(plan, store);
+    keep_accepted(plan, accepted, keep);
+    store.commit(keep);
     // One more token each, against the compacted cache.
     for (std::size_t b = 0; b < 2; ++b) trees[b].reset(static_cast<Token>(20 + b));
-    in = build_step_inputs(trees, cache.lengths());
-    const auto logits = model.forward(in.ids, in.positions, in.mask, cache);
+    plan_step(trees, {}, store.lengths(), model.vocab_size(), plan);
+    const auto logits = model.forward(plan, store);
     for (std::size_t b = 0; b < 2; ++b) {
       std::vector<Token> seq = prefixes[b];
-      seq.insert(seq.end(), accepted[b].begin(), accepted[b].end());
+      seq.insert(seq.end(), accepted_tokens[b].begin(), accepted_tokens[b].end());
       seq.push_back(static_cast<Token>(20 + b));
-      EXPECT_EQ(cache.lengths()[b], static_cast<std::int64_t>(seq.size()) - 1);
+      EXPECT_EQ(store.lengths()[b], static_cast<std::int64_t>(seq.size()) - 1);
       const auto want = causal_logits(model, seq)[static_cast<std::int64_t>(seq.size()) - 1];
-      EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)][0], want, 1e-4, 1e-4)) << "trial " << trial << " seq " << b;
+      EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)], want, 1e-4, 1e-4)) << "trial " << trial << " seq " << b;
     }
   }
 }
 
-TEST(KvCache, RejectsStepsBeyondCapacityAndBadCommits) {
-  const auto model = LlamaModel::random(small_config(), 1);
-  auto cache = model.make_cache(2, 8);
-  EXPECT_THROW(cache.begin_step(9), c10::Error);
-  cache.begin_step(4);
-  std::vector<std::vector<std::int32_t>> bad = {{0, 2, 1}, {}};
-  EXPECT_THROW(cache.commit(bad), c10::Error);
-  std::vector<std::vector<std::int32_t>> wrong_batch = {{0}};
-  EXPECT_THROW(cache.commit(wrong_batch), c10::Error);
+TEST(KvStores, CommitThenStepEqualsFreshPrefill) {
+  check_commit_then_step([](const KvLayout& layout) { return ContiguousKvStore(layout, 64); });
+  check_commit_then_step([](const KvLayout& layout) { return PagedKvStore(layout, 40, 3); });
 }
 
-TEST(StepInputs, MaskSeesPrefixAncestorsAndSelfOnly) {
-  DraftTree draft;
-  draft.insert(std::vector<Token>{5, 6}, 2.0f);
-  draft.insert(std::vector<Token>{7}, 1.0f);
-  const std::vector<LinearTree> trees = {draft.linearize(4, 10), draft.linearize(4, 1)};
-  const std::vector<std::int64_t> lengths = {2, 3};
-  const auto in = build_step_inputs(trees, lengths);
-  ASSERT_EQ(in.mask.sizes(), (at::IntArrayRef{2, 4, 7}));
-  // Tree 0: [0] root 4, [1] 5, [2] 7, [3] 6 (child of 1). Sequence 0 has 2 cached tokens.
-  const std::vector<std::vector<int>> want0 = {
-      {1, 1, 1, 0, 0, 0, 0}, {1, 1, 1, 1, 0, 0, 0}, {1, 1, 1, 0, 1, 0, 0}, {1, 1, 1, 1, 0, 1, 0}};
-  // Tree 1 (budget 1): root and node 5; rows 2 and 3 are padding that sees only its own slot.
-  const std::vector<std::vector<int>> want1 = {
-      {1, 1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 0, 0}, {0, 0, 0, 0, 0, 1, 0}, {0, 0, 0, 0, 0, 0, 1}};
-  for (int t = 0; t < 4; ++t)
-    for (int s = 0; s < 7; ++s) {
-      EXPECT_EQ(in.mask[0][t][s].item<bool>(), want0[static_cast<std::size_t>(t)][static_cast<std::size_t>(s)] != 0) << t << "," << s;
-      EXPECT_EQ(in.mask[1][t][s].item<bool>(), want1[static_cast<std::size_t>(t)][static_cast<std::size_t>(s)] != 0) << t << "," << s;
+// Block accounting of a paged store: every sequence holds exactly the blocks its entries need, and
+// held + free blocks are all the blocks.
+void expect_blocks_accounted(const PagedKvStore& store) {
+  std::int64_t held = 0;
+  for (std::int64_t b = 0; b < store.batch(); ++b) {
+    const auto table = store.block_table(b);
+    EXPECT_EQ(static_cast<std::int64_t>(table.size()), (store.lengths()[static_cast<std::size_t>(b)] + store.block_size() - 1) / store.block_size())
+        << "sequence " << b;
+    held += static_cast<std::int64_t>(table.size());
+  }
+  EXPECT_EQ(held + store.free_blocks(), store.num_blocks());
+}
+
+// Random runs in which sequences join and leave between steps and each step keeps a random path of
+// its trees: the paged store gives the contiguous store's logits exactly (float64), and every
+// block returns to the pool when the last sequence leaves.
+TEST(KvStores, PagedEqualsContiguousAsSequencesJoinAndLeave) {
+  std::mt19937 rng(5);
+  for (int kind = 0; kind < 3; ++kind) {
+    const auto model = LlamaModel::random(attention_config(kind), 60 + static_cast<std::uint64_t>(kind), at::kDouble);
+    for (int run = 0; run < 4; ++run) {
+      ContiguousKvStore contiguous(model.kv_layout(), 128);
+      PagedKvStore paged(model.kv_layout(), 200, 1 + static_cast<std::int64_t>(rng() % 8));
+      std::vector<Token> roots;  // [batch] each sequence's next root
+      StepPlan plan;
+      KeepPlan keep;
+      for (int step = 0; step < 14; ++step) {
+        // Joins: a new sequence starts with a one-token step (its first root).
+        while (contiguous.batch() < 5 && (contiguous.batch() == 0 || rng() % 3 == 0)) {
+          contiguous.add();
+          paged.add();
+          roots.push_back(static_cast<Token>(rng() % 111));
+        }
+        std::vector<LinearTree> trees;
+        std::vector<AuxBlock> aux;
+        for (std::size_t b = 0; b < roots.size(); ++b) {
+          trees.push_back(random_plan_tree(rng, roots[b], 111));
+          aux.push_back(random_aux(rng, 111));
+        }
+        plan_step(trees, aux, contiguous.lengths(), model.vocab_size(), plan);
+        const auto a = model.forward(plan, contiguous);
+        const auto p = model.forward(plan, paged);
+        ASSERT_TRUE(at::equal(a, p)) << "kind " << kind << " run " << run << " step " << step;
+        // Keep a random path; its last node's token... the next root is random anyway.
+        std::vector<Acceptance> accepted(trees.size());
+        for (std::size_t b = 0; b < trees.size(); ++b) {
+          for (std::int32_t c = trees[b].first_child[0]; c >= 0 && rng() % 4 != 0;) {
+            accepted[b].nodes.push_back(c);
+            std::int32_t pick = c;
+            for (std::int32_t s = trees[b].next_sibling[static_cast<std::size_t>(c)]; s >= 0; s = trees[b].next_sibling[static_cast<std::size_t>(s)])
+              if (rng() % 2 == 0) pick = s;
+            accepted[b].nodes.back() = pick;
+            c = trees[b].first_child[static_cast<std::size_t>(pick)];
+          }
+          roots[b] = static_cast<Token>(rng() % 111);
+        }
+        keep_accepted(plan, accepted, keep);
+        contiguous.commit(keep);
+        paged.commit(keep);
+        ASSERT_TRUE(std::equal(contiguous.lengths().begin(), contiguous.lengths().end(), paged.lengths().begin(), paged.lengths().end()));
+        expect_blocks_accounted(paged);
+        // Leaves: a random sequence drops out now and then.
+        if (!roots.empty() && rng() % 3 == 0) {
+          const auto b = static_cast<std::int64_t>(rng() % roots.size());
+          contiguous.remove(b);
+          paged.remove(b);
+          roots.erase(roots.begin() + b);
+          expect_blocks_accounted(paged);
+        }
+      }
+      while (paged.batch() > 0) paged.remove(paged.batch() - 1);
+      EXPECT_EQ(paged.free_blocks(), paged.num_blocks()) << "blocks leaked";
     }
-  EXPECT_EQ(in.positions[0][3].item<std::int64_t>(), 4);  // depth 2 after 2 cached tokens
-  EXPECT_EQ(in.ids[0][3].item<std::int64_t>(), 6);
-  EXPECT_EQ(in.positions[1][1].item<std::int64_t>(), 4);
+  }
+}
+
+TEST(KvStores, RejectBadUse) {
+  const auto model = LlamaModel::random(small_config(), 1);
+  ContiguousKvStore contiguous(model.kv_layout(), 8);
+  PagedKvStore paged(model.kv_layout(), 3, 2);  // 6 entries in all
+  for (int b = 0; b < 2; ++b) {
+    contiguous.add();
+    paged.add();
+  }
+  StepPlan plan;
+  const std::vector<LinearTree> long_chains(2, LinearTree::chain(std::vector<Token>(9, 3)));
+  plan_step(long_chains, {}, contiguous.lengths(), 0, plan);
+  refdec_test::expect_error([&] { contiguous.begin_step(plan); }, "more than the capacity 8");
+  refdec_test::expect_error([&] { paged.begin_step(plan); }, "only 3 of 3 are free");
+  EXPECT_EQ(paged.free_blocks(), 3) << "a refused step allocates nothing";
+  const std::vector<LinearTree> chains(2, LinearTree::chain(std::vector<Token>{3, 4}));
+  plan_step(chains, {}, contiguous.lengths(), 0, plan);
+  const std::vector<LinearTree> one(1, LinearTree::chain(std::vector<Token>{3}));
+  StepPlan small;
+  plan_step(one, {}, std::vector<std::int64_t>{0}, 0, small);
+  refdec_test::expect_error([&] { contiguous.begin_step(small); }, "a plan of 1 sequences for a store of 2");
+  refdec_test::expect_error([&] { paged.begin_step(small); }, "a plan of 1 sequences for a store of 2");
+  KeepPlan keep;
+  keep.indptr = {0, 2, 3};
+  keep.rows = {1, 0, 0};
+  keep.lengths = {2, 1};
+  refdec_test::expect_error([&] { contiguous.commit(keep); }, "without a step");
+  contiguous.begin_step(plan);
+  paged.begin_step(plan);
+  refdec_test::expect_error([&] { contiguous.commit(keep); }, "keeps step row 0 (rows must increase");
+  refdec_test::expect_error([&] { paged.commit(keep); }, "keeps step row 0 (rows must increase");
+  keep.rows = {0, 1, 0};
+  keep.lengths = {2, 2};
+  refdec_test::expect_error([&] { paged.commit(keep); }, "sequence 1 keeps 1 rows but its new length is 2");
+  refdec_test::expect_error([&] { contiguous.remove(2); }, "sequence 2 out of range [0, 2)");
+  refdec_test::expect_error([&] { paged.read(0, -1); }, "sequence -1 out of range");
+  refdec_test::expect_error([] { ContiguousKvStore(KvLayout{1, 1, 1, {}}, 0); }, "capacity must be positive");
+  refdec_test::expect_error([] { PagedKvStore(KvLayout{1, 1, 1, {}}, 0, 4); }, "must be positive");
+  refdec_test::expect_error([] { PagedKvStore(KvLayout{0, 1, 1, {}}, 4, 4); }, "sizes must be positive");
 }
 
 // Auxiliary tokens (a lookahead window) ride in the step: each computes exactly what its causal
 // chain (the root and the tokens it sees, by position) computes as a plain sequence, and the draft
 // tree's logits do not change.
-TEST(StepInputs, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
+TEST(LlamaModel, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
   const auto model = LlamaModel::random(small_config(), 13, at::kFloat);
   std::mt19937 rng(17);
   std::uniform_int_distribution<Token> tok(3, 110);
   const std::vector<std::vector<Token>> prefixes = {{1, 4, 5, 6, 7, 8}, {1, 9}};
-  // A cache holding every prefix token but the last (the step's root).
+  // A store holding every prefix token but the last (the step's root).
   const auto prefilled = [&] {
-    auto cache = model.make_cache(2, 64);
-    std::vector<LinearTree> chains(2);
-    std::vector<std::vector<std::int32_t>> rows(2);
-    for (std::size_t b = 0; b < 2; ++b) {
-      chains[b] = LinearTree::chain(std::span<const Token>(prefixes[b]).first(prefixes[b].size() - 1));
-      for (std::int32_t i = 0; i < chains[b].size(); ++i) rows[b].push_back(i);
-    }
-    const auto pin = build_step_inputs(chains, cache.lengths());
-    model.forward(pin.ids, pin.positions, pin.mask, cache);
-    cache.commit(rows);
-    return cache;
+    ContiguousKvStore store(model.kv_layout(), 64);
+    prefill(model, store, {std::vector<Token>(prefixes[0].begin(), prefixes[0].end() - 1),
+                           std::vector<Token>(prefixes[1].begin(), prefixes[1].end() - 1)});
+    return store;
   };
-  auto cache = prefilled();
+  auto store = prefilled();
   std::vector<LinearTree> trees(2);
   std::vector<AuxBlock> aux(2);
   for (std::size_t b = 0; b < 2; ++b) {
@@ -277,38 +496,33 @@ TEST(StepInputs, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
     }
     d.auxiliary(aux[b]);
   }
-  const auto lengths = cache.lengths();
-  const auto without = build_step_inputs(trees, lengths);
-  const auto in = build_step_inputs(trees, lengths, aux);
-  const auto logits = model.forward(in.ids, in.positions, in.mask, cache);
-  for (std::size_t b = 0; b < 2; ++b) {
-    const auto nodes = static_cast<std::int64_t>(trees[b].size());
-    // Tree rows never see auxiliary slots, and auxiliary rows see no draft node but the root.
-    for (std::int64_t t = 0; t < nodes; ++t)
-      for (std::int64_t j = 0; j < aux[b].size(); ++j)
-        EXPECT_FALSE(in.mask[static_cast<std::int64_t>(b)][t][lengths[b] + nodes + j].item<bool>());
-    for (std::int64_t j = 0; j < aux[b].size(); ++j) {
-      for (std::int64_t t = 1; t < nodes; ++t)
-        EXPECT_FALSE(in.mask[static_cast<std::int64_t>(b)][nodes + j][lengths[b] + t].item<bool>());
-      std::vector<std::pair<std::int32_t, Token>> chain = {{0, prefixes[b].back()}};
-      for (std::int32_t k = 1; k <= aux[b].size(); ++k)
-        if (aux[b].attends(static_cast<std::int32_t>(j), k))
-          chain.emplace_back(aux[b].offset[static_cast<std::size_t>(k - 1)], aux[b].tokens[static_cast<std::size_t>(k - 1)]);
+  StepPlan with, without;
+  plan_step(trees, aux, store.lengths(), model.vocab_size(), with);
+  plan_step(trees, {}, store.lengths(), model.vocab_size(), without);
+  const auto logits = model.forward(with, store);
+  for (std::int32_t b = 0; b < 2; ++b) {
+    const auto u = static_cast<std::size_t>(b);
+    const std::int64_t nodes = trees[u].size(), first = with.indptr[u];
+    ASSERT_GT(aux[u].size(), 0);
+    for (std::int32_t j = 0; j < aux[u].size(); ++j) {
+      std::vector<std::pair<std::int32_t, Token>> chain = {{0, prefixes[u].back()}};
+      for (std::int32_t k = 1; k <= aux[u].size(); ++k)
+        if (aux[u].attends(j, k)) chain.emplace_back(aux[u].offset[static_cast<std::size_t>(k - 1)], aux[u].tokens[static_cast<std::size_t>(k - 1)]);
       std::sort(chain.begin(), chain.end());
-      std::vector<Token> seq = prefixes[b];
+      std::vector<Token> seq = prefixes[u];
       for (std::size_t i = 1; i < chain.size(); ++i) seq.push_back(chain[i].second);
       const auto want = causal_logits(model, seq)[static_cast<std::int64_t>(seq.size()) - 1];
-      EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)][nodes + j], want, 1e-4, 1e-4))
-          << "sequence " << b << " auxiliary token " << j;
+      EXPECT_TRUE(at::allclose(logits[first + nodes + j], want, 1e-4, 1e-4)) << "sequence " << b << " auxiliary token " << j;
     }
   }
   // The same step without the auxiliary tokens gives the same tree logits.
-  auto cache2 = prefilled();
-  const auto plain = model.forward(without.ids, without.positions, without.mask, cache2);
-  for (std::size_t b = 0; b < 2; ++b) {
-    const auto nodes = static_cast<std::int64_t>(trees[b].size());
-    EXPECT_TRUE(at::allclose(logits[static_cast<std::int64_t>(b)].slice(0, 0, nodes),
-                             plain[static_cast<std::int64_t>(b)].slice(0, 0, nodes), 1e-5, 1e-5));
+  auto store2 = prefilled();
+  const auto plain = model.forward(without, store2);
+  for (std::int32_t b = 0; b < 2; ++b) {
+    const auto u = static_cast<std::size_t>(b);
+    const std::int64_t nodes = trees[u].size();
+    EXPECT_TRUE(at::allclose(logits.slice(0, with.indptr[u], with.indptr[u] + nodes),
+                             plain.slice(0, without.indptr[u], without.indptr[u] + nodes), 1e-5, 1e-5));
   }
 }
 
@@ -320,8 +534,10 @@ TEST(Calibration, MeasuresEveryStepSize) {
   EXPECT_EQ(samples[0].first, 1u);
   EXPECT_EQ(samples[2].first, 96u);
   for (const auto& [n, s] : samples) EXPECT_GT(s, 0.0) << n;
+  // Timings are noisy: only their structure is checked here (what the cost model makes of
+  // samples is tested with injected timings in tests/core/step_cost_test.cpp).
   const auto cost = StepCost::calibrated(samples);
-  EXPECT_DOUBLE_EQ(cost.seconds(4), samples[1].second);
+  EXPECT_GE(cost.seconds(4), cost.seconds(1));
   EXPECT_THROW(measure_step_cost(model, {.tokens = {}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.tokens = {0, 2}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.repeats = 0}), Error);

@@ -16,6 +16,8 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_cost.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/verifier.hpp"
 
@@ -30,9 +32,10 @@ struct CalibrationOptions {
 };
 
 /// Median wall time of one forward pass per step size, as (tokens, seconds) samples for
-/// StepCost::calibrated(). Each step is a chain of `tokens` tokens after `context` cached ones;
-/// the cache is never committed, so every run sees the same state. On CUDA the time includes a
-/// synchronisation, as a real step ends with a copy of its result to the host.
+/// StepCost::calibrated(). Each step is a chain of `tokens` tokens after `context` cached ones,
+/// verified as a session verifies (plan_step, verify) but never committed, so every run sees the
+/// same state. On CUDA the time includes a synchronisation, as a real step ends with a copy of its
+/// result to the host.
 template <CausalLM M>
 std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options = {}) {
   REFDEC_CHECK(!options.tokens.empty(), "calibration: no step sizes to time");
@@ -42,20 +45,22 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
   const std::size_t largest = *std::max_element(options.tokens.begin(), options.tokens.end());
   REFDEC_CHECK(std::all_of(options.tokens.begin(), options.tokens.end(), [](std::size_t n) { return n > 0; }),
                "calibration: step sizes must be positive");
-  KvCache cache = model.make_cache(options.batch, options.context + static_cast<std::int64_t>(largest) + 1);
+  ContiguousKvStore store(model.kv_layout(), options.context + static_cast<std::int64_t>(largest) + 1);
   const auto B = static_cast<std::size_t>(options.batch);
+  for (std::size_t b = 0; b < B; ++b) store.add();
   // Token ids are arbitrary: the cost of a step does not depend on them.
   const auto token = [&](std::size_t i) { return static_cast<Token>((i * 7919) % static_cast<std::size_t>(model.vocab_size())); };
-  if (options.context > 0) {
+  StepPlan plan;
+  Verification verification;
+  StepTimes times;
+  if (options.context > 0) {  // the cached prefix: a prefill step, committed
     std::vector<Token> prefix(static_cast<std::size_t>(options.context));
     for (std::size_t i = 0; i < prefix.size(); ++i) prefix[i] = token(i);
-    std::vector<LinearTree> chains(B, LinearTree::chain(prefix));
-    std::vector<std::vector<std::int32_t>> kept(B);
-    for (auto& k : kept)
-      for (std::int32_t i = 0; i < static_cast<std::int32_t>(prefix.size()); ++i) k.push_back(i);
-    const StepInputs in = build_step_inputs(chains, cache.lengths());
-    model.forward(in.ids, in.positions, in.mask, cache);
-    cache.commit(kept);
+    const std::vector<LinearTree> chains(B, LinearTree::chain(prefix));
+    const std::vector<std::uint8_t> prefill(B, 1);
+    plan_step(chains, {}, store.lengths(), model.vocab_size(), plan);
+    verify(model, store, plan, verification, times, StepExtras{.prefill = prefill});
+    store.commit(verification.keep);
   }
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<std::size_t, double>> samples;
@@ -63,17 +68,17 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
     std::vector<Token> step(n);
     for (std::size_t i = 0; i < n; ++i) step[i] = token(i + 1);
     const std::vector<LinearTree> chains(B, LinearTree::chain(step));
-    std::vector<double> times;
+    std::vector<double> times_n;
     for (int r = 0; r <= options.repeats; ++r) {
+      // The verification step a session runs (plan, forward, argmax copied to the host, walk),
+      // never committed, so every run sees the same cache.
       const auto t0 = Clock::now();
-      const StepInputs in = build_step_inputs(chains, cache.lengths());
-      // The argmax's copy to the host waits for the device, as in a real step.
-      const at::Tensor logits = model.forward(in.ids, in.positions, in.mask, cache);
-      (void)logits.argmax(-1).to(at::kCPU);
-      if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      plan_step(chains, {}, store.lengths(), model.vocab_size(), plan);
+      verify(model, store, plan, verification, times);
+      if (r > 0) times_n.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-    samples.emplace_back(n, times[times.size() / 2]);
+    std::nth_element(times_n.begin(), times_n.begin() + static_cast<std::ptrdiff_t>(times_n.size() / 2), times_n.end());
+    samples.emplace_back(n, times_n[times_n.size() / 2]);
   }
   return samples;
 }

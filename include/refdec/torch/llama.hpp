@@ -1,7 +1,8 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// A reference Llama-family model: RMSNorm, rotary embeddings, grouped-query attention under an
-// arbitrary mask over cache + new tokens, SwiGLU, tied or untied output.
+// A reference Llama-family model: RMSNorm, rotary embeddings, grouped-query attention over a step
+// plan (each row sees its sequence's cached prefix and the step rows its mask lists), SwiGLU,
+// tied or untied output. It runs over any KvStore.
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -13,7 +14,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/kv_cache.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/kv_store.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -77,8 +79,8 @@ struct LlamaWeights {
   at::Tensor output;      // [vocab_size, dim]; the embedding itself when tied
 };
 
-/// The reference Llama-family model. forward() runs B sequences of T new tokens each against the
-/// KV cache under an explicit attention mask, so one call verifies a whole draft tree per sequence.
+/// The reference Llama-family model. forward() runs a step plan (a draft tree and auxiliary tokens
+/// per sequence) against any KV store, so one call verifies every sequence's tree.
 class LlamaModel {
  public:
   /// Takes ownership of `weights` after checking every shape against `config`.
@@ -159,56 +161,73 @@ class LlamaModel {
     return LlamaModel(config_, std::move(w));
   }
 
-  /// An empty cache for `batch` sequences of up to `capacity` entries each.
-  KvCache make_cache(std::int64_t batch, std::int64_t capacity) const {
-    return KvCache(config_.n_layers, batch, capacity, config_.n_kv_heads, config_.head_dim(),
-                   at::TensorOptions().dtype(dtype()).device(device()));
+  /// What the model stores per token, for building a KV store.
+  KvLayout kv_layout() const {
+    return {config_.n_layers, config_.n_kv_heads, config_.head_dim(), at::TensorOptions().dtype(dtype()).device(device())};
   }
 
-  /// Runs T new tokens for each of B sequences.
-  /// - `ids`: [B, T] int64 token ids;
-  /// - `positions`: [B, T] int64 rotary positions;
-  /// - `mask`: [B, T, S] bool, true where a new token may attend to cache slot s, S <= capacity;
-  ///   new token t of sequence b is stored at slot cache.lengths()[b] + t before attention.
-  /// Returns logits [B, T, vocab_size] in float32 (float64 for a float64 model).
-  at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, const at::Tensor& mask, KvCache& cache) const {
-    TORCH_CHECK(ids.dim() == 2 && positions.sizes() == ids.sizes(), "LlamaModel::forward: ids ", ids.sizes(),
-                " and positions ", positions.sizes(), " must both be [B, T]");
-    const std::int64_t B = ids.size(0), T = ids.size(1), S = mask.size(-1);
-    TORCH_CHECK(mask.dim() == 3 && mask.size(0) == B && mask.size(1) == T && S <= cache.capacity(),
-                "LlamaModel::forward: mask ", mask.sizes(), " must be [B, T, S <= capacity]");
-    TORCH_CHECK(cache.batch() == B, "LlamaModel::forward: cache batch ", cache.batch(), " != ", B);
+  /// Runs the step `plan` over `store` (whose sequences are the plan's, in order): writes every
+  /// row's keys and values with store.write(), and lets row i of sequence b attend to the
+  /// sequence's cached entries and to the step rows plan.sees(b, i, .). Returns logits
+  /// [plan.rows(), vocab_size] in float32 (float64 for a float64 model). Never builds a mask over
+  /// the cache: per sequence, scores over cached entries and step rows come from one product, and
+  /// only the step columns get the plan's [rows(b), rows(b)] mask.
+  template <KvStore Store>
+  at::Tensor forward(const StepPlan& plan, Store& store) const {
+    const std::int64_t R = plan.rows();
+    REFDEC_CHECK(R > 0, "LlamaModel::forward: the plan has no rows");
+    REFDEC_CHECK(static_cast<std::int64_t>(plan.tokens.size()) == R && static_cast<std::int64_t>(plan.positions.size()) == R,
+                 "LlamaModel::forward: the plan has " << plan.tokens.size() << " tokens and " << plan.positions.size()
+                                                      << " positions for " << R << " rows");
+    for (std::int64_t r = 0; r < R; ++r)
+      REFDEC_CHECK(plan.tokens[static_cast<std::size_t>(r)] >= 0 && plan.tokens[static_cast<std::size_t>(r)] < config_.vocab_size,
+                   "LlamaModel::forward: row " << r << " has token id " << plan.tokens[static_cast<std::size_t>(r)]
+                                               << " outside the vocabulary [0, " << config_.vocab_size << ")");
     const std::int64_t H = config_.n_heads, KV = config_.n_kv_heads, D = config_.head_dim(), G = H / KV;
     const auto dt = dtype();
     const auto compute = at::promote_types(dt, at::kFloat);  // norms and softmax in at least fp32
+    const auto opts = at::TensorOptions().dtype(dt).device(device());
 
-    cache.begin_step(T);
-    const auto [cos, sin] = rotary(positions.to(device()));  // [B, T, 1, D/2] each
-    // Additive mask, broadcast over kv heads and query groups: [B, 1, 1, T, S].
-    const auto bias = at::zeros({B, 1, 1, T, S}, at::TensorOptions().dtype(dt).device(device()))
-                          .masked_fill_(mask.to(device()).logical_not().view({B, 1, 1, T, S}),
-                                        -std::numeric_limits<double>::infinity());
+    store.begin_step(plan);
+    const auto ids = at::tensor(at::ArrayRef<Token>(plan.tokens), at::kInt).to(device(), at::kLong);  // [R]
+    const auto [cos, sin] = rotary(at::tensor(at::ArrayRef<std::int64_t>(plan.positions), at::kLong).to(device()));  // [R, 1, D/2]
+    // Additive step-local masks: [rows(b), rows(b)] per sequence, 0 where the plan's bit is set.
+    std::vector<at::Tensor> bias;
+    for (std::int32_t b = 0; b < plan.batch(); ++b) {
+      const std::int32_t n = plan.rows(b);
+      auto host = at::full({n, n}, -std::numeric_limits<double>::infinity(), at::TensorOptions().dtype(at::kFloat));
+      float* hp = host.data_ptr<float>();
+      for (std::int32_t i = 0; i < n; ++i)
+        for (std::int32_t j = 0; j < n; ++j)
+          if (plan.sees(b, i, j)) hp[static_cast<std::int64_t>(i) * n + j] = 0.0f;
+      bias.push_back(host.to(opts));
+    }
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
 
-    auto x = at::embedding(w_.embedding, ids.to(device()));  // [B, T, dim]
+    auto x = at::embedding(w_.embedding, ids);  // [R, dim]
+    std::vector<at::Tensor> heads(static_cast<std::size_t>(plan.batch()));
     for (std::int64_t li = 0; li < config_.n_layers; ++li) {
       const auto& l = w_.layers[static_cast<std::size_t>(li)];
       auto h = rms_norm(x, l.attn_norm, compute);
-      auto q = rope(at::linear(h, l.wq).view({B, T, H, D}), cos, sin);
-      auto k = rope(at::linear(h, l.wk).view({B, T, KV, D}), cos, sin);
-      auto v = at::linear(h, l.wv).view({B, T, KV, D});
-      cache.write(li, k, v);
-      const auto keys = cache.keys(li).narrow(1, 0, S).permute({0, 2, 3, 1});    // [B, KV, D, S]
-      const auto vals = cache.values(li).narrow(1, 0, S).permute({0, 2, 1, 3});  // [B, KV, S, D]
-      // Query head h reads kv head h / G: group the G query heads of a kv head together.
-      const auto qg = q.permute({0, 2, 1, 3}).reshape({B, KV, G * T, D});  // [B, KV, G*T, D]
-      auto scores = (at::matmul(qg, keys) * scale).view({B, KV, G, T, S}) + bias;
-      auto probs = at::softmax(scores, -1, compute).to(dt).view({B, KV, G * T, S});
-      auto attn = at::matmul(probs, vals)                   // [B, KV, G*T, D]
-                      .view({B, H, T, D})
-                      .permute({0, 2, 1, 3})
-                      .reshape({B, T, H * D});
-      x = x + at::linear(attn, l.wo);
+      const auto q = rope(at::linear(h, l.wq).view({R, H, D}), cos, sin);
+      const auto k = rope(at::linear(h, l.wk).view({R, KV, D}), cos, sin);
+      const auto v = at::linear(h, l.wv).view({R, KV, D});
+      store.write(li, k, v);
+      for (std::int32_t b = 0; b < plan.batch(); ++b) {
+        const std::int64_t n = plan.rows(b), first = plan.indptr[static_cast<std::size_t>(b)];
+        const auto [keys, values] = store.read(li, b);  // [S, KV, D] each: cached entries, then the step rows
+        const std::int64_t S = keys.size(0);
+        // Query head h reads kv head h / G: group the G query heads of a kv head together.
+        const auto qg = q.narrow(0, first, n).permute({1, 0, 2}).reshape({KV, G * n, D});  // [KV, G*n, D]
+        auto scores = (at::matmul(qg, keys.permute({1, 2, 0})) * scale).view({KV, G, n, S});
+        scores.narrow(-1, S - n, n).add_(bias[static_cast<std::size_t>(b)]);
+        const auto probs = at::softmax(scores, -1, compute).to(dt).view({KV, G * n, S});
+        heads[static_cast<std::size_t>(b)] = at::matmul(probs, values.permute({1, 0, 2}))  // [KV, G*n, D]
+                                                 .view({H, n, D})
+                                                 .permute({1, 0, 2})
+                                                 .reshape({n, H * D});
+      }
+      x = x + at::linear(plan.batch() == 1 ? heads[0] : at::cat(heads, 0), l.wo);
       h = rms_norm(x, l.ffn_norm, compute);
       x = x + at::linear(at::silu(at::linear(h, l.w1)) * at::linear(h, l.w3), l.w2);
     }
@@ -228,22 +247,22 @@ class LlamaModel {
     return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps)).to(x.scalar_type()) * w;
   }
 
-  // cos and sin of position * inverse frequency, computed in float64: [B, T, 1, D/2] each.
+  // cos and sin of position * inverse frequency, computed in float64: [R, 1, D/2] each.
   std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions) const {
     const auto angles = positions.to(at::kDouble).unsqueeze(-1) * inv_freq_.to(positions.device());
-    const auto cs = at::cos(angles).to(dtype()).unsqueeze(2);
-    const auto sn = at::sin(angles).to(dtype()).unsqueeze(2);
+    const auto cs = at::cos(angles).to(dtype()).unsqueeze(1);
+    const auto sn = at::sin(angles).to(dtype()).unsqueeze(1);
     return {cs, sn};
   }
 
-  // x: [B, T, heads, D].
+  // x: [R, heads, D].
   at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const {
     const std::int64_t half = x.size(-1) / 2;
     if (config_.rope_style == RopeStyle::kHalf) {
       const auto x0 = x.narrow(-1, 0, half), x1 = x.narrow(-1, half, half);
       return at::cat({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1);
     }
-    const auto pairs = x.reshape({x.size(0), x.size(1), x.size(2), half, 2});  // [B, T, heads, D/2, 2]
+    const auto pairs = x.reshape({x.size(0), x.size(1), half, 2});  // [R, heads, D/2, 2]
     const auto x0 = pairs.select(-1, 0), x1 = pairs.select(-1, 1);
     return at::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
   }

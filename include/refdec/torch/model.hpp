@@ -8,20 +8,24 @@
 #include <cstdint>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/kv_cache.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/contiguous_kv_store.hpp"
+#include "refdec/torch/kv_store.hpp"
+#include "refdec/torch/paged_kv_store.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
-/// A causal language model that the verifier can drive:
-/// - `forward(ids [B, T] int64, positions [B, T] int64, mask [B, T, S] bool, cache)` stores the T
-///   new tokens of sequence b at cache slots lengths[b] + t, lets new token t attend to the slots
-///   where mask[b, t] is true, and returns logits [B, T, vocab];
-/// - `make_cache(batch, capacity)` allocates a matching KvCache;
+/// A causal language model that the verifier can drive over either of refdec's KV stores:
+/// - `forward(plan, store)` runs the step plan: writes the keys and values of every plan row into
+///   the store and returns logits [plan.rows(), vocab] (row i of sequence b attends to the
+///   sequence's cached entries and to the step rows plan.sees(b, i, .));
+/// - `kv_layout()` says what a store must hold per token;
 /// - `vocab_size()`, `max_seq_len()` (the default context), `device()`.
 template <class M>
-concept CausalLM = requires(const M& m, const at::Tensor& t, KvCache& cache, std::int64_t n) {
-  { m.forward(t, t, t, cache) } -> std::same_as<at::Tensor>;
-  { m.make_cache(n, n) } -> std::same_as<KvCache>;
+concept CausalLM = requires(const M& m, const StepPlan& plan, ContiguousKvStore& contiguous, PagedKvStore& paged) {
+  { m.forward(plan, contiguous) } -> std::same_as<at::Tensor>;
+  { m.forward(plan, paged) } -> std::same_as<at::Tensor>;
+  { m.kv_layout() } -> std::convertible_to<KvLayout>;
   { m.vocab_size() } -> std::convertible_to<std::int64_t>;
   { m.max_seq_len() } -> std::convertible_to<std::int64_t>;
   { m.device() } -> std::convertible_to<at::Device>;

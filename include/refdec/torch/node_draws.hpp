@@ -105,23 +105,26 @@ struct SamplingRow {
 };
 
 /// The draw of every node of `trees` (one per sequence; a tree may be empty) from its processed
-/// distribution with uniform(seed, generated + depth): `[B, T] int32` on the CPU, -1 in padding
-/// rows (node index >= the tree's size). Rows beyond a tree's size are ignored (they may hold
-/// anything). `compute` is the floating type of the processing: at::kDouble (default) matches
-/// LogitsProcessor bit for bit on the CPU; at::kFloat halves the memory traffic and may move a
-/// draw near a boundary of the inverse CDF or a top-p / top-k / argmax tie. Throws on a NaN or
-/// infinite logit at a real node, on invalid settings, and on a malformed tree.
-inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floating, any device
+/// distribution with uniform(seed, generated + depth), over packed logits: node i of tree b is row
+/// indptr[b] + i of `logits` (a step plan's rows). Returns `[R] int32` on the CPU, -1 in rows that
+/// are no tree node (auxiliary rows, gaps). `compute` is the floating type of the processing:
+/// at::kDouble (default) matches LogitsProcessor bit for bit on the CPU; at::kFloat halves the
+/// memory traffic and may move a draw near a boundary of the inverse CDF or a top-p / top-k /
+/// argmax tie. Throws on a NaN or infinite logit at a real node, on invalid settings, and on a
+/// malformed tree.
+inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, any device
+                             std::span<const std::int32_t> indptr,  // [B + 1] first row of each tree
                              std::span<const LinearTree> trees, std::span<const SamplingRow> rows,
                              at::ScalarType compute = at::kDouble) {
-  TORCH_CHECK(logits.dim() == 3 && at::isFloatingType(logits.scalar_type()),
-              "node_draws: logits must be a [B, T, vocab] floating tensor, got ", logits.sizes(), " ",
+  TORCH_CHECK(logits.dim() == 2 && at::isFloatingType(logits.scalar_type()),
+              "node_draws: logits must be a [rows, vocab] floating tensor, got ", logits.sizes(), " ",
               logits.scalar_type());
   TORCH_CHECK(compute == at::kDouble || compute == at::kFloat, "node_draws: compute type must be float or double, got ",
               compute);
-  const std::int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-  TORCH_CHECK(static_cast<std::int64_t>(trees.size()) == B && static_cast<std::int64_t>(rows.size()) == B,
-              "node_draws: ", trees.size(), " trees and ", rows.size(), " sampling rows for a batch of ", B);
+  const auto B = static_cast<std::int64_t>(trees.size());
+  const std::int64_t R = logits.size(0), V = logits.size(1);
+  TORCH_CHECK(static_cast<std::int64_t>(rows.size()) == B && static_cast<std::int64_t>(indptr.size()) == B + 1,
+              "node_draws: ", trees.size(), " trees, ", rows.size(), " sampling rows and ", indptr.size(), " row offsets do not match");
   TORCH_CHECK(V > 0 && V <= std::numeric_limits<std::int32_t>::max(), "node_draws: vocabulary size ", V);
   const at::Device device = logits.device();
 
@@ -131,7 +134,9 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floatin
   for (std::int64_t b = 0; b < B; ++b) {
     const LinearTree& tree = trees[static_cast<std::size_t>(b)];
     const SamplingRow& row = rows[static_cast<std::size_t>(b)];
-    TORCH_CHECK(tree.size() <= T, "node_draws: tree ", b, " has ", tree.size(), " nodes but the logits only ", T, " rows");
+    const std::int64_t first_row = indptr[static_cast<std::size_t>(b)], end_row = indptr[static_cast<std::size_t>(b) + 1];
+    TORCH_CHECK(first_row >= 0 && first_row + tree.size() <= end_row && end_row <= R, "node_draws: tree ", b, " has ", tree.size(),
+                " nodes but rows [", first_row, ", ", end_row, ") of ", R);
     TORCH_CHECK(tree.parent.size() == tree.tokens.size(), "node_draws: tree ", b, " has ", tree.parent.size(),
                 " parents for ", tree.size(), " nodes");
     row.options.validate();
@@ -147,7 +152,7 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floatin
     if (tree.size() > 0) (row.options.is_greedy() ? any_greedy : any_sampled) = true;
     N += tree.size();
   }
-  if (N == 0) return at::full({B, T}, -1, at::kInt);
+  if (N == 0) return at::full({R}, -1, at::kInt);
 
   std::vector<std::int32_t> depth;  // [N] depth of each real node
   depth.reserve(static_cast<std::size_t>(N));
@@ -193,7 +198,7 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floatin
         rp[kFrequency * N + n] = o.frequency_penalty;
         rp[kTopP * N + n] = o.top_p;
         rp[kMinP * N + n] = o.min_p;
-        ip[kGather * N + n] = b * T + i;
+        ip[kGather * N + n] = indptr[static_cast<std::size_t>(b)] + i;
         ip[kSequence * N + n] = b;
         ip[kTopK * N + n] = use_k ? o.top_k : 0;
         ip[kGreedy * N + n] = greedy ? 1 : 0;
@@ -217,7 +222,7 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floatin
   const auto col = [&](std::int64_t which) { return real[which].unsqueeze(1).to(compute); };  // [N, 1]
   const auto dopts = at::TensorOptions(device);
 
-  const auto raw = logits.reshape({B * T, V}).index_select(0, ints[kGather]);  // [N, V] logits' type
+  const auto raw = logits.index_select(0, ints[kGather]);  // [N, V] logits' type
   const auto finite = at::isfinite(raw).all(1);                                  // [N] bool
   auto z = raw.to(compute);                                                       // [N, V] compute
 
@@ -287,13 +292,25 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floatin
   }
   // -2 marks a real node with a non-finite logit (checked on the host after the one copy back).
   draws = at::where(finite, draws, at::full({}, -2, dopts.dtype(at::kLong)));
-  const auto out = at::full({B * T}, -1, dopts.dtype(at::kInt)).index_copy_(0, ints[kGather], draws.to(at::kInt))
-                       .view({B, T}).to(at::kCPU);  // [B, T] int32
+  const auto out = at::full({R}, -1, dopts.dtype(at::kInt)).index_copy_(0, ints[kGather], draws.to(at::kInt)).to(at::kCPU);  // [R] int32
   const auto* op = out.data_ptr<std::int32_t>();
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t i = 0; i < trees[static_cast<std::size_t>(b)].size(); ++i)
-      TORCH_CHECK(op[b * T + i] != -2, "node_draws: a logit of node ", i, " of sequence ", b, " is not finite");
+      TORCH_CHECK(op[indptr[static_cast<std::size_t>(b)] + i] != -2, "node_draws: a logit of node ", i, " of sequence ", b, " is not finite");
   return out;
+}
+
+/// node_draws() over padded logits: node i of tree b is row [b, i]. Returns `[B, T] int32` on the
+/// CPU, -1 in padding rows.
+inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floating, any device
+                             std::span<const LinearTree> trees, std::span<const SamplingRow> rows,
+                             at::ScalarType compute = at::kDouble) {
+  TORCH_CHECK(logits.dim() == 3, "node_draws: logits must be a [B, T, vocab] floating tensor, got ", logits.sizes());
+  const std::int64_t B = logits.size(0), T = logits.size(1);
+  TORCH_CHECK(static_cast<std::int64_t>(trees.size()) == B, "node_draws: ", trees.size(), " trees for a batch of ", B);
+  std::vector<std::int32_t> indptr;  // [B + 1]
+  for (std::int64_t b = 0; b <= B; ++b) indptr.push_back(static_cast<std::int32_t>(b * T));
+  return node_draws(logits.reshape({B * T, logits.size(2)}), indptr, trees, rows, compute).view({B, T});
 }
 
 REFDEC_NAMESPACE_END

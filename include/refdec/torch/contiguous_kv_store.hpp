@@ -1,0 +1,127 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The contiguous KV store: each sequence owns one preallocated buffer of `capacity` entries, so
+// that read() is a view, never a copy. Sequences join and leave between steps.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/kv_store.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Keys and values of every layer, one buffer of `capacity` entries per sequence (KvStore).
+class ContiguousKvStore {
+ public:
+  /// A store whose sequences hold up to `capacity` entries each: cached ones plus one step's rows.
+  ContiguousKvStore(KvLayout layout, std::int64_t capacity) : layout_(std::move(layout)), capacity_(capacity) {
+    layout_.validate();
+    REFDEC_CHECK(capacity > 0, "ContiguousKvStore: capacity must be positive, got " << capacity);
+  }
+
+  const KvLayout& layout() const { return layout_; }
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t batch() const { return static_cast<std::int64_t>(buffers_.size()); }
+  /// [batch] cached entries per sequence.
+  std::span<const std::int64_t> lengths() const { return lengths_; }
+
+  /// Appends an empty sequence (allocating its buffer) and returns its index.
+  std::int64_t add() {
+    // [2 (keys, values), layers, capacity, kv_heads, head_dim]
+    buffers_.push_back(at::empty({2, layout_.layers, capacity_, layout_.kv_heads, layout_.head_dim}, layout_.options));
+    lengths_.push_back(0);
+    rows_.push_back(0);
+    indptr_.clear();  // a step in progress is abandoned
+    return batch() - 1;
+  }
+
+  /// Drops sequence `b` (its buffer is freed); later sequences move down by one.
+  void remove(std::int64_t b) {
+    check_index(b);
+    indptr_.clear();  // a step in progress is abandoned
+    buffers_.erase(buffers_.begin() + b);
+    lengths_.erase(lengths_.begin() + b);
+    rows_.erase(rows_.begin() + b);
+  }
+
+  /// Prepares `plan`'s step: its rows go after each sequence's cached entries.
+  void begin_step(const StepPlan& plan) {
+    detail::check_plan_matches(plan, lengths_, "ContiguousKvStore");
+    for (std::int32_t b = 0; b < plan.batch(); ++b) {
+      REFDEC_CHECK(lengths_[static_cast<std::size_t>(b)] + plan.rows(b) <= capacity_,
+                   "ContiguousKvStore: sequence " << b << " needs " << lengths_[static_cast<std::size_t>(b)] + plan.rows(b)
+                                                  << " entries (cached + step rows), more than the capacity " << capacity_);
+      rows_[static_cast<std::size_t>(b)] = plan.rows(b);
+    }
+    indptr_ = plan.indptr;
+  }
+
+  /// Writes one layer's keys and values of every plan row, each [R, kv_heads, head_dim].
+  void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) {
+    REFDEC_CHECK(!indptr_.empty(), "ContiguousKvStore: write() outside a step");
+    REFDEC_CHECK(k.size(0) == indptr_.back() && v.size(0) == indptr_.back(),
+                 "ContiguousKvStore: write of " << k.size(0) << " rows in a step of " << indptr_.back());
+    for (std::size_t b = 0; b < buffers_.size(); ++b) {
+      const std::int64_t first = indptr_[b], n = rows_[b];
+      const std::int64_t len = lengths_[b];
+      at::Tensor& buffer = buffers_[b];
+      buffer[0][layer].narrow(0, len, n).copy_(k.narrow(0, first, n));
+      buffer[1][layer].narrow(0, len, n).copy_(v.narrow(0, first, n));
+    }
+  }
+
+  /// Sequence `b`'s cached entries then its step rows: keys and values, each a view
+  /// [lengths()[b] + step rows, kv_heads, head_dim].
+  std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
+    check_index(b);
+    const auto u = static_cast<std::size_t>(b);
+    const std::int64_t n = lengths_[u] + rows_[u];
+    return {buffers_[u][0][layer].narrow(0, 0, n), buffers_[u][1][layer].narrow(0, 0, n)};
+  }
+
+  /// Applies `keep` to the step begun last: the kept rows of each sequence move to its entries
+  /// lengths()[b], lengths()[b] + 1, ... and its length becomes keep.lengths[b].
+  void commit(const KeepPlan& keep) {
+    REFDEC_CHECK(!indptr_.empty(), "ContiguousKvStore: commit() without a step");
+    detail::check_keep(keep, indptr_, lengths_, "ContiguousKvStore");
+    for (std::int32_t b = 0; b < keep.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      const auto rows = keep.kept(b);
+      std::vector<std::int64_t> src, dst;
+      for (std::size_t k = 0; k < rows.size(); ++k)
+        if (rows[k] != static_cast<std::int32_t>(k)) {  // entries already in place stay
+          src.push_back(lengths_[u] + rows[k]);
+          dst.push_back(lengths_[u] + static_cast<std::int64_t>(k));
+        }
+      if (!src.empty()) {
+        // The gather copies, so overlapping sources and destinations are safe.
+        const auto device = buffers_[u].device();
+        const auto s = at::tensor(src, at::kLong).to(device), d = at::tensor(dst, at::kLong).to(device);
+        buffers_[u].index_copy_(2, d, buffers_[u].index_select(2, s));
+      }
+      lengths_[u] = keep.lengths[u];
+      rows_[u] = 0;
+    }
+    indptr_.clear();
+  }
+
+ private:
+  void check_index(std::int64_t b) const {
+    REFDEC_CHECK(b >= 0 && b < batch(), "ContiguousKvStore: sequence " << b << " out of range [0, " << batch() << ")");
+  }
+
+  KvLayout layout_;
+  std::int64_t capacity_;
+  std::vector<at::Tensor> buffers_;    // [batch] each [2, layers, capacity, kv_heads, head_dim]
+  std::vector<std::int64_t> lengths_;  // [batch] cached entries
+  std::vector<std::int64_t> rows_;     // [batch] rows of the current step
+  std::vector<std::int32_t> indptr_;   // [batch + 1] plan rows of the step begun last; empty outside a step
+};
+
+REFDEC_NAMESPACE_END

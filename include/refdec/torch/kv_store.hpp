@@ -1,0 +1,92 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// What a model's attention needs from a KV cache, as a concept, so that one model runs over any
+// cache layout (contiguous_kv_store.hpp, paged_kv_store.hpp, an engine's own).
+//
+// Sequences are numbered 0 .. batch() - 1 in the order of the step plans the store serves: add()
+// appends one, remove(b) drops sequence b and renumbers the later ones down. A step is
+// begin_step(plan) (room for each sequence's step rows after its cached entries), then per layer
+// write() of the step's keys and values and read() of each sequence's cached prefix followed by
+// its step rows, then commit(keep) (keep the accepted rows, drop the rest), or nothing (a step
+// that is only timed, or discarded: the next begin_step() overwrites its rows).
+
+#include <ATen/ATen.h>
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/step_plan.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Shape and type of the keys and values a model stores per token.
+struct KvLayout {
+  std::int64_t layers = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
+  at::TensorOptions options;  ///< dtype and device of the entries
+
+  /// Throws refdec::Error unless every size is positive.
+  void validate() const {
+    REFDEC_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0, "KvLayout: sizes must be positive, got layers=" << layers << " kv_heads="
+                                                                                                        << kv_heads << " head_dim=" << head_dim);
+  }
+};
+
+/// A KV cache a model can attend over:
+/// - `begin_step(plan)`: the plan's sequences are the store's, in order, with the store's lengths;
+///   makes room for plan.rows(b) entries after sequence b's cached ones;
+/// - `write(layer, k, v)`: keys and values of every plan row, each [R, kv_heads, head_dim];
+/// - `read(layer, b)`: sequence b's cached entries then its step rows, keys and values each
+///   [lengths()[b] + plan.rows(b), kv_heads, head_dim];
+/// - `commit(keep)`: keeps the listed step rows after each sequence's cached entries;
+/// - `add()` appends an empty sequence and returns its index, `remove(b)` drops sequence b;
+/// - `batch()`, `lengths()` ([batch] cached entries), `layout()`.
+template <class S>
+concept KvStore = requires(S& s, const S& cs, const StepPlan& plan, const KeepPlan& keep, std::int64_t i,
+                           const at::Tensor& t) {
+  s.begin_step(plan);
+  s.write(i, t, t);
+  { cs.read(i, i) } -> std::same_as<std::pair<at::Tensor, at::Tensor>>;
+  s.commit(keep);
+  { s.add() } -> std::convertible_to<std::int64_t>;
+  s.remove(i);
+  { cs.batch() } -> std::convertible_to<std::int64_t>;
+  { cs.lengths() } -> std::convertible_to<std::span<const std::int64_t>>;
+  { cs.layout() } -> std::convertible_to<KvLayout>;
+};
+
+namespace detail {
+/// Checks that `plan` is a step of the store's sequences: same count, same cached lengths.
+inline void check_plan_matches(const StepPlan& plan, std::span<const std::int64_t> lengths, const char* who) {
+  REFDEC_CHECK(static_cast<std::size_t>(plan.batch()) == lengths.size(),
+               who << ": a plan of " << plan.batch() << " sequences for a store of " << lengths.size());
+  for (std::size_t b = 0; b < lengths.size(); ++b)
+    REFDEC_CHECK(plan.lengths[b] == lengths[b], who << ": sequence " << b << " has " << lengths[b]
+                                                    << " cached entries but the plan assumes " << plan.lengths[b]);
+}
+
+/// Checks a keep plan against the step it follows (`indptr`, [B + 1] plan rows, and `lengths`, [B]
+/// cached entries before it): rows increase within each sequence's step rows and the new lengths
+/// add them up.
+inline void check_keep(const KeepPlan& keep, std::span<const std::int32_t> indptr, std::span<const std::int64_t> lengths,
+                       const char* who) {
+  REFDEC_CHECK(static_cast<std::size_t>(keep.batch()) == lengths.size() && indptr.size() == lengths.size() + 1,
+               who << ": a keep plan of " << keep.batch() << " sequences after a step of " << lengths.size());
+  for (std::int32_t b = 0; b < keep.batch(); ++b) {
+    const auto u = static_cast<std::size_t>(b);
+    const auto rows = keep.kept(b);
+    const std::int32_t step_rows = indptr[u + 1] - indptr[u];
+    for (std::size_t k = 0; k < rows.size(); ++k)
+      REFDEC_CHECK(rows[k] >= 0 && rows[k] < step_rows && (k == 0 || rows[k] > rows[k - 1]),
+                   who << ": sequence " << b << " keeps step row " << rows[k] << " (rows must increase within [0, " << step_rows << "))");
+    REFDEC_CHECK(keep.lengths[u] == lengths[u] + static_cast<std::int64_t>(rows.size()),
+                 who << ": sequence " << b << " keeps " << rows.size() << " rows but its new length is " << keep.lengths[u]);
+  }
+}
+}  // namespace detail
+
+REFDEC_NAMESPACE_END

@@ -1,0 +1,171 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The paged KV store: one pool of fixed-size blocks shared by all sequences, a block table per
+// sequence and a free list (vLLM's PagedAttention layout). A sequence holds only the blocks its
+// entries need: blocks return to the pool when it leaves or when a keep plan shortens it.
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/kv_store.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Keys and values of every layer in `num_blocks` blocks of `block_size` entries (KvStore).
+class PagedKvStore {
+ public:
+  PagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size)
+      : layout_(std::move(layout)), block_size_(block_size) {
+    layout_.validate();
+    REFDEC_CHECK(num_blocks > 0 && block_size > 0 && num_blocks <= (std::int64_t{1} << 31) - 1,
+                 "PagedKvStore: num_blocks and block_size must be positive (num_blocks < 2^31), got num_blocks=" << num_blocks
+                                                                                                  << " block_size=" << block_size);
+    // [2 (keys, values), layers, num_blocks * block_size, kv_heads, head_dim]
+    pool_ = at::zeros({2, layout_.layers, num_blocks * block_size, layout_.kv_heads, layout_.head_dim}, layout_.options);
+    for (std::int64_t i = num_blocks - 1; i >= 0; --i) free_.push_back(static_cast<std::int32_t>(i));
+  }
+
+  const KvLayout& layout() const { return layout_; }
+  std::int64_t block_size() const { return block_size_; }
+  std::int64_t num_blocks() const { return pool_.size(2) / block_size_; }
+  /// Blocks in the free list.
+  std::int64_t free_blocks() const { return static_cast<std::int64_t>(free_.size()); }
+  std::int64_t batch() const { return static_cast<std::int64_t>(tables_.size()); }
+  /// [batch] cached entries per sequence.
+  std::span<const std::int64_t> lengths() const { return lengths_; }
+  /// The blocks of sequence `b`, in order: entry e lives in block table[e / block_size].
+  std::span<const std::int32_t> block_table(std::int64_t b) const {
+    check_index(b);
+    return tables_[static_cast<std::size_t>(b)];
+  }
+
+  /// Appends an empty sequence (no blocks yet) and returns its index.
+  std::int64_t add() {
+    tables_.emplace_back();
+    lengths_.push_back(0);
+    read_index_.emplace_back();
+    step_ = false;
+    return batch() - 1;
+  }
+
+  /// Drops sequence `b` and returns its blocks to the pool; later sequences move down by one.
+  void remove(std::int64_t b) {
+    check_index(b);
+    const auto u = static_cast<std::size_t>(b);
+    free_.insert(free_.end(), tables_[u].rbegin(), tables_[u].rend());
+    tables_.erase(tables_.begin() + b);
+    lengths_.erase(lengths_.begin() + b);
+    read_index_.erase(read_index_.begin() + b);
+    step_ = false;
+  }
+
+  /// Prepares `plan`'s step: allocates the blocks each sequence's step rows need after its cached
+  /// entries. Throws refdec::Error, allocating nothing, when the pool has too few free blocks.
+  void begin_step(const StepPlan& plan) {
+    detail::check_plan_matches(plan, lengths_, "PagedKvStore");
+    std::int64_t wanted = 0;
+    for (std::int32_t b = 0; b < plan.batch(); ++b)
+      wanted += std::max<std::int64_t>(0, blocks_for(lengths_[static_cast<std::size_t>(b)] + plan.rows(b)) -
+                                              static_cast<std::int64_t>(tables_[static_cast<std::size_t>(b)].size()));
+    REFDEC_CHECK(wanted <= free_blocks(), "PagedKvStore: the step needs " << wanted << " more blocks of " << block_size_
+                                                                          << " entries but only " << free_blocks() << " of "
+                                                                          << num_blocks() << " are free");
+    std::vector<std::int64_t> write;  // [R] pool slot of each plan row
+    write.reserve(static_cast<std::size_t>(plan.rows()));
+    for (std::int32_t b = 0; b < plan.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      const std::int64_t end = lengths_[u] + plan.rows(b);
+      while (static_cast<std::int64_t>(tables_[u].size()) < blocks_for(end)) {
+        tables_[u].push_back(free_.back());
+        free_.pop_back();
+      }
+      std::vector<std::int64_t> read(static_cast<std::size_t>(end));  // [cached + step rows] pool slots
+      for (std::int64_t e = 0; e < end; ++e) read[static_cast<std::size_t>(e)] = slot(u, e);
+      write.insert(write.end(), read.begin() + lengths_[u], read.end());
+      read_index_[u] = at::tensor(read, at::kLong).to(pool_.device());
+    }
+    write_index_ = at::tensor(write, at::kLong).to(pool_.device());
+    indptr_ = plan.indptr;
+    step_ = true;
+  }
+
+  /// Writes one layer's keys and values of every plan row, each [R, kv_heads, head_dim].
+  void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) {
+    REFDEC_CHECK(step_, "PagedKvStore: write() outside a step");
+    REFDEC_CHECK(k.size(0) == write_index_.size(0) && v.size(0) == write_index_.size(0),
+                 "PagedKvStore: write of " << k.size(0) << " rows in a step of " << write_index_.size(0));
+    pool_[0][layer].index_copy_(0, write_index_, k.to(pool_.scalar_type()));
+    pool_[1][layer].index_copy_(0, write_index_, v.to(pool_.scalar_type()));
+  }
+
+  /// Sequence `b`'s cached entries then its step rows, gathered from its blocks: keys and values,
+  /// each [lengths()[b] + step rows, kv_heads, head_dim].
+  std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
+    check_index(b);
+    REFDEC_CHECK(step_, "PagedKvStore: read() outside a step");
+    const at::Tensor& index = read_index_[static_cast<std::size_t>(b)];
+    return {pool_[0][layer].index_select(0, index), pool_[1][layer].index_select(0, index)};
+  }
+
+  /// Applies `keep` to the step begun last: kept rows move to entries lengths()[b], ...; blocks
+  /// past each sequence's new length return to the pool.
+  void commit(const KeepPlan& keep) {
+    REFDEC_CHECK(step_, "PagedKvStore: commit() without a step");
+    detail::check_keep(keep, indptr_, lengths_, "PagedKvStore");
+    std::vector<std::int64_t> src, dst;  // pool slots
+    for (std::int32_t b = 0; b < keep.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      const auto rows = keep.kept(b);
+      for (std::size_t k = 0; k < rows.size(); ++k)
+        if (rows[k] != static_cast<std::int32_t>(k)) {
+          src.push_back(slot(u, lengths_[u] + rows[k]));
+          dst.push_back(slot(u, lengths_[u] + static_cast<std::int64_t>(k)));
+        }
+    }
+    if (!src.empty()) {
+      // One gather and one scatter for all layers, keys and values; the gather copies, so
+      // overlapping slots are safe.
+      const auto s = at::tensor(src, at::kLong).to(pool_.device()), d = at::tensor(dst, at::kLong).to(pool_.device());
+      pool_.index_copy_(2, d, pool_.index_select(2, s));
+    }
+    for (std::int32_t b = 0; b < keep.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      lengths_[u] = keep.lengths[u];
+      while (static_cast<std::int64_t>(tables_[u].size()) > blocks_for(lengths_[u])) {
+        free_.push_back(tables_[u].back());
+        tables_[u].pop_back();
+      }
+    }
+    step_ = false;
+  }
+
+ private:
+  std::int64_t blocks_for(std::int64_t entries) const { return (entries + block_size_ - 1) / block_size_; }
+  std::int64_t slot(std::size_t b, std::int64_t entry) const {
+    return static_cast<std::int64_t>(tables_[b][static_cast<std::size_t>(entry / block_size_)]) * block_size_ + entry % block_size_;
+  }
+  void check_index(std::int64_t b) const {
+    REFDEC_CHECK(b >= 0 && b < batch(), "PagedKvStore: sequence " << b << " out of range [0, " << batch() << ")");
+  }
+
+  KvLayout layout_;
+  std::int64_t block_size_;
+  at::Tensor pool_;                              // [2, layers, num_blocks * block_size, kv_heads, head_dim]
+  std::vector<std::int32_t> free_;               // free blocks, the next one at the back
+  std::vector<std::vector<std::int32_t>> tables_;  // [batch] block table of each sequence
+  std::vector<std::int64_t> lengths_;            // [batch] cached entries
+  // The step begun last: pool slots of the plan rows and of each sequence's readable entries.
+  bool step_ = false;
+  std::vector<std::int32_t> indptr_;   // [batch + 1]
+  at::Tensor write_index_;             // [R] int64
+  std::vector<at::Tensor> read_index_; // [batch] each [cached + step rows] int64
+};
+
+REFDEC_NAMESPACE_END
