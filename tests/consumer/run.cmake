@@ -1,12 +1,23 @@
 # Installs refdec into a private prefix, then configures, builds and runs a consumer project that
-# finds it with find_package(refdec).
+# finds it with find_package(refdec): refdec::core always, refdec::torch (a Session) with libtorch.
 include(${CMAKE_CURRENT_LIST_DIR}/../run_step.cmake)
 set(prefix ${BINARY_DIR}/prefix)
 refdec_step("configuring refdec" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BINARY_DIR}/refdec -DREFDEC_BUILD_TESTS=OFF
-            -DREFDEC_BUILD_BENCHMARKS=OFF -DREFDEC_BUILD_EXAMPLES=OFF -DREFDEC_WITH_CUDA=OFF
+            -DREFDEC_BUILD_BENCHMARKS=OFF -DREFDEC_BUILD_EXAMPLES=OFF -DREFDEC_BUILD_TOOLS=OFF -DREFDEC_WITH_CUDA=OFF
             -DCMAKE_INSTALL_PREFIX=${prefix})
 refdec_step("installing refdec" ${CMAKE_COMMAND} --install ${BINARY_DIR}/refdec)
+# The exported targets must not point into this machine's library paths.
+file(GLOB targets ${prefix}/lib*/cmake/refdec/refdecTargets*.cmake)
+foreach(f ${targets})
+  file(STRINGS ${f} links REGEX "INTERFACE_LINK_LIBRARIES")
+  if(links MATCHES "\"[^\"]*/[^\"]*\\.(so|a)[;\"]")
+    message(FATAL_ERROR "exported targets link absolute library paths: ${links}")
+  endif()
+endforeach()
 refdec_step("configuring the consumer project" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer/project
             -B ${BINARY_DIR}/project -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX})
 refdec_step("building the consumer project" ${CMAKE_COMMAND} --build ${BINARY_DIR}/project)
 refdec_step("the consumer program" ${BINARY_DIR}/project/consumer)
+if(EXISTS ${BINARY_DIR}/project/consumer_torch)
+  refdec_step("the consumer's Session" ${BINARY_DIR}/project/consumer_torch)
+endif()

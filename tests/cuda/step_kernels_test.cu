@@ -1,19 +1,24 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// Every kernel of refdec/cuda/step_kernels.cuh against the host functions of
-// refdec/core/step_layout.hpp (which tests/core/step_layout_test.cpp checks against LinearTree,
-// greedy_accept and KvCache::commit): random trees of many shapes, batch 1, 7 and 64. Skipped
-// without a CUDA device.
+// Every kernel of refdec/cuda/step_kernels.cuh against the host core functions: argmax() for the
+// argmax, accept() + keep_accepted() for the greedy verification, a KeepPlan applied directly for
+// the KV compaction; plans from random trees of many shapes (plan_step()), batch 1, 7 and 64.
+// Each device test skips without a CUDA device; the launchers' argument checks run without one.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
+#include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
-#include <string>
+#include <span>
 #include <vector>
 
-#include "refdec/core/step_layout.hpp"
+#include "../core/random_tree.hpp"
+#include "refdec/core/aux_block.hpp"
+#include "refdec/core/step_device.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/core/walk.hpp"
 #include "refdec/cuda/check.cuh"
 #include "refdec/cuda/step_kernels.cuh"
 
@@ -63,96 +68,61 @@ class StepKernels : public ::testing::TestWithParam<std::int32_t> {
   cudaStream_t stream_ = nullptr;
 };
 
-// A padded batch of random trees of several shapes (chain, star, random, deep random), sizes that
-// cross 64-node mask words, random cached lengths and node tokens.
-struct Batch {
-  std::int32_t padded = 0;
-  std::vector<std::int32_t> parents;  // [B, T]
-  std::vector<Token> tokens;          // [B, T]
-  std::vector<std::int64_t> lengths;  // [B]
-};
-
-Batch random_batch(std::mt19937& rng, std::int32_t batch, std::int32_t padded) {
-  Batch out;
-  out.padded = padded;
-  const auto T = static_cast<Index>(padded);
-  out.parents.assign(static_cast<Index>(batch) * T, -1);
-  out.tokens.assign(static_cast<Index>(batch) * T, 0);
-  for (Index b = 0; b < static_cast<Index>(batch); ++b) {
-    out.lengths.push_back(static_cast<std::int64_t>(rng() % 40));
-    const Index n = 1 + rng() % T;
-    const unsigned shape = rng() % 4;
-    for (Index i = 1; i < n; ++i) {
-      const auto u = static_cast<unsigned>(i);
-      out.parents[b * T + i] = static_cast<std::int32_t>(shape == 0 ? i - 1 : shape == 1 ? 0 : shape == 2 ? rng() % u
-                                                                                          : i - 1 - rng() % std::min(u, 3u));
-    }
-    for (Index i = 0; i < n; ++i) out.tokens[b * T + i] = static_cast<Token>(rng() % 4);  // few values: deep walks
+// A random auxiliary block (possibly empty) of tokens past the root.
+AuxBlock random_aux(std::mt19937& rng) {
+  AuxBlock block;
+  const int n = rng() % 3 == 0 ? 0 : static_cast<int>(rng() % 30);
+  for (int j = 0; j < n; ++j) {
+    std::vector<std::int32_t> visible;
+    for (int k = 0; k <= j; ++k)
+      if (rng() % 3 == 0) visible.push_back(k);
+    block.add(static_cast<Token>(rng() % 1000), 1 + static_cast<std::int32_t>(rng() % 10), visible);
   }
-  return out;
+  return block;
 }
 
-// The device layout of `batch`, copied back.
-struct DeviceLayout {
-  std::vector<std::int32_t> num_nodes, depth, first_child, next_sibling;
-  std::vector<std::int64_t> positions;
-  std::vector<std::uint64_t> mask;
-};
-
-DeviceLayout device_layout(const Batch& batch, std::int32_t b_count, cudaStream_t stream) {
-  const Index BT = batch.parents.size();
-  const DeviceBuffer<std::int32_t> parents(batch.parents);
-  const DeviceBuffer<std::int64_t> lengths(batch.lengths);
-  const DeviceBuffer<std::int32_t> num_nodes(static_cast<Index>(b_count)), depth(BT), first(BT), next(BT);
-  const DeviceBuffer<std::int64_t> positions(BT);
-  const DeviceBuffer<std::uint64_t> mask(BT * static_cast<Index>(mask_words_for(batch.padded)));
-  launch_step_layout(parents.get(), lengths.get(), b_count, batch.padded, num_nodes.get(), depth.get(),
-                     positions.get(), mask.get(), first.get(), next.get(), stream);
-  REFDEC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return {num_nodes.download(), depth.download(), first.download(), next.download(), positions.download(),
-          mask.download()};
-}
-
-TEST_P(StepKernels, LayoutMatchesHostBitForBit) {
-  std::mt19937 rng(static_cast<unsigned>(batch()));
-  for (const std::int32_t padded : {1, 5, 64, 65, 130}) {
-    const Batch batch_in = random_batch(rng, batch(), padded);
-    StepLayout want;
-    build_step_layout(batch_in.parents, batch_in.lengths, padded, want);
-    const DeviceLayout got = device_layout(batch_in, batch(), stream_);
-    EXPECT_EQ(got.num_nodes, want.num_nodes) << "T=" << padded;
-    EXPECT_EQ(got.depth, want.depth) << "T=" << padded;
-    EXPECT_EQ(got.positions, want.positions) << "T=" << padded;
-    EXPECT_EQ(got.mask, want.mask) << "T=" << padded;
-    EXPECT_EQ(got.first_child, want.first_child) << "T=" << padded;
-    EXPECT_EQ(got.next_sibling, want.next_sibling) << "T=" << padded;
+// A plan of `batch` random trees (tokens below 1000), with auxiliary rows or without.
+StepPlan random_plan(std::mt19937& rng, std::int32_t batch, bool with_aux) {
+  std::vector<LinearTree> trees;
+  std::vector<AuxBlock> aux;
+  std::vector<std::int64_t> lengths;
+  for (std::int32_t b = 0; b < batch; ++b) {
+    trees.push_back(refdec_test::random_tree(rng));
+    aux.push_back(random_aux(rng));
+    lengths.push_back(static_cast<std::int64_t>(rng() % 40));
   }
+  StepPlan plan;
+  plan_step(trees, with_aux ? std::span<const AuxBlock>(aux) : std::span<const AuxBlock>{}, lengths, 1000, plan);
+  return plan;
 }
 
-TEST_P(StepKernels, LayoutOfMalformedParentsMatchesHostFunctions) {
-  std::mt19937 rng(static_cast<unsigned>(100 + batch()));
-  const std::int32_t padded = 70;
-  const auto T = static_cast<Index>(padded);
-  Batch batch_in = random_batch(rng, batch(), padded);
-  for (auto& p : batch_in.parents)
-    if (rng() % 10 == 0) p = static_cast<std::int32_t>(rng() % 200) - 100;  // anything, even cycles
-  const DeviceLayout got = device_layout(batch_in, batch(), stream_);
-  const auto W = static_cast<Index>(mask_words_for(padded));
-  for (Index b = 0; b < static_cast<Index>(batch()); ++b) {
-    const std::int32_t* row = &batch_in.parents[b * T];
-    const std::int32_t n = tree_size(row, padded);
-    ASSERT_EQ(got.num_nodes[b], n);
-    for (Index i = 0; i < T; ++i) {
-      std::vector<std::uint64_t> mask_row(W);
-      std::int32_t depth = 0, first_child = 0, next_sibling = 0;
-      layout_node(row, padded, n, static_cast<std::int32_t>(i), depth, mask_row.data(), first_child, next_sibling);
-      EXPECT_EQ(got.depth[b * T + i], depth);
-      EXPECT_EQ(got.first_child[b * T + i], first_child);
-      EXPECT_EQ(got.next_sibling[b * T + i], next_sibling);
-      EXPECT_TRUE(std::equal(mask_row.begin(), mask_row.end(), got.mask.begin() + static_cast<std::ptrdiff_t>((b * T + i) * W)));
+// The target's token at each plan row ([R], below 1000): mostly one of the node's children.
+std::vector<Token> random_target(std::mt19937& rng, const StepPlan& plan) {
+  std::vector<Token> target(static_cast<Index>(plan.rows()));
+  for (std::int32_t b = 0; b < plan.batch(); ++b) {
+    const TreeView tree = plan.tree(b);
+    for (std::int32_t i = 0; i < plan.rows(b); ++i) {
+      Token& y = target[static_cast<Index>(plan.indptr[static_cast<Index>(b)] + i)];
+      y = static_cast<Token>(rng() % 1000);
+      if (i >= tree.num_nodes || rng() % 5 == 0) continue;
+      std::vector<Token> children;
+      for (std::int32_t c = tree.first_child[i]; c >= 0; c = tree.next_sibling[c]) children.push_back(tree.tokens[c]);
+      if (!children.empty()) y = children[rng() % children.size()];
     }
   }
+  return target;
 }
+
+// The plan's arrays on the device, copied as they are.
+struct DevicePlan {
+  explicit DevicePlan(const StepPlan& plan)
+      : indptr(plan.indptr), num_nodes(plan.num_nodes), lengths(plan.lengths), tokens(plan.tokens),
+        first_child(plan.first_child), next_sibling(plan.next_sibling) {}
+  DeviceBuffer<std::int32_t> indptr, num_nodes;
+  DeviceBuffer<std::int64_t> lengths;
+  DeviceBuffer<Token> tokens;
+  DeviceBuffer<std::int32_t> first_child, next_sibling;
+};
 
 float host_float(float x) { return x; }
 float host_float(__half x) { return __half2float(x); }
@@ -189,100 +159,255 @@ TEST_P(StepKernels, ArgmaxMatchesHost) {
   }
 }
 
-// Targets that follow a random child most of the time, so that walks go deep.
-std::vector<Token> random_target(std::mt19937& rng, const Batch& batch, const StepLayout& layout) {
-  std::vector<Token> target(batch.parents.size());
-  for (Index k = 0; k < target.size(); ++k) {
-    target[k] = static_cast<Token>(rng() % 5);
-    std::int32_t c = layout.first_child[k];
-    if (c >= 0 && rng() % 5 != 0) {
-      const Index row = k - k % static_cast<Index>(batch.padded);
-      for (unsigned skip = rng() % 3; skip > 0 && layout.next_sibling[row + static_cast<Index>(c)] >= 0; --skip)
-        c = layout.next_sibling[row + static_cast<Index>(c)];
-      target[k] = batch.tokens[row + static_cast<Index>(c)];
-    }
-  }
-  return target;
+// Logits [R, V] whose argmax at row r is target[r]: small random values with ties, the target's
+// well above them; as bf16, the engine's usual output.
+std::vector<__nv_bfloat16> logits_for(std::mt19937& rng, const std::vector<Token>& target, std::int32_t vocab) {
+  std::vector<__nv_bfloat16> logits(target.size() * static_cast<Index>(vocab));
+  for (auto& x : logits) x = __nv_bfloat16(static_cast<float>(rng() % 32) / 4.0f);
+  for (Index r = 0; r < target.size(); ++r) logits[r * static_cast<Index>(vocab) + static_cast<Index>(target[r])] = __nv_bfloat16(20.0f);
+  return logits;
 }
 
-// The whole device step (layout, verification, compaction) against the host functions, for KV
-// entries of several byte sizes and alignments (so that every word width of the copy runs).
-TEST_P(StepKernels, VerifyAndCompactionMatchHost) {
+// A random keep plan of `plan`: an increasing subset of each sequence's rows, auxiliary rows too.
+KeepPlan random_keep(std::mt19937& rng, const StepPlan& plan) {
+  KeepPlan keep;
+  for (std::int32_t b = 0; b < plan.batch(); ++b) {
+    for (std::int32_t i = 0; i < plan.rows(b); ++i)
+      if (rng() % 3 == 0) keep.rows.push_back(i);
+    keep.indptr.push_back(static_cast<std::int32_t>(keep.rows.size()));
+    keep.lengths.push_back(plan.lengths[static_cast<Index>(b)] + keep.indptr.back() - keep.indptr[keep.indptr.size() - 2]);
+  }
+  return keep;
+}
+
+// Per-sequence KV buffers as ContiguousKvStore holds them: [2 * layers, capacity, entry_bytes]
+// random bytes each, every one its own allocation starting `offsets[b]` bytes in (so that the
+// copy's word width follows the addresses too).
+struct DeviceSequences {
+  DeviceSequences(std::mt19937& rng, std::int32_t batch, std::int64_t bytes, const std::vector<std::int64_t>& offsets) {
+    for (std::int32_t b = 0; b < batch; ++b) {
+      std::vector<std::uint8_t> data(static_cast<Index>(bytes + offsets[static_cast<Index>(b)]));
+      for (auto& x : data) x = static_cast<std::uint8_t>(rng());
+      host.push_back(data);
+      buffers.push_back(std::make_unique<DeviceBuffer<std::uint8_t>>(data));
+      pointers.push_back(buffers.back()->get() + offsets[static_cast<Index>(b)]);
+    }
+    device_pointers = std::make_unique<DeviceBuffer<void*>>(pointers);
+  }
+  std::vector<std::vector<std::uint8_t>> host;  // [B] the allocations' bytes, offsets included
+  std::vector<std::unique_ptr<DeviceBuffer<std::uint8_t>>> buffers;
+  std::vector<void*> pointers;  // [B] host copy of the sequences' addresses
+  std::unique_ptr<DeviceBuffer<void*>> device_pointers;
+};
+
+// `keep` applied directly to each sequence's bytes (the host reference of the compaction): every
+// part's kept entries gathered, then written after the sequence's cached entries.
+void apply_keep(std::vector<std::vector<std::uint8_t>>& host, const std::vector<std::int64_t>& offsets,
+                std::int64_t parts, std::int64_t capacity, std::int64_t entry_bytes, const StepPlan& plan,
+                const KeepPlan& keep) {
+  for (std::int32_t b = 0; b < keep.batch(); ++b) {
+    const auto u = static_cast<Index>(b);
+    for (std::int64_t p = 0; p < parts; ++p) {
+      std::uint8_t* part = host[u].data() + offsets[u] + p * capacity * entry_bytes;
+      std::vector<std::uint8_t> gathered;
+      for (const std::int32_t row : keep.kept(b)) {
+        const std::uint8_t* entry = part + (plan.lengths[u] + row) * entry_bytes;
+        gathered.insert(gathered.end(), entry, entry + entry_bytes);
+      }
+      std::copy(gathered.begin(), gathered.end(), part + plan.lengths[u] * entry_bytes);
+    }
+  }
+}
+
+// The whole device step, plan -> argmax -> greedy verification -> compaction, against the host
+// core functions, for KV entries of several byte sizes and sequence alignments so that every word
+// width of the copy runs; then a host keep plan laid out for the device.
+TEST_P(StepKernels, PlanArgmaxVerifyCompactMatchHost) {
   std::mt19937 rng(static_cast<unsigned>(300 + batch()));
   const auto B = static_cast<Index>(batch());
   std::int32_t accepted_total = 0;
   struct Shape {
     std::int64_t entry_bytes;
-    std::int64_t offset;  // bytes from the allocation's start to the cache's
+    std::int64_t offset;  // bytes into each allocation of every other sequence (the rest: 0)
+    bool host_copy;       // pass the host copy of the pointers (else: aligned by contract)
+    std::int64_t word;    // the copy's word width that follows
   };
-  for (const Shape shape : {Shape{64, 0}, Shape{24, 8}, Shape{12, 4}, Shape{6, 2}, Shape{5, 1}}) {
-    for (const std::int32_t padded : {1, 7, 65}) {
-      const Batch batch_in = random_batch(rng, batch(), padded);
-      const auto T = static_cast<Index>(padded);
-      StepLayout layout;
-      build_step_layout(batch_in.parents, batch_in.lengths, padded, layout);
-      const std::vector<Token> target = random_target(rng, batch_in, layout);
-      std::vector<std::int32_t> kept(B * T), num_accepted(B);
-      std::vector<Token> bonus(B);
+  for (const Shape shape : {Shape{64, 0, true, 16}, Shape{64, 0, false, 16}, Shape{64, 8, true, 8}, Shape{24, 0, true, 8},
+                            Shape{12, 4, true, 4}, Shape{96, 2, true, 2}, Shape{6, 0, false, 2}, Shape{5, 1, true, 1},
+                            Shape{48, 1, true, 1}}) {
+    const StepPlan plan = random_plan(rng, batch(), shape.entry_bytes % 2 == 0);
+    const std::int32_t R = plan.rows();
+    const DevicePlan d_plan(plan);
+
+    // argmax over [R, V] logits.
+    const std::int32_t vocab = 1000;
+    const std::vector<Token> target = random_target(rng, plan);
+    const DeviceBuffer<__nv_bfloat16> d_logits(logits_for(rng, target, vocab));
+    const DeviceBuffer<Token> d_target(static_cast<Index>(R));
+    launch_argmax(d_logits.get(), R, vocab, d_target.get(), stream_);
+    sync();
+    ASSERT_EQ(d_target.download(), target);
+
+    // Greedy verification against accept() + keep_accepted().
+    std::vector<Acceptance> accepted(B);
+    for (std::int32_t b = 0; b < batch(); ++b) {
+      ChoiceArray choose{target.data() + plan.indptr[static_cast<Index>(b)]};
+      accept(plan.tree(b), choose, accepted[static_cast<Index>(b)]);
+    }
+    KeepPlan keep;
+    keep_accepted(plan, accepted, keep);
+    const DeviceBuffer<std::int32_t> d_kept(std::vector<std::int32_t>(static_cast<Index>(R), -1)), d_num_kept(B);
+    const DeviceBuffer<Token> d_bonus(B);
+    launch_greedy_verify(d_plan.indptr.get(), d_plan.num_nodes.get(), d_plan.tokens.get(), d_plan.first_child.get(),
+                         d_plan.next_sibling.get(), d_target.get(), batch(), R, d_kept.get(), d_num_kept.get(),
+                         d_bonus.get(), stream_);
+    sync();
+    std::vector<std::int32_t> want_kept, want_num_kept;
+    lay_out_keep(plan, keep, want_kept, want_num_kept);  // -1 where the verifier writes nothing
+    ASSERT_EQ(d_num_kept.download(), want_num_kept);
+    ASSERT_EQ(d_kept.download(), want_kept);
+    std::vector<Token> want_bonus;
+    for (const Acceptance& a : accepted) want_bonus.push_back(a.tokens.back());
+    ASSERT_EQ(d_bonus.download(), want_bonus);
+    for (const std::int32_t n : want_num_kept) accepted_total += n - 1;
+
+    // Compaction of the verifier's keep rows, then of a random host keep plan laid out for the
+    // device, each against the keep plan applied directly.
+    const std::int32_t layers = 3;
+    std::int64_t capacity = 1;
+    for (std::int32_t b = 0; b < batch(); ++b)
+      capacity = std::max(capacity, plan.lengths[static_cast<Index>(b)] + plan.rows(b));
+    capacity += static_cast<std::int64_t>(rng() % 3);
+    std::vector<std::int64_t> offsets(B);
+    for (Index b = 0; b < B; ++b) offsets[b] = b % 2 == 1 || B == 1 ? shape.offset : 0;
+    ASSERT_GE(detail::compact_word_bytes(nullptr, 0, shape.entry_bytes), shape.word);
+    for (int round = 0; round < 2; ++round) {
+      DeviceSequences sequences(rng, batch(), 2 * layers * capacity * shape.entry_bytes, offsets);
+      const std::vector<const void*> host_pointers(sequences.pointers.begin(), sequences.pointers.end());
+      ASSERT_EQ(detail::compact_word_bytes(host_pointers.data(), batch(), shape.entry_bytes),
+                shape.host_copy ? shape.word : detail::compact_word_bytes(nullptr, 0, shape.entry_bytes));
+      const KeepPlan applied = round == 0 ? keep : random_keep(rng, plan);
+      std::vector<std::int32_t> kept, num_kept;
+      lay_out_keep(plan, applied, kept, num_kept);
+      const DeviceBuffer<std::int32_t> d_round_kept(kept), d_round_num_kept(num_kept);
+      launch_compact_kv(sequences.device_pointers->get(), shape.host_copy ? host_pointers.data() : nullptr, layers,
+                        batch(), capacity, shape.entry_bytes, d_plan.lengths.get(), d_plan.indptr.get(), R,
+                        round == 0 ? d_kept.get() : d_round_kept.get(),
+                        round == 0 ? d_num_kept.get() : d_round_num_kept.get(), stream_);
+      sync();
+      apply_keep(sequences.host, offsets, 2 * layers, capacity, shape.entry_bytes, plan, applied);
       for (Index b = 0; b < B; ++b)
-        greedy_verify_sequence(&batch_in.tokens[b * T], &layout.first_child[b * T], &layout.next_sibling[b * T],
-                               &target[b * T], layout.num_nodes[b], padded, &kept[b * T], num_accepted[b], bonus[b]);
-
-      const DeviceBuffer<std::int32_t> d_parents(batch_in.parents), d_num_nodes(B), d_depth(B * T), d_first(B * T),
-          d_next(B * T), d_kept(B * T), d_accepted(B);
-      const DeviceBuffer<Token> d_tokens(batch_in.tokens), d_target(target), d_bonus(B);
-      const DeviceBuffer<std::int64_t> d_lengths(batch_in.lengths), d_positions(B * T);
-      const DeviceBuffer<std::uint64_t> d_mask(B * T * static_cast<Index>(mask_words_for(padded)));
-      launch_step_layout(d_parents.get(), d_lengths.get(), batch(), padded, d_num_nodes.get(), d_depth.get(),
-                         d_positions.get(), d_mask.get(), d_first.get(), d_next.get(), stream_);
-      launch_greedy_verify(d_tokens.get(), d_first.get(), d_next.get(), d_num_nodes.get(), d_target.get(), batch(),
-                           padded, d_kept.get(), d_accepted.get(), d_bonus.get(), stream_);
-      sync();
-      ASSERT_EQ(d_accepted.download(), num_accepted);
-      ASSERT_EQ(d_kept.download(), kept);
-      ASSERT_EQ(d_bonus.download(), bonus);
-      for (const std::int32_t a : num_accepted) accepted_total += a;
-
-      // KV caches of random bytes, [layers, B, capacity, entry_bytes]; the host moves each
-      // sequence's kept entries with compact_element() over bytes.
-      const std::int32_t layers = 3;
-      const std::int64_t capacity = 40 + padded;
-      const Index cache_bytes = static_cast<Index>(layers) * B * static_cast<Index>(capacity * shape.entry_bytes);
-      std::vector<std::uint8_t> keys(cache_bytes + static_cast<Index>(shape.offset)), values(keys.size());
-      for (auto& x : keys) x = static_cast<std::uint8_t>(rng());
-      for (auto& x : values) x = static_cast<std::uint8_t>(rng());
-      const DeviceBuffer<std::uint8_t> d_keys(keys), d_values(values);
-      launch_compact_kv(d_keys.get() + shape.offset, d_values.get() + shape.offset, layers, batch(), capacity,
-                        shape.entry_bytes, d_lengths.get(), d_kept.get(), d_accepted.get(), padded, stream_);
-      sync();
-      for (std::vector<std::uint8_t>* cache : {&keys, &values})
-        for (Index l = 0; l < static_cast<Index>(layers); ++l)
-          for (Index b = 0; b < B; ++b) {
-            std::uint8_t* seq = cache->data() + shape.offset + (l * B + b) * static_cast<Index>(capacity * shape.entry_bytes);
-            const std::int32_t n = valid_kept(&kept[b * T], num_accepted[b] + 1, batch_in.lengths[b], capacity);
-            ASSERT_EQ(n, num_accepted[b] + 1);
-            for (std::int64_t e = 0; e < shape.entry_bytes; ++e)
-              compact_element(seq, shape.entry_bytes, batch_in.lengths[b], &kept[b * T], n, e);
-          }
-      EXPECT_EQ(d_keys.download(), keys) << shape.entry_bytes << "-byte entries, T=" << padded;
-      EXPECT_EQ(d_values.download(), values) << shape.entry_bytes << "-byte entries, T=" << padded;
+        ASSERT_EQ(sequences.buffers[b]->download(), sequences.host[b])
+            << shape.entry_bytes << "-byte entries, offset " << offsets[b] << ", sequence " << b << ", round " << round;
     }
   }
   EXPECT_GT(accepted_total, 0);
 }
 
-// Host-side checks, before any CUDA call: runs without a device too.
-TEST(StepKernelLaunches, RejectBadSizes) {
-  EXPECT_THROW(launch_step_layout(nullptr, nullptr, 0, 4, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
-               Error);
-  EXPECT_THROW(launch_argmax<float>(nullptr, 1, 0, nullptr, nullptr), Error);
-  EXPECT_THROW(launch_argmax<__half>(nullptr, 0, 10, nullptr, nullptr), Error);
-  EXPECT_THROW(launch_greedy_verify(nullptr, nullptr, nullptr, nullptr, nullptr, 7, 0, nullptr, nullptr, nullptr, nullptr),
-               Error);
-  EXPECT_THROW(launch_compact_kv(nullptr, nullptr, 1, 70000, 8, 16, nullptr, nullptr, nullptr, 4, nullptr), Error);
-  EXPECT_THROW(launch_compact_kv(nullptr, nullptr, 1, 7, 8, 0, nullptr, nullptr, nullptr, 4, nullptr), Error);
+// Plans no plan_step() would build (random indptr, node counts and links): the device writes
+// what the host functions write, one sequence per thread.
+TEST_P(StepKernels, MalformedPlansMatchHostFunctions) {
+  std::mt19937 rng(static_cast<unsigned>(400 + batch()));
+  const auto any = [&](std::int32_t lo, std::int32_t hi) {
+    return lo + static_cast<std::int32_t>(rng() % static_cast<unsigned>(hi - lo + 1));
+  };
+  for (int trial = 0; trial < 20; ++trial) {
+    const std::int32_t B = batch(), R = any(B, 3 * B + 100);
+    std::vector<std::int32_t> indptr(static_cast<Index>(B) + 1), num_nodes(static_cast<Index>(B));
+    for (auto& x : indptr) x = rng() % 6 == 0 ? any(-20, R + 20) : any(0, R);
+    if (trial % 2 == 0) std::sort(indptr.begin(), indptr.end());
+    for (auto& n : num_nodes) n = rng() % 5 == 0 ? any(-5, 1000) : any(1, R);
+    std::vector<Token> tokens(static_cast<Index>(R)), target(static_cast<Index>(R));
+    std::vector<std::int32_t> first_child(static_cast<Index>(R)), next_sibling(static_cast<Index>(R));
+    for (Index i = 0; i < static_cast<Index>(R); ++i) {
+      tokens[i] = any(0, 2);
+      target[i] = any(0, 2);
+      first_child[i] = rng() % 8 == 0 ? any(-300, 300) : any(-1, 40);
+      next_sibling[i] = rng() % 8 == 0 ? any(-300, 300) : any(-1, 40);
+    }
+    // Overlapping sequences would race on the device: the host runs each sequence on its own copy
+    // and the comparison covers rows only one sequence owns.
+    std::vector<std::int32_t> want_num_kept(static_cast<Index>(B));
+    std::vector<Token> want_bonus(static_cast<Index>(B));
+    std::vector<std::vector<std::int32_t>> want_kept(static_cast<Index>(B));
+    for (std::int32_t b = 0; b < B; ++b) {
+      want_kept[static_cast<Index>(b)].assign(static_cast<Index>(R), -7);
+      greedy_verify_sequence(indptr.data(), num_nodes.data(), tokens.data(), first_child.data(), next_sibling.data(),
+                             target.data(), R, b, want_kept[static_cast<Index>(b)].data(), want_num_kept.data(),
+                             want_bonus.data());
+    }
+    const DeviceBuffer<std::int32_t> d_indptr(indptr), d_num_nodes(num_nodes), d_first(first_child),
+        d_next(next_sibling), d_kept(std::vector<std::int32_t>(static_cast<Index>(R), -7)), d_num_kept(static_cast<Index>(B));
+    const DeviceBuffer<Token> d_tokens(tokens), d_target(target), d_bonus(static_cast<Index>(B));
+    launch_greedy_verify(d_indptr.get(), d_num_nodes.get(), d_tokens.get(), d_first.get(), d_next.get(),
+                         d_target.get(), B, R, d_kept.get(), d_num_kept.get(), d_bonus.get(), stream_);
+    sync();
+    ASSERT_EQ(d_num_kept.download(), want_num_kept);
+    ASSERT_EQ(d_bonus.download(), want_bonus);
+    const std::vector<std::int32_t> got = d_kept.download();
+    for (Index r = 0; r < static_cast<Index>(R); ++r) {
+      std::int32_t writers = 0, value = -7;
+      for (Index b = 0; b < static_cast<Index>(B); ++b)
+        if (want_kept[b][r] != -7) {
+          ++writers;
+          value = want_kept[b][r];
+        }
+      if (writers <= 1) ASSERT_EQ(got[r], value) << "row " << r;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Batches, StepKernels, ::testing::Values(1, 7, 64));
+
+// Host-side checks, before any CUDA call: run without a device too.
+TEST(StepKernelLaunches, RejectBadArguments) {
+  EXPECT_THROW(launch_argmax<float>(nullptr, 1, 0, nullptr, nullptr), Error);
+  EXPECT_THROW(launch_argmax<__half>(nullptr, 0, 10, nullptr, nullptr), Error);
+  EXPECT_THROW(launch_argmax<__nv_bfloat16>(nullptr, std::int64_t{1} << 31, 10, nullptr, nullptr), Error);
+  EXPECT_THROW(launch_greedy_verify(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 4, nullptr, nullptr,
+                                    nullptr, nullptr),
+               Error);
+  EXPECT_THROW(launch_greedy_verify(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 7, 6, nullptr, nullptr,
+                                    nullptr, nullptr),
+               Error);  // fewer rows than sequences: a sequence without its root
+  EXPECT_THROW(launch_greedy_verify(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 2, 6, nullptr, nullptr,
+                                    nullptr, nullptr),
+               Error);  // null arrays
+  // Arrays that are never dereferenced: every check below fails before a launch.
+  std::int32_t fake32[2] = {};
+  std::int64_t fake64[1] = {};
+  void* fake_sequences[1] = {fake64};
+  const auto compact = [&](void* const* sequences, const void* const* host, std::int32_t layers, std::int32_t batch,
+                           std::int64_t capacity, std::int64_t entry_bytes, std::int32_t rows) {
+    launch_compact_kv(sequences, host, layers, batch, capacity, entry_bytes, fake64, fake32, rows, fake32, fake32,
+                      nullptr);
+  };
+  EXPECT_THROW(compact(fake_sequences, nullptr, 1, 70000, 8, 16, 70000), Error);  // batch past the grid
+  EXPECT_THROW(compact(fake_sequences, nullptr, 1, 1, 8, 0, 4), Error);           // empty entries
+  EXPECT_THROW(compact(fake_sequences, nullptr, 0, 1, 8, 16, 4), Error);          // no layers
+  EXPECT_THROW(compact(fake_sequences, nullptr, 1, 1, 0, 16, 4), Error);          // no capacity
+  EXPECT_THROW(compact(fake_sequences, nullptr, 1, 2, 8, 16, 1), Error);          // a sequence without rows
+  EXPECT_THROW(compact(fake_sequences, nullptr, 1 << 30, 1, 8, 1024, 4), Error);  // too many words for the grid
+  EXPECT_THROW(compact(nullptr, nullptr, 1, 1, 8, 16, 4), Error);                 // no pointer array
+  const void* const null_host[1] = {nullptr};
+  EXPECT_THROW(compact(fake_sequences, null_host, 1, 1, 8, 16, 4), Error);  // a sequence without a buffer
+}
+
+// The copy's word: the widest that divides the entry and, with the host copy, every address.
+TEST(StepKernelLaunches, CompactWordFollowsEntryAndAddresses) {
+  const auto at = [](std::uintptr_t address) { return reinterpret_cast<const void*>(address); };
+  const void* const aligned[2] = {at(0x1000), at(0x2000)};
+  const void* const eight[2] = {at(0x1000), at(0x2008)};
+  const void* const odd[2] = {at(0x1001), at(0x2000)};
+  EXPECT_EQ(detail::compact_word_bytes(aligned, 2, 256), 16);
+  EXPECT_EQ(detail::compact_word_bytes(nullptr, 2, 256), 16);
+  EXPECT_EQ(detail::compact_word_bytes(eight, 2, 256), 8);
+  EXPECT_EQ(detail::compact_word_bytes(eight, 1, 256), 16);  // only the first `batch` addresses count
+  EXPECT_EQ(detail::compact_word_bytes(odd, 2, 256), 1);
+  EXPECT_EQ(detail::compact_word_bytes(aligned, 2, 24), 8);
+  EXPECT_EQ(detail::compact_word_bytes(aligned, 2, 12), 4);
+  EXPECT_EQ(detail::compact_word_bytes(aligned, 2, 6), 2);
+  EXPECT_EQ(detail::compact_word_bytes(aligned, 2, 5), 1);
+}
 
 }  // namespace

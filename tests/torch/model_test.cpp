@@ -188,7 +188,7 @@ TEST(LlamaModel, RejectsInconsistentConfigAndWeights) {
   auto model = LlamaModel::random(small_config(), 1);
   auto w = model.weights();
   w.layers[1].wk = at::zeros({5, 32});
-  EXPECT_THROW(LlamaModel(small_config(), w), c10::Error);
+  EXPECT_THROW(LlamaModel(small_config(), w), Error);
 }
 
 // Every node's logits from one tree-masked pass equal a causal pass over its own path.
@@ -693,7 +693,7 @@ TEST(NodeDrawsInput, DeviceTokenCountsFollowTokenCounts) {
     EXPECT_EQ(d.in_prompt[t].item<bool>(), c.in_prompt(t)) << t;
     EXPECT_EQ(d.output_count[t].item<std::int32_t>(), c.output_count(t)) << t;
   }
-  EXPECT_THROW(d.add_output(std::vector<Token>{20}), c10::Error);
+  EXPECT_THROW(d.add_output(std::vector<Token>{20}), Error);
 }
 
 // Bad input is rejected with the offending value; padding rows may hold NaN, real rows may not.
@@ -709,13 +709,13 @@ TEST(NodeDrawsInput, RejectsBadInput) {
   EXPECT_NO_THROW(node_draws(logits, trees, rows));
   auto bad = logits.clone();
   bad[0][2][1] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_THROW(node_draws(bad, trees, rows), c10::Error);
-  EXPECT_THROW(node_draws(logits.slice(1, 0, 3), trees, rows), c10::Error);  // fewer rows than nodes
-  EXPECT_THROW(node_draws(logits, trees, std::vector<SamplingRow>(2)), c10::Error);
+  EXPECT_THROW(node_draws(bad, trees, rows), Error);
+  EXPECT_THROW(node_draws(logits.slice(1, 0, 3), trees, rows), Error);  // fewer rows than nodes
+  EXPECT_THROW(node_draws(logits, trees, std::vector<SamplingRow>(2)), Error);
   rows[0].options.repetition_penalty = 1.2f;  // penalties without counts
-  EXPECT_THROW(node_draws(logits, trees, rows), c10::Error);
+  EXPECT_THROW(node_draws(logits, trees, rows), Error);
   rows[0].counts = DeviceTokenCounts::zeros(V + 1, at::kCPU);
-  EXPECT_THROW(node_draws(logits, trees, rows), c10::Error);
+  EXPECT_THROW(node_draws(logits, trees, rows), Error);
   rows[0].counts = DeviceTokenCounts::zeros(V, at::kCPU);
   EXPECT_NO_THROW(node_draws(logits, trees, rows));
   rows[0].options.top_p = 0.0f;
@@ -723,8 +723,8 @@ TEST(NodeDrawsInput, RejectsBadInput) {
   rows[0].options.top_p = 1.0f;
   auto cyclic = trees;
   cyclic[0].parent[2] = 3;
-  EXPECT_THROW(node_draws(logits, cyclic, rows), c10::Error);
-  EXPECT_THROW(node_draws(logits.to(at::kInt), trees, rows), c10::Error);
+  EXPECT_THROW(node_draws(logits, cyclic, rows), Error);
+  EXPECT_THROW(node_draws(logits.to(at::kInt), trees, rows), Error);
   // Only empty trees: all padding.
   const std::vector<LinearTree> empty(1);
   EXPECT_TRUE(node_draws(logits, empty, rows).eq(-1).all().item<bool>());

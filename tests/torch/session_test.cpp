@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <iostream>
+#include <cstdio>
 #include <map>
+#include <sstream>
+#include <string>
 #include <memory>
 #include <optional>
 #include <random>
@@ -25,6 +28,7 @@
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
+#include "refdec/torch/llama2c_loader.hpp"
 #include "refdec/torch/paged_kv_store.hpp"
 #include "test_data.hpp"
 
@@ -279,7 +283,7 @@ TEST(Session, RejectsDraftsOutsideTheVocabulary) {
   const auto model = small_model();
   Session session(model, ContiguousKvStore(model.kv_layout(), 128));
   const RequestId id = session.add(Request{{1}, {}}, AnyDrafter(OutOfVocabularyDrafter{}));
-  refdec_test::expect_error([&] { session.step(); }, "drafter 'oov' of request " + std::to_string(id) + " proposed token id 500");
+  refdec_test::expect_error([&] { session.step(); }, "request " + std::to_string(id) + ": refdec: drafter 'oov' proposed token id 500");
 }
 
 // Joining, prefilling, reporting, cancelling, finishing at once: what step() reports and when.
@@ -319,6 +323,45 @@ TEST(Session, ReportsUpdatesAsRequestsJoinAndLeave) {
   EXPECT_EQ(session.store().batch(), 0);
   EXPECT_EQ(session.stats().tokens, 1 + 5);
   refdec_test::expect_error([&] { session.output(b); }, "no active request");
+}
+
+// The torch-free example (examples/engine_without_torch.cpp: its own forward pass in float loops,
+// refdec's core for drafting, plan, walk and keep plan) gives the torch model's plain greedy output
+// token for token.
+TEST(EngineWithoutTorch, OutputEqualsTorchGreedyDecoding) {
+#ifndef REFDEC_ENGINE_EXAMPLE
+  GTEST_SKIP() << "the examples are not built (REFDEC_BUILD_EXAMPLES=OFF)";
+#else
+  const auto path = refdec_test::data_file("models/stories260K/stories260K.bin");
+  if (path.empty()) GTEST_SKIP() << "stories260K not found under " << refdec_test::data_dir();
+  const std::string command = std::string(REFDEC_ENGINE_EXAMPLE) + " --ids-only --max-new-tokens 200 --model '" + path.string() + "'";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr) << command;
+  std::string out;
+  for (char buf[4096]; std::fgets(buf, sizeof buf, pipe) != nullptr;) out += buf;
+  ASSERT_EQ(pclose(pipe), 0) << command << "\n" << out;
+  const auto parse = [](const std::string& line) {
+    std::vector<Token> ids;
+    std::istringstream is(line);
+    for (Token t; is >> t;) ids.push_back(t);
+    return ids;
+  };
+  const auto model = load_llama2c(path);
+  GenerateOptions opt;
+  opt.max_new_tokens = 200;
+  opt.stop_tokens = {1, 2};
+  std::istringstream lines(out);
+  int sequences = 0;
+  for (std::string prompt_line, ids_line; std::getline(lines, prompt_line) && std::getline(lines, ids_line); ++sequences) {
+    ASSERT_EQ(prompt_line.rfind("prompt: ", 0), 0u) << out;
+    ASSERT_EQ(ids_line.rfind("ids: ", 0), 0u) << out;
+    const Request request{parse(prompt_line.substr(8)), {}};
+    const auto engine = parse(ids_line.substr(5));
+    EXPECT_EQ(engine, generate(model, request, AnyDrafter{}, opt).tokens[0]) << "sequence " << sequences;
+    EXPECT_GT(engine.size(), 100u);
+  }
+  EXPECT_EQ(sequences, 3);
+#endif
 }
 
 }  // namespace

@@ -49,6 +49,8 @@ struct StepPlan {
   std::int32_t rows() const { return indptr.back(); }
   /// Number of rows of sequence `b` (tree and auxiliary).
   std::int32_t rows(std::int32_t b) const { return indptr[static_cast<std::size_t>(b) + 1] - indptr[static_cast<std::size_t>(b)]; }
+  /// Number of auxiliary rows of sequence `b` (after its tree rows).
+  std::int32_t aux_rows(std::int32_t b) const { return rows(b) - num_nodes[static_cast<std::size_t>(b)]; }
   /// Mask words per row of sequence `b`.
   std::int32_t mask_words(std::int32_t b) const { return mask_words_for(rows(b)); }
   /// True when local row `i` of sequence `b` attends to its local row `j`.

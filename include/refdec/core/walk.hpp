@@ -40,7 +40,7 @@ inline TreeView view(const LinearTree& tree) {
 /// tree (a cycle of links, an index out of range) can neither loop nor write past `path`. A
 /// negative choice never matches a draft (e.g. "no token": a replay past its end).
 template <class Choose>
-REFDEC_HOST_DEVICE std::int32_t walk(const TreeView& tree, Choose& choose, std::int32_t* path, Token& bonus) {
+REFDEC_HOST_DEVICE std::int32_t walk(const TreeView& tree, Choose&& choose, std::int32_t* path, Token& bonus) {
   const std::int32_t n = tree.num_nodes;
   std::int32_t count = 0;
   std::int32_t cur = 0;
@@ -75,7 +75,7 @@ struct Acceptance {
 
 /// walk() into an Acceptance: the accepted nodes, their tokens and the bonus token.
 template <class Choose>
-void accept(const TreeView& tree, Choose& choose, Acceptance& out) {
+void accept(const TreeView& tree, Choose&& choose, Acceptance& out) {
   REFDEC_CHECK(tree.num_nodes > 0, "accept: a tree needs at least its root node");
   out.nodes.resize(static_cast<std::size_t>(tree.num_nodes));
   Token bonus = -1;
@@ -84,6 +84,14 @@ void accept(const TreeView& tree, Choose& choose, Acceptance& out) {
   out.tokens.clear();
   for (const std::int32_t i : out.nodes) out.tokens.push_back(tree.tokens[i]);
   out.tokens.push_back(bonus);
+}
+
+/// The acceptance of a chain of forced tokens (a prompt being prefilled): every node after the
+/// root is accepted, so that keep_accepted() keeps every row, and nothing is emitted (no tokens).
+inline void accept_all(const TreeView& tree, Acceptance& out) {
+  out.nodes.clear();
+  for (std::int32_t i = 1; i < tree.num_nodes; ++i) out.nodes.push_back(i);
+  out.tokens.clear();
 }
 
 REFDEC_NAMESPACE_END

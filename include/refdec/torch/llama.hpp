@@ -91,8 +91,7 @@ class LlamaModel {
     check_shape(w_.final_norm, {d}, "final_norm");
     if (!w_.output.defined()) w_.output = w_.embedding;
     check_shape(w_.output, {config_.vocab_size, d}, "output");
-    TORCH_CHECK(static_cast<std::int64_t>(w_.layers.size()) == config_.n_layers, "LlamaModel: ",
-                w_.layers.size(), " layers of weights for n_layers = ", config_.n_layers);
+    REFDEC_CHECK(static_cast<std::int64_t>(w_.layers.size()) == config_.n_layers, "LlamaModel: " << w_.layers.size() << " layers of weights for n_layers = " << config_.n_layers);
     for (const auto& l : w_.layers) {
       check_shape(l.attn_norm, {d}, "attn_norm");
       check_shape(l.wq, {config_.n_heads * hd, d}, "wq");
@@ -237,9 +236,8 @@ class LlamaModel {
 
  private:
   static void check_shape(const at::Tensor& t, std::vector<std::int64_t> want, const char* name) {
-    TORCH_CHECK(t.defined(), "LlamaModel: weight ", name, " is missing");
-    TORCH_CHECK(t.sizes() == at::IntArrayRef(want), "LlamaModel: weight ", name, " has shape ", t.sizes(),
-                ", expected ", at::IntArrayRef(want));
+    REFDEC_CHECK(t.defined(), "LlamaModel: weight " << name << " is missing");
+    REFDEC_CHECK(t.sizes() == at::IntArrayRef(want), "LlamaModel: weight " << name << " has shape " << t.sizes() << ", expected " << at::IntArrayRef(want));
   }
 
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType compute) const {

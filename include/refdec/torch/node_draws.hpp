@@ -66,7 +66,7 @@ struct DeviceTokenCounts {
 
   /// Empty counts over `vocab` tokens on `device`.
   static DeviceTokenCounts zeros(std::int64_t vocab, at::Device device) {
-    TORCH_CHECK(vocab > 0, "DeviceTokenCounts: vocabulary size must be > 0, got ", vocab);
+    REFDEC_CHECK(vocab > 0, "DeviceTokenCounts: vocabulary size must be > 0, got " << vocab);
     return {at::zeros({vocab}, at::TensorOptions(device).dtype(at::kBool)),
             at::zeros({vocab}, at::TensorOptions(device).dtype(at::kInt))};
   }
@@ -79,7 +79,7 @@ struct DeviceTokenCounts {
     if (tokens.empty()) return;
     const std::int64_t vocab = vocab_size();
     for (const Token t : tokens)
-      TORCH_CHECK(t >= 0 && t < vocab, "DeviceTokenCounts: token ", t, " outside the vocabulary [0, ", vocab, ")");
+      REFDEC_CHECK(t >= 0 && t < vocab, "DeviceTokenCounts: token " << t << " outside the vocabulary [0, " << vocab << ")");
     std::vector<std::int64_t> ids(tokens.begin(), tokens.end());  // [n]
     const auto index = at::tensor(at::ArrayRef<std::int64_t>(ids), at::kLong).to(output_count.device());
     output_count.index_add_(0, index, at::ones({index.size(0)}, output_count.options()));
@@ -89,7 +89,7 @@ struct DeviceTokenCounts {
     if (tokens.empty()) return;
     const std::int64_t vocab = vocab_size();
     for (const Token t : tokens)
-      TORCH_CHECK(t >= 0 && t < vocab, "DeviceTokenCounts: token ", t, " outside the vocabulary [0, ", vocab, ")");
+      REFDEC_CHECK(t >= 0 && t < vocab, "DeviceTokenCounts: token " << t << " outside the vocabulary [0, " << vocab << ")");
     std::vector<std::int64_t> ids(tokens.begin(), tokens.end());  // [n]
     in_prompt.index_fill_(0, at::tensor(at::ArrayRef<std::int64_t>(ids), at::kLong).to(in_prompt.device()), true);
   }
@@ -116,16 +116,12 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
                              std::span<const std::int32_t> indptr,  // [B + 1] first row of each tree
                              std::span<const LinearTree> trees, std::span<const SamplingRow> rows,
                              at::ScalarType compute = at::kDouble) {
-  TORCH_CHECK(logits.dim() == 2 && at::isFloatingType(logits.scalar_type()),
-              "node_draws: logits must be a [rows, vocab] floating tensor, got ", logits.sizes(), " ",
-              logits.scalar_type());
-  TORCH_CHECK(compute == at::kDouble || compute == at::kFloat, "node_draws: compute type must be float or double, got ",
-              compute);
+  REFDEC_CHECK(logits.dim() == 2 && at::isFloatingType(logits.scalar_type()), "node_draws: logits must be a [rows, vocab] floating tensor, got " << logits.sizes() << " " << logits.scalar_type());
+  REFDEC_CHECK(compute == at::kDouble || compute == at::kFloat, "node_draws: compute type must be float or double, got " << compute);
   const auto B = static_cast<std::int64_t>(trees.size());
   const std::int64_t R = logits.size(0), V = logits.size(1);
-  TORCH_CHECK(static_cast<std::int64_t>(rows.size()) == B && static_cast<std::int64_t>(indptr.size()) == B + 1,
-              "node_draws: ", trees.size(), " trees, ", rows.size(), " sampling rows and ", indptr.size(), " row offsets do not match");
-  TORCH_CHECK(V > 0 && V <= std::numeric_limits<std::int32_t>::max(), "node_draws: vocabulary size ", V);
+  REFDEC_CHECK(static_cast<std::int64_t>(rows.size()) == B && static_cast<std::int64_t>(indptr.size()) == B + 1, "node_draws: " << trees.size() << " trees, " << rows.size() << " sampling rows and " << indptr.size() << " row offsets do not match");
+  REFDEC_CHECK(V > 0 && V <= std::numeric_limits<std::int32_t>::max(), "node_draws: vocabulary size " << V);
   const at::Device device = logits.device();
 
   // Host side: O(nodes x depth) work, never O(vocab). Flatten the real nodes into N rows.
@@ -135,18 +131,15 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
     const LinearTree& tree = trees[static_cast<std::size_t>(b)];
     const SamplingRow& row = rows[static_cast<std::size_t>(b)];
     const std::int64_t first_row = indptr[static_cast<std::size_t>(b)], end_row = indptr[static_cast<std::size_t>(b) + 1];
-    TORCH_CHECK(first_row >= 0 && first_row + tree.size() <= end_row && end_row <= R, "node_draws: tree ", b, " has ", tree.size(),
-                " nodes but rows [", first_row, ", ", end_row, ") of ", R);
-    TORCH_CHECK(tree.parent.size() == tree.tokens.size(), "node_draws: tree ", b, " has ", tree.parent.size(),
-                " parents for ", tree.size(), " nodes");
+    REFDEC_CHECK(first_row >= 0 && first_row + tree.size() <= end_row && end_row <= R, "node_draws: tree " << b << " has " << tree.size() << " nodes but rows [" << first_row << ", " << end_row << ") of " << R);
+    REFDEC_CHECK(tree.parent.size() == tree.tokens.size(), "node_draws: tree " << b << " has " << tree.parent.size() << " parents for " << tree.size() << " nodes");
     row.options.validate();
     if (row.options.has_penalties()) {
-      TORCH_CHECK(row.counts.in_prompt.defined() && row.counts.output_count.defined() &&
+      REFDEC_CHECK(row.counts.in_prompt.defined() && row.counts.output_count.defined() &&
                       row.counts.in_prompt.dim() == 1 && row.counts.in_prompt.size(0) == V && row.counts.vocab_size() == V &&
                       row.counts.output_count.dim() == 1 && row.counts.in_prompt.scalar_type() == at::kBool &&
                       row.counts.output_count.scalar_type() == at::kInt && row.counts.in_prompt.device() == device &&
-                      row.counts.output_count.device() == device,
-                  "node_draws: sequence ", b, " has penalties but no [", V, "] bool / int32 token counts on ", device);
+                      row.counts.output_count.device() == device, "node_draws: sequence " << b << " has penalties but no [" << V << "] bool / int32 token counts on " << device);
       any_penalty = true;
     }
     if (tree.size() > 0) (row.options.is_greedy() ? any_greedy : any_sampled) = true;
@@ -161,11 +154,9 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
     const std::size_t first = depth.size();
     for (std::int32_t i = 0; i < tree.size(); ++i) {
       const std::int32_t p = tree.parent[static_cast<std::size_t>(i)];
-      TORCH_CHECK(i == 0 ? p < 0 : (p >= 0 && p < i), "node_draws: node ", i, " of tree ", b, " has parent ", p,
-                  ", which does not precede it");
+      REFDEC_CHECK(i == 0 ? p < 0 : (p >= 0 && p < i), "node_draws: node " << i << " of tree " << b << " has parent " << p << ", which does not precede it");
       const Token t = tree.tokens[static_cast<std::size_t>(i)];
-      TORCH_CHECK(i == 0 || (t >= 0 && t < V), "node_draws: token ", t, " of node ", i, " of tree ", b,
-                  " outside the vocabulary [0, ", V, ")");
+      REFDEC_CHECK(i == 0 || (t >= 0 && t < V), "node_draws: token " << t << " of node " << i << " of tree " << b << " outside the vocabulary [0, " << V << ")");
       depth.push_back(i == 0 ? 0 : depth[first + static_cast<std::size_t>(p)] + 1);
       D = std::max<std::int64_t>(D, depth.back());
     }
@@ -296,7 +287,7 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
   const auto* op = out.data_ptr<std::int32_t>();
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t i = 0; i < trees[static_cast<std::size_t>(b)].size(); ++i)
-      TORCH_CHECK(op[indptr[static_cast<std::size_t>(b)] + i] != -2, "node_draws: a logit of node ", i, " of sequence ", b, " is not finite");
+      REFDEC_CHECK(op[indptr[static_cast<std::size_t>(b)] + i] != -2, "node_draws: a logit of node " << i << " of sequence " << b << " is not finite");
   return out;
 }
 
@@ -305,9 +296,9 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
 inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floating, any device
                              std::span<const LinearTree> trees, std::span<const SamplingRow> rows,
                              at::ScalarType compute = at::kDouble) {
-  TORCH_CHECK(logits.dim() == 3, "node_draws: logits must be a [B, T, vocab] floating tensor, got ", logits.sizes());
+  REFDEC_CHECK(logits.dim() == 3, "node_draws: logits must be a [B, T, vocab] floating tensor, got " << logits.sizes());
   const std::int64_t B = logits.size(0), T = logits.size(1);
-  TORCH_CHECK(static_cast<std::int64_t>(trees.size()) == B, "node_draws: ", trees.size(), " trees for a batch of ", B);
+  REFDEC_CHECK(static_cast<std::int64_t>(trees.size()) == B, "node_draws: " << trees.size() << " trees for a batch of " << B);
   std::vector<std::int32_t> indptr;  // [B + 1]
   for (std::int64_t b = 0; b <= B; ++b) indptr.push_back(static_cast<std::int32_t>(b * T));
   return node_draws(logits.reshape({B * T, logits.size(2)}), indptr, trees, rows, compute).view({B, T});

@@ -26,6 +26,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampling.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/model.hpp"
@@ -194,7 +195,9 @@ class Session {
         r.prefilled = true;
         continue;
       }
-      if (!aux_[i].empty()) r.drafter->observe(verification_.aux_choices[i]);
+      // AuxiliaryDrafter's contract: observe() after every step, with no choices when the window
+      // sat the step out.
+      if (r.drafter->max_auxiliary() > 0) r.drafter->observe(verification_.aux_choices[i]);
       ++stats_.steps;
       RequestUpdate& u = updates_.emplace_back();
       u.id = r.id;
@@ -294,32 +297,16 @@ class Session {
   }
 
   // Drafts request r's step: its tree (cut to the budget and to the room it has left) and its
-  // auxiliary tokens. Checks what the drafter produced: nothing out of range reaches the model.
+  // auxiliary tokens, checked (draft_step()).
   void draft(Active& r, LinearTree& tree, AuxBlock& aux) {
     const Token root = r.output.empty() ? r.prompt.back() : r.output.back();
-    // Tokens this request may still append; drafts beyond that are wasted work.
-    const std::int64_t room = std::min(r.max_new_tokens - static_cast<std::int64_t>(r.output.size()),
-                                       max_context_ - static_cast<std::int64_t>(r.prompt.size() + r.output.size()));
-    const auto budget = static_cast<std::size_t>(std::clamp<std::int64_t>(room - 1, 0, r.budget));
-    draft_.clear();
-    r.drafter->propose(budget, draft_);
-    draft_.linearize(root, budget, tree);
-    r.drafter->record_proposal(tree);
-    for (std::int32_t i = 1; i < tree.size(); ++i)
-      REFDEC_CHECK(tree.tokens[static_cast<std::size_t>(i)] < model_->vocab_size(),
-                   "Session: drafter '" << r.drafter->name() << "' of request " << r.id << " proposed token id "
-                                        << tree.tokens[static_cast<std::size_t>(i)] << " outside the vocabulary [0, "
-                                        << model_->vocab_size() << ")");
-    if (r.drafter->max_auxiliary() == 0) return;
-    r.drafter->auxiliary(aux);
-    REFDEC_CHECK(static_cast<std::size_t>(aux.size()) <= r.drafter->max_auxiliary(),
-                 "Session: drafter '" << r.drafter->name() << "' added " << aux.size()
-                                      << " auxiliary tokens, more than its max_auxiliary() " << r.drafter->max_auxiliary());
-    aux.validate(model_->vocab_size());
-    // Auxiliary positions past the context are beyond what the model is run for: a block that
-    // reaches there sits this step out (its drafter observes no choices).
-    const auto root_position = static_cast<std::int64_t>(r.prompt.size() + r.output.size()) - 1;
-    if (!aux.empty() && root_position + *std::max_element(aux.offset.begin(), aux.offset.end()) >= max_context_) aux.clear();
+    const auto length = static_cast<std::int64_t>(r.prompt.size() + r.output.size());
+    const std::int64_t room = std::min(r.max_new_tokens - static_cast<std::int64_t>(r.output.size()), max_context_ - length);
+    try {
+      draft_step(*r.drafter, root, step_budget(room, r.budget), model_->vocab_size(), length - 1, max_context_, draft_, tree, aux);
+    } catch (const Error& e) {
+      REFDEC_CHECK(false, "Session: request " << r.id << ": " << e.what());
+    }
     stats_.auxiliary_tokens += aux.size();
   }
 

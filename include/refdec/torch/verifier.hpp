@@ -141,12 +141,9 @@ void verify(const M& model, S& store, const StepPlan& plan, Verification& out, S
     const std::int32_t nodes = plan.num_nodes[b];
     Acceptance& acc = out.accepted[b];
     if (is_prefill(b)) {
-      acc.nodes.resize(static_cast<std::size_t>(nodes - 1));
-      for (std::int32_t i = 1; i < nodes; ++i) acc.nodes[static_cast<std::size_t>(i - 1)] = i;
-      acc.tokens.clear();
+      accept_all(plan.tree(bi), acc);
     } else if (tensor_path && is_sampled(b)) {
-      ChoiceArray choose{draws.data_ptr<std::int32_t>() + first};
-      accept(plan.tree(bi), choose, acc);
+      accept(plan.tree(bi), ChoiceArray{draws.data_ptr<std::int32_t>() + first}, acc);
     } else if (is_sampled(b)) {
       SequenceSampling& s = *extras.sampling[b];
       // On a float CPU model this is a view of `logits` (processed in place, never read again);
@@ -155,8 +152,7 @@ void verify(const M& model, S& store, const StepPlan& plan, Verification& out, S
       sampled_accept_lazy(plan.tree(bi), std::span<float>(rows.data_ptr<float>(), static_cast<std::size_t>(nodes) * static_cast<std::size_t>(V)),
                           V, s.processor, s.counts, s.generated, acc);
     } else {
-      ChoiceArray choose{tp + first};
-      accept(plan.tree(bi), choose, acc);
+      accept(plan.tree(bi), ChoiceArray{tp + first}, acc);
     }
     out.aux_choices[b].assign(tp + first + nodes, tp + plan.indptr[b + 1]);
   }
