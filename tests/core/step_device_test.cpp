@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
-#include "core/random_tree.hpp"
+#include "core/random_step.hpp"
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_plan.hpp"
@@ -24,55 +24,10 @@ namespace {
 
 using namespace refdec;
 using Index = std::size_t;
+using refdec_test::random_aux;
+using refdec_test::random_plan;
+using refdec_test::random_target;
 using refdec_test::random_tree;
-
-// A random auxiliary block (possibly empty): tokens past the root that see the root and random
-// earlier auxiliary tokens.
-AuxBlock random_aux(std::mt19937& rng) {
-  AuxBlock block;
-  const int n = rng() % 3 == 0 ? 0 : static_cast<int>(rng() % 40);
-  for (int j = 0; j < n; ++j) {
-    std::vector<std::int32_t> visible;
-    for (int k = 0; k <= j; ++k)
-      if (rng() % 3 == 0) visible.push_back(k);
-    block.add(static_cast<Token>(rng() % 1000), 1 + static_cast<std::int32_t>(rng() % 10), visible);
-  }
-  return block;
-}
-
-// A random plan of `batch` sequences from random trees, with auxiliary rows or without.
-StepPlan random_plan(std::mt19937& rng, std::int32_t batch, bool with_aux) {
-  std::vector<LinearTree> trees;
-  std::vector<AuxBlock> aux;
-  std::vector<std::int64_t> lengths;
-  for (std::int32_t b = 0; b < batch; ++b) {
-    trees.push_back(random_tree(rng));
-    aux.push_back(random_aux(rng));
-    lengths.push_back(static_cast<std::int64_t>(rng() % 50));
-  }
-  StepPlan plan;
-  plan_step(trees, with_aux ? std::span<const AuxBlock>(aux) : std::span<const AuxBlock>{}, lengths, 0, plan);
-  return plan;
-}
-
-// The target's token at each plan row ([R]): at a tree node mostly one of its children (so that
-// walks go deep), sometimes a token no child carries; anything at an auxiliary row.
-std::vector<Token> random_target(std::mt19937& rng, const StepPlan& plan) {
-  std::vector<Token> target(static_cast<Index>(plan.rows()));
-  for (std::int32_t b = 0; b < plan.batch(); ++b) {
-    const TreeView tree = plan.tree(b);
-    const std::int32_t first = plan.indptr[static_cast<Index>(b)];
-    for (std::int32_t i = 0; i < plan.rows(b); ++i) {
-      Token& y = target[static_cast<Index>(first + i)];
-      y = static_cast<Token>(rng() % 1000);
-      if (i >= tree.num_nodes || rng() % 5 == 0) continue;
-      std::vector<Token> children;
-      for (std::int32_t c = tree.first_child[i]; c >= 0; c = tree.next_sibling[c]) children.push_back(tree.tokens[c]);
-      if (!children.empty()) y = children[rng() % children.size()];
-    }
-  }
-  return target;
-}
 
 // The host reference of a greedy step: accept() per sequence, then keep_accepted().
 struct Reference {

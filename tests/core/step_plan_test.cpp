@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
-#include "core/random_tree.hpp"
+#include "core/random_step.hpp"
 #include "refdec/core/greedy_accept.hpp"
 
 namespace {
@@ -16,18 +16,8 @@ namespace {
 using namespace refdec;
 using refdec_test::random_tree;
 
-// A random auxiliary block: tokens at offsets >= 1 that see the root and random earlier tokens.
-AuxBlock random_aux(std::mt19937& rng) {
-  AuxBlock block;
-  const int n = rng() % 3 == 0 ? 0 : static_cast<int>(rng() % 80);
-  for (int j = 0; j < n; ++j) {
-    std::vector<std::int32_t> visible;
-    for (int k = 0; k <= j; ++k)
-      if (rng() % 3 == 0) visible.push_back(k);
-    block.add(static_cast<Token>(rng() % 1000), 1 + static_cast<std::int32_t>(rng() % 20), visible);
-  }
-  return block;
-}
+// Larger blocks than the default: masks wider than one word.
+AuxBlock random_aux(std::mt19937& rng) { return refdec_test::random_aux(rng, {.max_tokens = 80, .max_offset = 20}); }
 
 bool is_ancestor_or_self(const LinearTree& tree, std::int32_t j, std::int32_t i) {
   for (std::int32_t a = i; a >= 0; a = tree.parent[static_cast<std::size_t>(a)])

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "../core/random_tree.hpp"
+#include "../core/random_step.hpp"
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/step_device.hpp"
 #include "refdec/core/step_plan.hpp"
@@ -25,6 +25,8 @@
 namespace {
 
 using namespace refdec;
+using refdec_test::random_plan;
+using refdec_test::random_target;
 using Index = std::size_t;
 
 // Device memory holding a copy of a host vector; copied back with download().
@@ -67,51 +69,6 @@ class StepKernels : public ::testing::TestWithParam<std::int32_t> {
   std::int32_t batch() const { return GetParam(); }
   cudaStream_t stream_ = nullptr;
 };
-
-// A random auxiliary block (possibly empty) of tokens past the root.
-AuxBlock random_aux(std::mt19937& rng) {
-  AuxBlock block;
-  const int n = rng() % 3 == 0 ? 0 : static_cast<int>(rng() % 30);
-  for (int j = 0; j < n; ++j) {
-    std::vector<std::int32_t> visible;
-    for (int k = 0; k <= j; ++k)
-      if (rng() % 3 == 0) visible.push_back(k);
-    block.add(static_cast<Token>(rng() % 1000), 1 + static_cast<std::int32_t>(rng() % 10), visible);
-  }
-  return block;
-}
-
-// A plan of `batch` random trees (tokens below 1000), with auxiliary rows or without.
-StepPlan random_plan(std::mt19937& rng, std::int32_t batch, bool with_aux) {
-  std::vector<LinearTree> trees;
-  std::vector<AuxBlock> aux;
-  std::vector<std::int64_t> lengths;
-  for (std::int32_t b = 0; b < batch; ++b) {
-    trees.push_back(refdec_test::random_tree(rng));
-    aux.push_back(random_aux(rng));
-    lengths.push_back(static_cast<std::int64_t>(rng() % 40));
-  }
-  StepPlan plan;
-  plan_step(trees, with_aux ? std::span<const AuxBlock>(aux) : std::span<const AuxBlock>{}, lengths, 1000, plan);
-  return plan;
-}
-
-// The target's token at each plan row ([R], below 1000): mostly one of the node's children.
-std::vector<Token> random_target(std::mt19937& rng, const StepPlan& plan) {
-  std::vector<Token> target(static_cast<Index>(plan.rows()));
-  for (std::int32_t b = 0; b < plan.batch(); ++b) {
-    const TreeView tree = plan.tree(b);
-    for (std::int32_t i = 0; i < plan.rows(b); ++i) {
-      Token& y = target[static_cast<Index>(plan.indptr[static_cast<Index>(b)] + i)];
-      y = static_cast<Token>(rng() % 1000);
-      if (i >= tree.num_nodes || rng() % 5 == 0) continue;
-      std::vector<Token> children;
-      for (std::int32_t c = tree.first_child[i]; c >= 0; c = tree.next_sibling[c]) children.push_back(tree.tokens[c]);
-      if (!children.empty()) y = children[rng() % children.size()];
-    }
-  }
-  return target;
-}
 
 // The plan's arrays on the device, copied as they are.
 struct DevicePlan {

@@ -24,6 +24,7 @@
 #include "refdec/torch/paged_kv_store.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "common/expect_error.hpp"
+#include "core/random_step.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -226,17 +227,9 @@ LlamaConfig attention_config(int kind) {
   return c;
 }
 
-// A random auxiliary block (a window-like set of tokens that see the root and earlier tokens).
+// A small window-like auxiliary block over `vocab` tokens (empty every other time).
 AuxBlock random_aux(std::mt19937& rng, std::int64_t vocab) {
-  AuxBlock block;
-  const int n = rng() % 2 == 0 ? 0 : static_cast<int>(rng() % 9);
-  for (int j = 0; j < n; ++j) {
-    std::vector<std::int32_t> visible;
-    for (int k = 0; k <= j; ++k)
-      if (rng() % 2 == 0) visible.push_back(k);
-    block.add(static_cast<Token>(rng() % static_cast<unsigned>(vocab)), 1 + static_cast<std::int32_t>(rng() % 6), visible);
-  }
-  return block;
+  return refdec_test::random_aux(rng, {.empty_one_in = 2, .max_tokens = 9, .max_offset = 6, .vocab = static_cast<unsigned>(vocab)});
 }
 
 // A random draft tree over `vocab` tokens, sometimes the root alone.
