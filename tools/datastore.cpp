@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "refdec/datastore/builder.hpp"
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/datastore/retrieval.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "refdec/replay/datasets.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
@@ -257,7 +258,7 @@ int run_query(const QueryArgs& a) {
   DraftTree tree;
   const RetrievalOptions r{a.rest.n_max, a.rest.m, a.rest.c, a.rest.max_occurrences};
   const auto t0 = std::chrono::steady_clock::now();
-  const auto res = ds.retrieve(context, r, a.budget, tree);
+  const auto res = retrieve(ds, context, r, a.budget, tree);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   const LinearTree lt = tree.linearize(context.back(), a.budget);
   if (a.json_out) {

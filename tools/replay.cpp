@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"

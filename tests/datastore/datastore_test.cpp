@@ -2,7 +2,8 @@
 // The datastore file: its suffix array against a brute-force sort, search against a scan, and
 // clear errors (never crashes) for every kind of bad input.
 
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/datastore/retrieval.hpp"
 
 #include <gtest/gtest.h>
 
@@ -182,7 +183,7 @@ TEST(Datastore, QueriesLongerThanTheDatastore) {
   EXPECT_EQ(len, 2u);
   EXPECT_EQ(range.size(), 1u);
   DraftTree tree;
-  const auto res = ds.retrieve(long_query, RetrievalOptions{}, 64, tree);
+  const auto res = retrieve(ds, long_query, RetrievalOptions{}, 64, tree);
   EXPECT_EQ(res.match_length, 2u);
   EXPECT_TRUE(tree.empty());  // the match ends its document: nothing follows
 }
@@ -216,7 +217,7 @@ TEST(Datastore, ConcurrentRetrievalIsConsistent) {
     RetrievalScratch scratch;
     DraftTree tree;
     for (const auto& q : queries) {
-      ds->retrieve(q, RetrievalOptions{}, 64, tree, scratch);
+      retrieve(*ds, q, RetrievalOptions{}, 64, tree, scratch);
       out.push_back(to_string(tree.linearize(0, 64)));
     }
   };
@@ -360,7 +361,7 @@ TEST_F(BadDatastore, OutOfVocabularyQuery) {
   refdec_test::expect_error([&] { ds.find(Tokens{1, 111}); }, "token 111 at index 1");
   refdec_test::expect_error([&] { ds.find(Tokens{-1}); }, "token -1");
   DraftTree tree;
-  refdec_test::expect_error([&] { ds.retrieve(Tokens{3, 200}, RetrievalOptions{}, 64, tree); }, "token 200");
+  refdec_test::expect_error([&] { retrieve(ds, Tokens{3, 200}, RetrievalOptions{}, 64, tree); }, "token 200");
 }
 
 TEST(DatastoreBuild, EmptyCorpus) {

@@ -1,6 +1,6 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Builds a datastore file (format in refdec/datastore/datastore.hpp) from tokenised documents with
+// Builds a datastore file (format in refdec/datastore/format.hpp) from tokenised documents with
 // libdivsufsort. Link against refdec::datastore.
 //
 // Each array code (token + 1, separator 0) is written as fixed-width big-endian bytes, the byte
@@ -29,7 +29,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/core/mapped_file.hpp"
+#include "refdec/datastore/format.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

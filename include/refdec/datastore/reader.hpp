@@ -1,40 +1,10 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// A REST-style retrieval datastore ("REST: Retrieval-Based Speculative Decoding", He et al. 2023):
-// a token corpus and its suffix array in one file, memory-mapped read-only (POSIX), with exact
-// suffix search and the REST retrieval step (longest context-suffix match, counted continuations).
-// No dependencies beyond the C++ library and POSIX; refdec/datastore/builder.hpp writes the files.
-//
-// File format, version 1, all integers little-endian:
-//
-//   offset  size  field
-//        0     8  magic "REFDECSA"
-//        8     4  format version (1)
-//       12     4  header size in bytes (128)
-//       16     8  num_tokens: length of the token array, one separator per document included
-//       24     8  num_documents
-//       32     4  vocab_size: every token id is in [0, vocab_size)
-//       36     4  token_width: bytes per token array entry, 2 (vocab_size < 65536) or 4
-//       40     4  index_width: bytes per suffix array entry, 4 (num_tokens < 2^32) or 8
-//       44     4  flags (0)
-//       48     8  tokens_offset (64-byte aligned)     56  8  tokens_bytes = num_tokens * token_width
-//       64     8  suffix_offset (64-byte aligned)     72  8  suffix_bytes = num_tokens * index_width
-//       80     8  file_bytes: the file's exact size
-//       88     8  data_checksum: datastore_hash() of bytes [tokens_offset, file_bytes)
-//       96     8  header_checksum: datastore_hash() of bytes [0, 96)
-//      104    24  zero
-//
-// The token array holds token t as the code t + 1 and ends every document with the code 0 (so the
-// array ends with 0). With codes compared as unsigned integers, a separator sorts before every
-// token, and the suffix array lists every position 0..num_tokens-1 in lexicographic order of the
-// code strings that start there; a string that is a prefix of another sorts first. Matches and
-// continuations therefore never cross a document boundary.
-
+// Reading a datastore (format in refdec/datastore/format.hpp): the file memory-mapped read-only
+// (POSIX), validated at open, with exact suffix search over its suffix array. No dependencies
+// beyond the C++ library and POSIX; refdec/datastore/retrieval.hpp builds REST drafts on it.
 
 #include <algorithm>
-#include <array>
-#include <bit>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -42,98 +12,14 @@
 #include <limits>
 #include <memory>
 #include <span>
-#include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/draft_tree.hpp"
 #include "refdec/core/mapped_file.hpp"
+#include "refdec/datastore/format.hpp"
 
 REFDEC_NAMESPACE_BEGIN
-
-// The file stores little-endian integers that the reader uses in place.
-static_assert(std::endian::native == std::endian::little, "refdec datastores need a little-endian host");
-
-/// The datastore file's magic bytes.
-inline constexpr std::array<char, 8> kDatastoreMagic = {'R', 'E', 'F', 'D', 'E', 'C', 'S', 'A'};
-/// The datastore format version this reader and the builder speak.
-inline constexpr std::uint32_t kDatastoreVersion = 1;
-/// Size of the datastore file header in bytes.
-inline constexpr std::uint32_t kDatastoreHeaderBytes = 128;
-/// Alignment of the token and suffix array sections.
-inline constexpr std::uint64_t kDatastoreAlignment = 64;
-
-/// The fixed-size header at the start of a datastore file (see the format at the top of this file).
-struct DatastoreHeader {
-  std::array<char, 8> magic = kDatastoreMagic;
-  std::uint32_t version = kDatastoreVersion;
-  std::uint32_t header_bytes = kDatastoreHeaderBytes;
-  std::uint64_t num_tokens = 0;     ///< token array length, separators included
-  std::uint64_t num_documents = 0;  ///< documents (= separators)
-  std::uint32_t vocab_size = 0;     ///< token ids are in [0, vocab_size)
-  std::uint32_t token_width = 0;    ///< bytes per token array entry: 2 or 4
-  std::uint32_t index_width = 0;    ///< bytes per suffix array entry: 4 or 8
-  std::uint32_t flags = 0;          ///< reserved, 0
-  std::uint64_t tokens_offset = 0;
-  std::uint64_t tokens_bytes = 0;
-  std::uint64_t suffix_offset = 0;
-  std::uint64_t suffix_bytes = 0;
-  std::uint64_t file_bytes = 0;
-  std::uint64_t data_checksum = 0;    ///< datastore_hash of [tokens_offset, file_bytes)
-  std::uint64_t header_checksum = 0;  ///< datastore_hash of the header's first 96 bytes
-  std::array<std::uint8_t, 24> reserved{};
-};
-static_assert(sizeof(DatastoreHeader) == kDatastoreHeaderBytes && std::is_trivially_copyable_v<DatastoreHeader>);
-static_assert(offsetof(DatastoreHeader, header_checksum) == 96);
-
-/// Token array width for a vocabulary: codes go up to vocab_size, so 2 bytes while that fits.
-constexpr std::uint32_t datastore_token_width(std::uint64_t vocab_size) { return vocab_size < 65536 ? 2 : 4; }
-/// Suffix array width for a token array length.
-constexpr std::uint32_t datastore_index_width(std::uint64_t num_tokens) {
-  return num_tokens <= std::numeric_limits<std::uint32_t>::max() ? 4 : 8;
-}
-/// `x` rounded up to the section alignment.
-constexpr std::uint64_t datastore_align(std::uint64_t x) {
-  return (x + kDatastoreAlignment - 1) / kDatastoreAlignment * kDatastoreAlignment;
-}
-
-/// A 64-bit checksum of `bytes` that reads 8 bytes at a time in four independent lanes (several
-/// GB/s). Not cryptographic; any change of a single 8-byte word changes the result.
-inline std::uint64_t datastore_hash(std::span<const std::uint8_t> bytes, std::uint64_t seed = 0) {
-  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ULL;  // odd, so each lane step is a bijection
-  constexpr std::uint64_t kMul2 = 0xC2B2AE3D27D4EB4FULL;
-  std::uint64_t lane[4] = {seed ^ 0x243F6A8885A308D3ULL, seed ^ 0x13198A2E03707344ULL, seed ^ 0xA4093822299F31D0ULL,
-                           seed ^ 0x082EFA98EC4E6C89ULL};
-  const std::uint8_t* p = bytes.data();
-  std::size_t n = bytes.size();
-  auto load = [](const std::uint8_t* q) {
-    std::uint64_t w;
-    std::memcpy(&w, q, 8);
-    return w;
-  };
-  auto mix = [](std::uint64_t h, std::uint64_t w) { return std::rotl((h ^ w) * kMul, 31); };
-  for (; n >= 32; p += 32, n -= 32) {
-    lane[0] = mix(lane[0], load(p));
-    lane[1] = mix(lane[1], load(p + 8));
-    lane[2] = mix(lane[2], load(p + 16));
-    lane[3] = mix(lane[3], load(p + 24));
-  }
-  for (; n >= 8; p += 8, n -= 8) lane[0] = mix(lane[0], load(p));
-  if (n > 0) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    lane[1] = mix(lane[1], w ^ (std::uint64_t{n} << 56));
-  }
-  // Each lane enters the sum through a bijection, so it stays injective in every lane.
-  std::uint64_t h = ((lane[0] * kMul2 + lane[1]) * kMul2 + lane[2]) * kMul2 + lane[3];
-  h ^= static_cast<std::uint64_t>(bytes.size()) * kMul;
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDULL;
-  h ^= h >> 33;
-  return h;
-}
 
 /// Options of Datastore::open.
 struct DatastoreOpenOptions {
@@ -153,41 +39,6 @@ struct SuffixRange {
   std::uint64_t size() const { return end - begin; }
   bool empty() const { return end <= begin; }
   friend bool operator==(const SuffixRange&, const SuffixRange&) = default;
-};
-
-/// Settings of Datastore::retrieve (the REST retrieval step).
-struct RetrievalOptions {
-  std::size_t max_match = 16;          ///< longest context suffix searched (REST's n_max)
-  std::size_t continuation = 10;       ///< tokens read after each occurrence (REST's m)
-  std::size_t max_nodes = 64;          ///< draft nodes kept (REST's c; also capped by the budget)
-  std::size_t max_occurrences = 256;   ///< occurrences read (K); more are sampled evenly by rank
-};
-
-/// What Datastore::retrieve found.
-struct RetrievalResult {
-  std::size_t match_length = 0;  ///< length of the longest context suffix found (0: none)
-  SuffixRange range;             ///< its suffix array range
-  std::size_t occurrences = 0;   ///< occurrences whose continuations were counted (<= K)
-  std::size_t nodes = 0;         ///< draft nodes written
-};
-
-/// Scratch memory for Datastore::retrieve, reusable across calls of one thread.
-struct RetrievalScratch {
-  struct Node {
-    Token token;
-    std::int32_t count;
-    std::int32_t depth;
-    std::int32_t parent;
-    std::int32_t first_child;
-    std::int32_t next_sibling;
-  };
-  std::vector<Node> nodes;          // [trie nodes] counting trie, node 0 the root, preorder ids
-  std::vector<std::int32_t> path;   // [m] trie nodes of the previous continuation
-  std::vector<Token> prev;          // [m] the previous continuation
-  std::vector<Token> cur;           // [m] the current continuation
-  std::vector<std::uint8_t> keep;   // [trie nodes] selected for the draft
-  std::vector<std::int32_t> out_id; // [trie nodes] the selected node's index in the output DraftTree
-  std::vector<std::uint64_t> positions;  // [K] sampled occurrence positions
 };
 
 /// A read-only, memory-mapped suffix-array datastore. All methods are const and it holds no
@@ -281,101 +132,11 @@ class Datastore {
     }
     return out.size() - before;
   }
-
-  /// The REST retrieval step: finds the longest suffix of `context` (at most `max_match` tokens)
-  /// in the datastore, reads the `continuation` tokens after each of up to `max_occurrences` of
-  /// its occurrences (evenly sampled by rank when there are more: rank begin + floor(i * n / K)),
-  /// counts them in a trie and writes the min(max_nodes, budget) best nodes into `out` (cleared
-  /// first) with their counts as scores. Ties between equal counts go to shallower, then
-  /// lexicographically smaller paths: the nodes DraftTree::prune keeps after inserting the
-  /// continuations in lexicographic order.
-  RetrievalResult retrieve(std::span<const Token> context, const RetrievalOptions& options, std::size_t budget,
-                           DraftTree& out, RetrievalScratch& scratch) const {
-    out.clear();
-    RetrievalResult result;
-    const auto [len, range] = longest_suffix_match(context, options.max_match);
-    result.match_length = len;
-    result.range = range;
-    REFDEC_CHECK(options.max_occurrences <= (std::size_t{1} << 31),
-                 "retrieval: max_occurrences must be at most 2^31, got " << options.max_occurrences);
-    const std::size_t keep_nodes = std::min(options.max_nodes, budget);
-    if (len == 0 || keep_nodes == 0 || options.continuation == 0 || options.max_occurrences == 0) return result;
-    const std::uint64_t n = range.size();
-    const std::uint64_t k = std::min<std::uint64_t>(n, options.max_occurrences);
-    const std::size_t m = options.continuation;
-
-    // Counting trie. Ranks in a range are sorted by the text after the match, so the sampled
-    // continuations arrive in lexicographic order: each shares a prefix with the previous one and
-    // adds the rest as new nodes, which gives preorder node ids.
-    auto& nodes = scratch.nodes;
-    nodes.clear();
-    nodes.push_back({-1, 0, 0, -1, -1, -1});
-    scratch.path.assign(m + 1, 0);  // path[d]: trie node at depth d of the previous continuation
-    scratch.prev.clear();
-    // Sampled ranks: floor(i * n / k) without overflow (n = q k + r, and i r < k^2 <= 2^62).
-    auto rank_of = [&](std::uint64_t i) { return range.begin + i * (n / k) + i * (n % k) / k; };
-    // Occurrences of a frequent match lie all over a large file: each read is a cache (and TLB)
-    // miss, so the suffix array entries and then the continuations are prefetched a few ahead.
-    constexpr std::uint64_t kAhead = 16;
-    auto& positions = scratch.positions;
-    positions.resize(k);
-    for (std::uint64_t i = 0; i < std::min(k, kAhead); ++i) prefetch(suffix_ + rank_of(i) * header_.index_width);
-    for (std::uint64_t i = 0; i < k; ++i) {
-      if (i + kAhead < k) prefetch(suffix_ + rank_of(i + kAhead) * header_.index_width);
-      positions[i] = checked_suffix(rank_of(i));
-    }
-    for (std::uint64_t i = 0; i < std::min(k, kAhead); ++i) prefetch(tokens_ + (positions[i] + len) * header_.token_width);
-    for (std::uint64_t i = 0; i < k; ++i) {
-      if (i + kAhead < k) prefetch(tokens_ + (positions[i + kAhead] + len) * header_.token_width);
-      scratch.cur.clear();
-      continuation(positions[i] + len - 1, m, scratch.cur);
-      if (scratch.cur.empty()) {
-        scratch.prev.clear();
-        continue;
-      }
-      ++result.occurrences;
-      std::size_t common = 0;
-      while (common < scratch.cur.size() && common < scratch.prev.size() && scratch.cur[common] == scratch.prev[common])
-        ++common;
-      for (std::size_t d = 1; d <= common; ++d) ++nodes[static_cast<std::size_t>(scratch.path[d])].count;
-      for (std::size_t d = common + 1; d <= scratch.cur.size(); ++d) {
-        const auto id = static_cast<std::int32_t>(nodes.size());
-        const std::int32_t parent = scratch.path[d - 1];
-        nodes.push_back({scratch.cur[d - 1], 1, static_cast<std::int32_t>(d), parent, -1, -1});
-        // Sorted input: a new child is the parent's last; link it through the previous last.
-        auto& pn = nodes[static_cast<std::size_t>(parent)];
-        if (pn.first_child < 0) {
-          pn.first_child = id;
-        } else {
-          // The previous child of `parent` is the node that was at depth d of the previous path.
-          nodes[static_cast<std::size_t>(scratch.path[d])].next_sibling = id;
-        }
-        scratch.path[d] = id;
-      }
-      std::swap(scratch.prev, scratch.cur);
-    }
-    if (nodes.size() == 1) return result;
-
-    // DraftTree's cut rule: count, then shallower, then lower (preorder, so lexicographic) id.
-    const std::size_t kept = select_best_first(
-        nodes, [&nodes](std::int32_t i) { return nodes[static_cast<std::size_t>(i)].count; }, keep_nodes, scratch.keep);
-    // Kept nodes in preorder: a parent is written before its children, siblings in order.
-    scratch.out_id.assign(nodes.size(), 0);
-    for (std::size_t i = 1; i < nodes.size(); ++i) {
-      if (!scratch.keep[i]) continue;
-      const std::int32_t id = out.add_child(scratch.out_id[static_cast<std::size_t>(nodes[i].parent)], nodes[i].token);
-      out.set_score(id, static_cast<float>(nodes[i].count));
-      scratch.out_id[i] = id;
-    }
-    result.nodes = kept;
-    return result;
-  }
-  /// retrieve() with scratch memory of its own.
-  RetrievalResult retrieve(std::span<const Token> context, const RetrievalOptions& options, std::size_t budget,
-                           DraftTree& out) const {
-    RetrievalScratch scratch;
-    return retrieve(context, options, budget, out, scratch);
-  }
+  /// A hint to fetch the suffix array entry of rank `rank` into the cache; no effect on results,
+  /// and harmless for any rank.
+  void prefetch_suffix(std::uint64_t rank) const { prefetch(suffix_ + rank * header_.index_width); }
+  /// A hint to fetch the token at array position `pos` into the cache; harmless for any position.
+  void prefetch_token(std::uint64_t pos) const { prefetch(tokens_ + pos * header_.token_width); }
 
  private:
   Datastore() = default;
