@@ -18,11 +18,12 @@
 #include <string_view>
 #include <vector>
 
+#include "eval/data_dir.hpp"
+#include "eval/datasets.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/datastore/retrieval.hpp"
 #include "refdec/drafters/rest.hpp"
-#include "refdec/replay/datasets.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
 namespace {

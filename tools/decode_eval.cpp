@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "eval/data_dir.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -27,7 +28,6 @@
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/rest.hpp"
-#include "refdec/core/data_dir.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "eval/data_dir.hpp"
+#include "eval/datasets.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -25,7 +27,6 @@
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/rest.hpp"
-#include "refdec/replay/datasets.hpp"
 #include "refdec/replay/replay.hpp"
 
 namespace {

@@ -2,7 +2,7 @@
 // Replay traces from real data, and the calibration of the replay evaluator: prompt lookup must
 // reproduce the τ that Spec-Bench publishes.
 
-#include "refdec/replay/datasets.hpp"
+#include "eval/datasets.hpp"
 
 #include <gtest/gtest.h>
 

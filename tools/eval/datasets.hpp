@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/data_dir.hpp"
 #include "refdec/replay/replay.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
