@@ -37,7 +37,7 @@ fs::path default_tokenizer() { return data_dir_or(REFDEC_DEFAULT_DATA_DIR) / "to
 
 std::string read_file(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
-  REFDEC_CHECK(f.is_open(), "cannot open input " << path);
+  REFDEC_CHECK_IO(f.is_open(), "cannot open input " << path);
   std::ostringstream os;
   os << f.rdbuf();
   return os.str();
@@ -139,8 +139,8 @@ void read_token_file(const fs::path& path, const std::string& format, std::vecto
     return;
   }
   REFDEC_CHECK(format == "int32", "--tokens must be ids or int32, got " << format);
-  REFDEC_CHECK(data.size() % 4 == 0, "int32 token file " << path << " has " << data.size()
-                                                          << " bytes, not a multiple of 4");
+  REFDEC_CHECK_IO(data.size() % 4 == 0, "int32 token file " << path << " has " << data.size()
+                                                             << " bytes, not a multiple of 4");
   Tokens d;
   for (std::size_t i = 0; i < data.size(); i += 4) {
     std::int32_t v;

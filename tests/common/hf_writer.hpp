@@ -28,10 +28,10 @@ namespace detail {
 
 inline void write_json_file(const std::filesystem::path& path, const nlohmann::json& value) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  REFDEC_CHECK(out.good(), "cannot create " << path);
+  REFDEC_CHECK_IO(out.good(), "cannot create " << path);
   out << value.dump(2) << "\n";
   out.close();
-  REFDEC_CHECK(out.good(), "failed to write " << path);
+  REFDEC_CHECK_IO(out.good(), "failed to write " << path);
 }
 
 inline const char* hf_torch_dtype(at::ScalarType dtype) {
@@ -60,9 +60,9 @@ inline at::Tensor interleaved_to_half_rows(const at::Tensor& w, std::int64_t hea
 /// model.safetensors or index left by an earlier save of the other kind is removed, since it
 /// would take precedence or mislead. An interleaved-rotary model (llama2.c) has its q and k
 /// projections permuted to the half-split convention, so that load_hf_llama() returns a model
-/// computing the same function. Throws refdec::Error for a dtype Hugging Face configs cannot name
-/// (only float32, float16, bfloat16 and float64 are allowed), a shard count outside
-/// [1, number of tensors], or an I/O failure.
+/// computing the same function. Throws refdec::ArgumentError for a dtype Hugging Face configs
+/// cannot name (only float32, float16, bfloat16 and float64 are allowed) or a shard count outside
+/// [1, number of tensors], and refdec::IoError for an I/O failure.
 inline void save_hf_llama(const LlamaModel& model, const std::filesystem::path& dir, int num_shards = 1) {
   const auto& c = model.config();
   const auto& mw = model.weights();

@@ -264,7 +264,10 @@ TEST_F(BadDatastore, GoodFileOpens) {
   for (Token t = 0; t < 111; ++t) EXPECT_EQ(fast.find(Tokens{t}), ds.find(Tokens{t}));
 }
 
-TEST_F(BadDatastore, MissingFile) { refdec_test::expect_error([&] { Datastore::open(dir_ / "nope.ds"); }, "cannot open datastore"); }
+TEST_F(BadDatastore, MissingFile) {
+  refdec_test::expect_error([&] { Datastore::open(dir_ / "nope.ds"); }, "cannot open datastore");
+  EXPECT_THROW(Datastore::open(dir_ / "nope.ds"), IoError);
+}
 
 TEST_F(BadDatastore, NotARegularFile) { refdec_test::expect_error([&] { Datastore::open(dir_.path()); }, "not a regular file"); }
 
@@ -272,6 +275,7 @@ TEST_F(BadDatastore, WrongMagic) {
   auto b = bytes_;
   b[0] = 'X';
   refdec_test::expect_error([&] { Datastore::open(write(b)); }, "wrong magic");
+  EXPECT_THROW(Datastore::open(write(b)), IoError);  // a bad file, not a bad argument
 }
 
 TEST_F(BadDatastore, WrongVersion) {
@@ -362,6 +366,7 @@ TEST_F(BadDatastore, OutOfVocabularyQuery) {
   refdec_test::expect_error([&] { ds.find(Tokens{-1}); }, "token -1");
   DraftTree tree;
   refdec_test::expect_error([&] { retrieve(ds, Tokens{3, 200}, RetrievalOptions{}, 64, tree); }, "token 200");
+  EXPECT_THROW(ds.find(Tokens{-1}), ArgumentError);  // a bad argument, not a bad file
 }
 
 TEST(DatastoreBuild, EmptyCorpus) {
@@ -382,6 +387,8 @@ TEST(DatastoreBuild, OutOfVocabularyToken) {
 TEST(DatastoreBuild, UnwritablePath) {
   TempDir dir;
   refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"); }, "cannot create");
+  EXPECT_THROW(build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"), IoError);
+  EXPECT_THROW(build_datastore(std::vector<Tokens>{}, 10, dir / "ds"), ArgumentError);
 }
 
 TEST(DatastoreBuild, ReportsProgress) {

@@ -45,7 +45,7 @@ struct SuffixRange {
 /// mutable state, so one instance can serve any number of threads and sequences.
 class Datastore {
  public:
-  /// Maps and validates the datastore file `path`. Throws refdec::Error naming the file and the
+  /// Maps and validates the datastore file `path`. Throws refdec::IoError naming the file and the
   /// bad field for a missing or unreadable file, wrong magic or version, a corrupt or truncated
   /// header, sizes or offsets that do not add up, a checksum mismatch, and (with `verify`) a token
   /// or suffix array entry out of range.
@@ -126,8 +126,8 @@ class Datastore {
     for (std::uint64_t p = pos + 1; p < size() && out.size() - before < max_length; ++p) {
       const std::uint32_t c = code(p);
       if (c == 0) break;
-      REFDEC_CHECK(c <= header_.vocab_size, "corrupt datastore " << path_ << ": token code " << c << " at position "
-                                                                   << p << " exceeds vocab_size " << header_.vocab_size);
+      REFDEC_CHECK_IO(c <= header_.vocab_size, "corrupt datastore " << path_ << ": token code " << c << " at position "
+                                                                      << p << " exceeds vocab_size " << header_.vocab_size);
       out.push_back(static_cast<Token>(c) - 1);
     }
     return out.size() - before;
@@ -176,8 +176,8 @@ class Datastore {
   // read outside the mapping.
   std::uint64_t checked_suffix(std::uint64_t rank) const {
     const std::uint64_t pos = raw_suffix(rank);
-    REFDEC_CHECK(pos < size(), "corrupt datastore " << path_ << ": suffix array entry " << rank << " is " << pos
-                                                    << ", out of range [0, " << size() << ")");
+    REFDEC_CHECK_IO(pos < size(), "corrupt datastore " << path_ << ": suffix array entry " << rank << " is " << pos
+                                                       << ", out of range [0, " << size() << ")");
     return pos;
   }
 
@@ -230,59 +230,59 @@ class Datastore {
 
   void validate(const DatastoreOpenOptions& options) {
     const std::uint64_t file_size = map_.size();
-    REFDEC_CHECK(file_size >= kDatastoreHeaderBytes, "datastore " << path_ << " is truncated: " << file_size
-                                                                  << " bytes, less than the " << kDatastoreHeaderBytes
-                                                                  << "-byte header");
+    REFDEC_CHECK_IO(file_size >= kDatastoreHeaderBytes, "datastore " << path_ << " is truncated: " << file_size
+                                                                     << " bytes, less than the " << kDatastoreHeaderBytes
+                                                                     << "-byte header");
     std::memcpy(&header_, map_.data(), sizeof(header_));
     const DatastoreHeader& h = header_;
-    REFDEC_CHECK(h.magic == kDatastoreMagic, "datastore " << path_ << " has the wrong magic (not a refdec datastore)");
-    REFDEC_CHECK(h.version == kDatastoreVersion, "datastore " << path_ << " has format version " << h.version
-                                                              << "; this reader supports version " << kDatastoreVersion);
+    REFDEC_CHECK_IO(h.magic == kDatastoreMagic, "datastore " << path_ << " has the wrong magic (not a refdec datastore)");
+    REFDEC_CHECK_IO(h.version == kDatastoreVersion, "datastore " << path_ << " has format version " << h.version
+                                                                 << "; this reader supports version " << kDatastoreVersion);
     const std::uint64_t hc = datastore_hash(std::span<const std::uint8_t>(map_.data(), offsetof(DatastoreHeader, header_checksum)));
-    REFDEC_CHECK(hc == h.header_checksum, "datastore " << path_ << " has a corrupt header: header_checksum is "
-                                                       << h.header_checksum << ", the header hashes to " << hc);
-    REFDEC_CHECK(h.header_bytes == kDatastoreHeaderBytes, "datastore " << path_ << ": header_bytes is " << h.header_bytes
-                                                                       << ", expected " << kDatastoreHeaderBytes);
-    REFDEC_CHECK(h.file_bytes == file_size, "datastore " << path_ << " is truncated or padded: file_bytes is "
-                                                         << h.file_bytes << " but the file has " << file_size << " bytes");
-    REFDEC_CHECK(h.vocab_size >= 1 && h.vocab_size <= static_cast<std::uint32_t>(std::numeric_limits<Token>::max()),
-                 "datastore " << path_ << ": vocab_size " << h.vocab_size << " is out of range");
-    REFDEC_CHECK(h.token_width == datastore_token_width(h.vocab_size),
-                 "datastore " << path_ << ": token_width " << h.token_width << " does not fit vocab_size "
-                              << h.vocab_size << " (expected " << datastore_token_width(h.vocab_size) << ")");
-    REFDEC_CHECK(h.num_tokens >= 1 && h.num_tokens <= (std::uint64_t{1} << 48),
-                 "datastore " << path_ << ": num_tokens " << h.num_tokens << " is out of range [1, 2^48]");
-    REFDEC_CHECK(h.index_width == datastore_index_width(h.num_tokens),
-                 "datastore " << path_ << ": index_width " << h.index_width << " does not fit num_tokens "
-                              << h.num_tokens << " (expected " << datastore_index_width(h.num_tokens) << ")");
-    REFDEC_CHECK(h.num_documents >= 1 && h.num_documents <= h.num_tokens,
-                 "datastore " << path_ << ": num_documents " << h.num_documents << " is out of range [1, num_tokens "
-                              << h.num_tokens << "]");
-    REFDEC_CHECK(h.flags == 0, "datastore " << path_ << ": unknown flags " << h.flags);
+    REFDEC_CHECK_IO(hc == h.header_checksum, "datastore " << path_ << " has a corrupt header: header_checksum is "
+                                                          << h.header_checksum << ", the header hashes to " << hc);
+    REFDEC_CHECK_IO(h.header_bytes == kDatastoreHeaderBytes, "datastore " << path_ << ": header_bytes is " << h.header_bytes
+                                                                          << ", expected " << kDatastoreHeaderBytes);
+    REFDEC_CHECK_IO(h.file_bytes == file_size, "datastore " << path_ << " is truncated or padded: file_bytes is "
+                                                            << h.file_bytes << " but the file has " << file_size << " bytes");
+    REFDEC_CHECK_IO(h.vocab_size >= 1 && h.vocab_size <= static_cast<std::uint32_t>(std::numeric_limits<Token>::max()),
+                    "datastore " << path_ << ": vocab_size " << h.vocab_size << " is out of range");
+    REFDEC_CHECK_IO(h.token_width == datastore_token_width(h.vocab_size),
+                    "datastore " << path_ << ": token_width " << h.token_width << " does not fit vocab_size "
+                                 << h.vocab_size << " (expected " << datastore_token_width(h.vocab_size) << ")");
+    REFDEC_CHECK_IO(h.num_tokens >= 1 && h.num_tokens <= (std::uint64_t{1} << 48),
+                    "datastore " << path_ << ": num_tokens " << h.num_tokens << " is out of range [1, 2^48]");
+    REFDEC_CHECK_IO(h.index_width == datastore_index_width(h.num_tokens),
+                    "datastore " << path_ << ": index_width " << h.index_width << " does not fit num_tokens "
+                                 << h.num_tokens << " (expected " << datastore_index_width(h.num_tokens) << ")");
+    REFDEC_CHECK_IO(h.num_documents >= 1 && h.num_documents <= h.num_tokens,
+                    "datastore " << path_ << ": num_documents " << h.num_documents << " is out of range [1, num_tokens "
+                                 << h.num_tokens << "]");
+    REFDEC_CHECK_IO(h.flags == 0, "datastore " << path_ << ": unknown flags " << h.flags);
     const std::uint64_t tokens_bytes = h.num_tokens * h.token_width;
     const std::uint64_t suffix_bytes = h.num_tokens * h.index_width;
-    REFDEC_CHECK(h.tokens_bytes == tokens_bytes, "datastore " << path_ << ": tokens_bytes " << h.tokens_bytes
-                                                              << " != num_tokens * token_width = " << tokens_bytes);
-    REFDEC_CHECK(h.suffix_bytes == suffix_bytes, "datastore " << path_ << ": suffix_bytes " << h.suffix_bytes
-                                                              << " != num_tokens * index_width = " << suffix_bytes);
-    REFDEC_CHECK(h.tokens_offset == datastore_align(kDatastoreHeaderBytes),
-                 "datastore " << path_ << ": tokens_offset " << h.tokens_offset << ", expected "
-                              << datastore_align(kDatastoreHeaderBytes));
-    REFDEC_CHECK(h.suffix_offset == datastore_align(h.tokens_offset + tokens_bytes),
-                 "datastore " << path_ << ": suffix_offset " << h.suffix_offset << ", expected "
-                              << datastore_align(h.tokens_offset + tokens_bytes));
-    REFDEC_CHECK(h.file_bytes == h.suffix_offset + suffix_bytes,
-                 "datastore " << path_ << ": file_bytes " << h.file_bytes << " != suffix_offset + suffix_bytes = "
-                              << h.suffix_offset + suffix_bytes);
+    REFDEC_CHECK_IO(h.tokens_bytes == tokens_bytes, "datastore " << path_ << ": tokens_bytes " << h.tokens_bytes
+                                                                 << " != num_tokens * token_width = " << tokens_bytes);
+    REFDEC_CHECK_IO(h.suffix_bytes == suffix_bytes, "datastore " << path_ << ": suffix_bytes " << h.suffix_bytes
+                                                                 << " != num_tokens * index_width = " << suffix_bytes);
+    REFDEC_CHECK_IO(h.tokens_offset == datastore_align(kDatastoreHeaderBytes),
+                    "datastore " << path_ << ": tokens_offset " << h.tokens_offset << ", expected "
+                                 << datastore_align(kDatastoreHeaderBytes));
+    REFDEC_CHECK_IO(h.suffix_offset == datastore_align(h.tokens_offset + tokens_bytes),
+                    "datastore " << path_ << ": suffix_offset " << h.suffix_offset << ", expected "
+                                 << datastore_align(h.tokens_offset + tokens_bytes));
+    REFDEC_CHECK_IO(h.file_bytes == h.suffix_offset + suffix_bytes,
+                    "datastore " << path_ << ": file_bytes " << h.file_bytes << " != suffix_offset + suffix_bytes = "
+                                 << h.suffix_offset + suffix_bytes);
     tokens_ = map_.data() + h.tokens_offset;
     suffix_ = map_.data() + h.suffix_offset;
     // Searches rely on the final separator to stop comparisons inside the array.
-    REFDEC_CHECK(code(h.num_tokens - 1) == 0, "corrupt datastore " << path_ << ": the token array does not end with "
-                                                                    << "a document separator");
+    REFDEC_CHECK_IO(code(h.num_tokens - 1) == 0, "corrupt datastore " << path_ << ": the token array does not end with "
+                                                                       << "a document separator");
     if (!options.verify) return;
     const std::uint64_t data_hash = datastore_hash(std::span<const std::uint8_t>(tokens_, file_size - h.tokens_offset));
-    REFDEC_CHECK(data_hash == h.data_checksum, "datastore " << path_ << " is corrupt: data_checksum is "
-                                                            << h.data_checksum << ", the data hashes to " << data_hash);
+    REFDEC_CHECK_IO(data_hash == h.data_checksum, "datastore " << path_ << " is corrupt: data_checksum is "
+                                                               << h.data_checksum << ", the data hashes to " << data_hash);
     std::uint64_t separators = 0;
     std::uint32_t max_code = 0;
     for (std::uint64_t p = 0; p < h.num_tokens; ++p) {
@@ -290,15 +290,15 @@ class Datastore {
       separators += c == 0;
       max_code = std::max(max_code, c);
     }
-    REFDEC_CHECK(max_code <= h.vocab_size, "corrupt datastore " << path_ << ": token code " << max_code
-                                                                << " exceeds vocab_size " << h.vocab_size);
-    REFDEC_CHECK(separators == h.num_documents, "corrupt datastore " << path_ << ": " << separators
-                                                                     << " document separators, num_documents is "
-                                                                     << h.num_documents);
+    REFDEC_CHECK_IO(max_code <= h.vocab_size, "corrupt datastore " << path_ << ": token code " << max_code
+                                                                   << " exceeds vocab_size " << h.vocab_size);
+    REFDEC_CHECK_IO(separators == h.num_documents, "corrupt datastore " << path_ << ": " << separators
+                                                                        << " document separators, num_documents is "
+                                                                        << h.num_documents);
     for (std::uint64_t r = 0; r < h.num_tokens; ++r) {
       const std::uint64_t pos = raw_suffix(r);
-      REFDEC_CHECK(pos < h.num_tokens, "corrupt datastore " << path_ << ": suffix array entry " << r << " is " << pos
-                                                            << ", out of range [0, " << h.num_tokens << ")");
+      REFDEC_CHECK_IO(pos < h.num_tokens, "corrupt datastore " << path_ << ": suffix array entry " << r << " is " << pos
+                                                               << ", out of range [0, " << h.num_tokens << ")");
     }
   }
 

@@ -28,12 +28,12 @@ namespace detail {
 
 inline nlohmann::json read_json_file(const std::filesystem::path& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  REFDEC_CHECK(in.good(), "cannot open " << what << " " << path);
+  REFDEC_CHECK_IO(in.good(), "cannot open " << what << " " << path);
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    REFDEC_CHECK(false, what << " " << path << " is not valid JSON: " << e.what());
+    REFDEC_CHECK_IO(false, what << " " << path << " is not valid JSON: " << e.what());
   }
   return value;
 }
@@ -52,30 +52,30 @@ class HfConfigReader {
   std::int64_t integer(const char* field, std::optional<std::int64_t> fallback = std::nullopt) const {
     const auto* v = find(field);
     if (v == nullptr) {
-      REFDEC_CHECK(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \""
-                                                                << field << "\"");
+      REFDEC_CHECK_IO(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \""
+                                                                   << field << "\"");
       return *fallback;
     }
-    REFDEC_CHECK(v->is_number_integer(), "Hugging Face config " << path_ << ": \"" << field
-                                                                << "\" must be an integer, got " << v->dump());
+    REFDEC_CHECK_IO(v->is_number_integer(), "Hugging Face config " << path_ << ": \"" << field
+                                                                   << "\" must be an integer, got " << v->dump());
     return v->get<std::int64_t>();
   }
   double number(const char* field, std::optional<double> fallback = std::nullopt) const {
     const auto* v = find(field);
     if (v == nullptr) {
-      REFDEC_CHECK(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \""
-                                                                << field << "\"");
+      REFDEC_CHECK_IO(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \""
+                                                                   << field << "\"");
       return *fallback;
     }
-    REFDEC_CHECK(v->is_number(), "Hugging Face config " << path_ << ": \"" << field << "\" must be a number, got "
-                                                        << v->dump());
+    REFDEC_CHECK_IO(v->is_number(), "Hugging Face config " << path_ << ": \"" << field << "\" must be a number, got "
+                                                           << v->dump());
     return v->get<double>();
   }
   bool boolean(const char* field, bool fallback) const {
     const auto* v = find(field);
     if (v == nullptr) return fallback;
-    REFDEC_CHECK(v->is_boolean(), "Hugging Face config " << path_ << ": \"" << field << "\" must be true or false, got "
-                                                         << v->dump());
+    REFDEC_CHECK_IO(v->is_boolean(), "Hugging Face config " << path_ << ": \"" << field << "\" must be true or false, got "
+                                                            << v->dump());
     return v->get<bool>();
   }
   // A token id; recent configs give a list of end tokens, of which LlamaConfig keeps the first.
@@ -87,8 +87,8 @@ class HfConfigReader {
       if (v->empty()) return fallback;
       id = &(*v)[0];
     }
-    REFDEC_CHECK(id->is_number_integer(), "Hugging Face config " << path_ << ": \"" << field
-                                                                 << "\" must be a token id, got " << v->dump());
+    REFDEC_CHECK_IO(id->is_number_integer(), "Hugging Face config " << path_ << ": \"" << field
+                                                                    << "\" must be a token id, got " << v->dump());
     return id->get<std::int64_t>();
   }
 
@@ -99,24 +99,24 @@ class HfConfigReader {
 
 inline LlamaConfig read_hf_llama_config(const std::filesystem::path& path) {
   const auto json = read_json_file(path, "Hugging Face config");
-  REFDEC_CHECK(json.is_object(), "Hugging Face config " << path << " is not a JSON object");
+  REFDEC_CHECK_IO(json.is_object(), "Hugging Face config " << path << " is not a JSON object");
   const HfConfigReader r(json, path);
   const auto* type = r.find("model_type");
-  REFDEC_CHECK(type != nullptr, "Hugging Face config " << path << " lacks the required field \"model_type\"");
-  REFDEC_CHECK(type->is_string() && (*type == "llama" || *type == "mistral"),
-               "Hugging Face config " << path << " has model_type " << type->dump()
-                                      << "; only \"llama\" and \"mistral\" are supported");
+  REFDEC_CHECK_IO(type != nullptr, "Hugging Face config " << path << " lacks the required field \"model_type\"");
+  REFDEC_CHECK_IO(type->is_string() && (*type == "llama" || *type == "mistral"),
+                  "Hugging Face config " << path << " has model_type " << type->dump()
+                                         << "; only \"llama\" and \"mistral\" are supported");
   // Features the reference model does not implement: refuse rather than compute something else.
-  REFDEC_CHECK(r.find("rope_scaling") == nullptr,
-               "Hugging Face config " << path << " sets rope_scaling " << json["rope_scaling"].dump()
-                                      << ", which refdec does not support");
-  REFDEC_CHECK(!r.boolean("attention_bias", false),
-               "Hugging Face config " << path << " sets attention_bias, which refdec does not support");
-  REFDEC_CHECK(!r.boolean("mlp_bias", false),
-               "Hugging Face config " << path << " sets mlp_bias, which refdec does not support");
+  REFDEC_CHECK_IO(r.find("rope_scaling") == nullptr,
+                  "Hugging Face config " << path << " sets rope_scaling " << json["rope_scaling"].dump()
+                                         << ", which refdec does not support");
+  REFDEC_CHECK_IO(!r.boolean("attention_bias", false),
+                  "Hugging Face config " << path << " sets attention_bias, which refdec does not support");
+  REFDEC_CHECK_IO(!r.boolean("mlp_bias", false),
+                  "Hugging Face config " << path << " sets mlp_bias, which refdec does not support");
   if (const auto* act = r.find("hidden_act"))
-    REFDEC_CHECK(*act == "silu", "Hugging Face config " << path << " has hidden_act " << act->dump()
-                                                        << "; only \"silu\" is supported");
+    REFDEC_CHECK_IO(*act == "silu", "Hugging Face config " << path << " has hidden_act " << act->dump()
+                                                           << "; only \"silu\" is supported");
 
   LlamaConfig c;
   c.dim = r.integer("hidden_size");
@@ -134,22 +134,22 @@ inline LlamaConfig read_hf_llama_config(const std::filesystem::path& path) {
   c.rope_style = RopeStyle::kHalf;
   if (c.n_heads > 0 && r.find("head_dim") != nullptr) {
     const auto head_dim = r.integer("head_dim");
-    REFDEC_CHECK(head_dim == c.dim / c.n_heads, "Hugging Face config " << path << " has head_dim " << head_dim
-                                                                       << " != hidden_size / num_attention_heads = "
-                                                                       << c.dim / c.n_heads
-                                                                       << ", which refdec does not support");
+    REFDEC_CHECK_IO(head_dim == c.dim / c.n_heads, "Hugging Face config " << path << " has head_dim " << head_dim
+                                                                          << " != hidden_size / num_attention_heads = "
+                                                                          << c.dim / c.n_heads
+                                                                          << ", which refdec does not support");
   }
   // Mistral's sliding-window attention equals full attention over sequences no longer than the
   // window, so capping the context keeps the model exact.
   if (const auto* window = r.find("sliding_window")) {
     const auto w = r.integer("sliding_window");
-    REFDEC_CHECK(w > 0, "Hugging Face config " << path << " has sliding_window " << window->dump());
+    REFDEC_CHECK_IO(w > 0, "Hugging Face config " << path << " has sliding_window " << window->dump());
     c.max_seq_len = std::min(c.max_seq_len, w);
   }
   try {
     c.validate();
   } catch (const Error& e) {
-    REFDEC_CHECK(false, "Hugging Face config " << path << " is inconsistent: " << e.what());
+    REFDEC_CHECK_IO(false, "Hugging Face config " << path << " is inconsistent: " << e.what());
   }
   return c;
 }
@@ -166,20 +166,20 @@ class HfWeightSource {
       single_ = "model.safetensors";
       return;
     }
-    REFDEC_CHECK(std::filesystem::exists(index),
-                 "Hugging Face checkpoint " << dir << " has neither model.safetensors nor model.safetensors.index.json");
+    REFDEC_CHECK_IO(std::filesystem::exists(index),
+                    "Hugging Face checkpoint " << dir << " has neither model.safetensors nor model.safetensors.index.json");
     const auto json = read_json_file(index, "safetensors index");
-    REFDEC_CHECK(json.is_object() && json.contains("weight_map") && json["weight_map"].is_object(),
-                 "safetensors index " << index << " has no \"weight_map\" object");
+    REFDEC_CHECK_IO(json.is_object() && json.contains("weight_map") && json["weight_map"].is_object(),
+                    "safetensors index " << index << " has no \"weight_map\" object");
     for (const auto& [name, file] : json["weight_map"].items()) {
-      REFDEC_CHECK(file.is_string(), "safetensors index " << index << ": the shard of \"" << name
-                                                          << "\" must be a file name, got " << file.dump());
+      REFDEC_CHECK_IO(file.is_string(), "safetensors index " << index << ": the shard of \"" << name
+                                                             << "\" must be a file name, got " << file.dump());
       const auto shard = file.get<std::string>();
       // A shard must be a plain file name inside the checkpoint directory.
       const std::filesystem::path p(shard);
-      REFDEC_CHECK(!shard.empty() && p == p.filename() && shard != "." && shard != "..",
-                   "safetensors index " << index << ": shard \"" << shard << "\" of \"" << name
-                                        << "\" is not a file name in the checkpoint directory");
+      REFDEC_CHECK_IO(!shard.empty() && p == p.filename() && shard != "." && shard != "..",
+                      "safetensors index " << index << ": shard \"" << shard << "\" of \"" << name
+                                           << "\" is not a file name in the checkpoint directory");
       weight_map_.emplace(name, shard);
     }
   }
@@ -189,9 +189,9 @@ class HfWeightSource {
                  at::Device device) {
     const SafetensorsFile& file = locate(name);
     const auto& info = file.info(name);
-    REFDEC_CHECK(info.shape == shape, "Hugging Face checkpoint " << dir_ << ": tensor \"" << name << "\" has shape "
-                                                                 << at::IntArrayRef(info.shape) << ", expected "
-                                                                 << at::IntArrayRef(shape));
+    REFDEC_CHECK_IO(info.shape == shape, "Hugging Face checkpoint " << dir_ << ": tensor \"" << name << "\" has shape "
+                                                                    << at::IntArrayRef(info.shape) << ", expected "
+                                                                    << at::IntArrayRef(shape));
     return file.get(name, dtype, device);
   }
 
@@ -205,20 +205,20 @@ class HfWeightSource {
     std::string shard = single_;
     if (shard.empty()) {
       const auto it = weight_map_.find(name);
-      REFDEC_CHECK(it != weight_map_.end(), "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name
-                                                                       << "\" (not in model.safetensors.index.json)");
+      REFDEC_CHECK_IO(it != weight_map_.end(), "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name
+                                                                          << "\" (not in model.safetensors.index.json)");
       shard = it->second;
     }
     auto& file = files_[shard];
     if (!file) {
       const auto path = dir_ / shard;
-      REFDEC_CHECK(std::filesystem::exists(path), "Hugging Face checkpoint " << dir_ << ": shard " << path
-                                                                             << " of tensor \"" << name
-                                                                             << "\" does not exist");
+      REFDEC_CHECK_IO(std::filesystem::exists(path), "Hugging Face checkpoint " << dir_ << ": shard " << path
+                                                                                << " of tensor \"" << name
+                                                                                << "\" does not exist");
       file = std::make_unique<SafetensorsFile>(path);
     }
-    REFDEC_CHECK(file->contains(name), "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name << "\" (not in "
-                                                                  << file->path().filename() << ")");
+    REFDEC_CHECK_IO(file->contains(name), "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name << "\" (not in "
+                                                                     << file->path().filename() << ")");
     return *file;
   }
 
@@ -234,12 +234,12 @@ class HfWeightSource {
 /// model.safetensors or in the shards listed by model.safetensors.index.json. Weights are
 /// converted to `dtype` on `device`. The model uses half-split rotary pairs (RopeStyle::kHalf).
 /// Mistral's sliding window caps max_seq_len, within which it equals full attention.
-/// Throws refdec::Error for a missing or invalid file, a model_type other than llama or mistral,
+/// Throws refdec::IoError for a missing or invalid file, a model_type other than llama or mistral,
 /// a missing required field, an unsupported feature (rope_scaling, attention or MLP biases, a
 /// head_dim other than hidden_size / num_attention_heads), or a missing or misshapen tensor.
 inline LlamaModel load_hf_llama(const std::filesystem::path& dir, at::ScalarType dtype = at::kFloat,
                                 at::Device device = at::kCPU) {
-  REFDEC_CHECK(std::filesystem::is_directory(dir), "Hugging Face checkpoint " << dir << " is not a directory");
+  REFDEC_CHECK_IO(std::filesystem::is_directory(dir), "Hugging Face checkpoint " << dir << " is not a directory");
   const LlamaConfig c = detail::read_hf_llama_config(dir / "config.json");
   detail::HfWeightSource source(dir);
   const std::int64_t d = c.dim, hd = c.head_dim(), h = c.hidden_dim;
