@@ -48,6 +48,7 @@ struct RetrievalScratch {
   std::vector<Token> prev;          // [m] the previous continuation
   std::vector<Token> cur;           // [m] the current continuation
   std::vector<std::uint8_t> keep;   // [trie nodes] selected for the draft
+  std::vector<std::int32_t> frontier;  // [<= trie nodes] the selection's best-first frontier
   std::vector<std::int32_t> out_id; // [trie nodes] the selected node's index in the output DraftTree
   std::vector<std::uint64_t> positions;  // [K] sampled occurrence positions
 };
@@ -129,7 +130,8 @@ inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> c
 
   // DraftTree's cut rule: count, then shallower, then lower (preorder, so lexicographic) id.
   const std::size_t kept = select_best_first(
-      nodes, [&nodes](std::int32_t i) { return nodes[static_cast<std::size_t>(i)].count; }, keep_nodes, scratch.keep);
+      nodes, [&nodes](std::int32_t i) { return nodes[static_cast<std::size_t>(i)].count; }, keep_nodes, scratch.keep,
+      scratch.frontier);
   // Kept nodes in preorder: a parent is written before its children, siblings in order.
   scratch.out_id.assign(nodes.size(), 0);
   for (std::size_t i = 1; i < nodes.size(); ++i) {
