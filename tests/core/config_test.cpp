@@ -18,8 +18,13 @@ static_assert(std::is_base_of_v<Error, ArgumentError>);
 static_assert(std::is_base_of_v<Error, IoError>);
 static_assert(!std::is_base_of_v<std::invalid_argument, Error>);
 
-void check_argument(int value) { REFDEC_CHECK(value >= 0, "value must be non-negative, got " << value); }
-void check_file(bool readable) { REFDEC_CHECK_IO(readable, "cannot open " << "model.bin"); }
+void check_argument(int value) {
+  REFDEC_CHECK(value >= 0, "value must be non-negative, got " << value);
+}
+void check_file(bool readable) {
+  const std::string name = "model.bin";
+  REFDEC_CHECK_IO(readable, "cannot open " << name);
+}
 
 // The message of the exception of type E that `f` throws ("" when it throws none).
 template <class E, class F>
@@ -70,10 +75,13 @@ TEST(Errors, CheckIoThrowsIoError) {
 TEST(Errors, MessagesNameTheCheckSite) {
   const int line = __LINE__ + 1;
   const std::string msg = message_of<Error>([] { REFDEC_CHECK(1 + 1 == 3, "arithmetic"); });
-  EXPECT_NE(msg.find(std::string("config_test.cpp:") + std::to_string(line)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::string("config_test.cpp:") + std::to_string(line)), std::string::npos)
+      << msg;
   const int io_line = __LINE__ + 1;
   const std::string io_msg = message_of<Error>([] { REFDEC_CHECK_IO(false, "unreadable"); });
-  EXPECT_NE(io_msg.find(std::string("config_test.cpp:") + std::to_string(io_line)), std::string::npos) << io_msg;
+  EXPECT_NE(io_msg.find(std::string("config_test.cpp:") + std::to_string(io_line)),
+            std::string::npos)
+      << io_msg;
 }
 
 TEST(Errors, StandardHandlersCatchThem) {

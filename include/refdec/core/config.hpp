@@ -63,13 +63,13 @@ template <class E>
 REFDEC_NAMESPACE_END
 
 // Throws `error_type` carrying `msg` when `cond` is false; the macros below name the kind.
-#define REFDEC_DETAIL_CHECK(error_type, cond, msg)                           \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::ostringstream refdec_check_os_;                                   \
-      refdec_check_os_ << msg;                                               \
+#define REFDEC_DETAIL_CHECK(error_type, cond, msg)                                    \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      std::ostringstream refdec_check_os_;                                            \
+      refdec_check_os_ << msg;                                                        \
       ::refdec::detail::fail<error_type>(__FILE__, __LINE__, refdec_check_os_.str()); \
-    }                                                                        \
+    }                                                                                 \
   } while (0)
 
 /// Rejects an invalid argument or input value: throws refdec::ArgumentError carrying `msg`
