@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "refdec/datastore/builder.hpp"
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/datastore/retrieval.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "synthetic_text.hpp"
 
@@ -107,7 +108,7 @@ void BM_RestStep(benchmark::State& state) {
   double nodes = 0, match = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto r = ds.retrieve(ctx[i++ % ctx.size()], opt, 64, out, scratch);
+    const auto r = retrieve(ds, ctx[i++ % ctx.size()], opt, 64, out, scratch);
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     benchmark::DoNotOptimize(out);
     nodes += static_cast<double>(r.nodes);

@@ -37,6 +37,38 @@ void BM_BuildAndLinearize(benchmark::State& state) {
 }
 BENCHMARK(BM_BuildAndLinearize)->Args({1, 16})->Args({4, 64})->Args({16, 64})->Args({64, 64})->Args({64, 128});
 
+// Cut and linearise alone, from a const tree of `paths` paths of 16 tokens: the per-step cost
+// that a shared, read-only tree pays.
+void BM_Linearize(benchmark::State& state) {
+  DraftTree built;
+  const auto paths = candidates(static_cast<int>(state.range(0)), 16, 1);
+  for (std::size_t i = 0; i < paths.size(); ++i) built.insert(paths[i], 1.0f / static_cast<float>(i + 1));
+  const DraftTree& tree = built;
+  LinearTree lin;
+  for (auto _ : state) {
+    tree.linearize(0, static_cast<std::size_t>(state.range(1)), lin);
+    benchmark::DoNotOptimize(lin.mask.data());
+  }
+  state.counters["nodes"] = static_cast<double>(lin.size());
+}
+BENCHMARK(BM_Linearize)->Args({4, 64})->Args({64, 64})->Args({64, 128});
+
+// The same with scratch memory reused across steps, as engines and the replay loop run it.
+void BM_LinearizeReusedScratch(benchmark::State& state) {
+  DraftTree built;
+  const auto paths = candidates(static_cast<int>(state.range(0)), 16, 1);
+  for (std::size_t i = 0; i < paths.size(); ++i) built.insert(paths[i], 1.0f / static_cast<float>(i + 1));
+  const DraftTree& tree = built;
+  LinearTree lin;
+  LinearizeScratch scratch;
+  for (auto _ : state) {
+    tree.linearize(0, static_cast<std::size_t>(state.range(1)), lin, scratch);
+    benchmark::DoNotOptimize(lin.mask.data());
+  }
+  state.counters["nodes"] = static_cast<double>(lin.size());
+}
+BENCHMARK(BM_LinearizeReusedScratch)->Args({4, 64})->Args({64, 64})->Args({64, 128});
+
 void BM_GreedyWalk(benchmark::State& state) {
   DraftTree tree;
   for (const auto& p : candidates(16, 16, 2)) tree.insert(p, 1.0f);

@@ -28,7 +28,6 @@
 
 #include "plain_engine.hpp"
 #include "refdec/core/aux_block.hpp"
-#include "refdec/core/data_dir.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
@@ -42,6 +41,12 @@
 #endif
 
 namespace {
+
+// The shared data directory: $REFDEC_DATA_DIR, else the build's ../shared.
+std::filesystem::path data_dir() {
+  if (const char* env = std::getenv("REFDEC_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return REFDEC_DEFAULT_DATA_DIR;
+}
 
 using refdec::Token;
 
@@ -134,7 +139,7 @@ std::string join(std::span<const Token> ids) {
 int run(const Options& options) {
   const bool default_model = !options.model.has_value();
   const std::filesystem::path model_path =
-      default_model ? refdec::data_dir_or(REFDEC_DEFAULT_DATA_DIR) / "models/stories260K/stories260K.bin" : *options.model;
+      default_model ? data_dir() / "models/stories260K/stories260K.bin" : *options.model;
   if (default_model && !std::filesystem::exists(model_path)) {
     std::cout << "skipped: no model at " << model_path
               << " (set REFDEC_DATA_DIR to the directory holding models/stories260K/stories260K.bin, or pass --model)\n";
@@ -170,7 +175,7 @@ int run(const Options& options) {
     caches.push_back(model.make_cache(max_context + static_cast<std::int64_t>(seq.drafter.max_auxiliary())));
   }
 
-  refdec::DraftTree draft;                   // scratch for propose()
+  refdec::DraftScratch draft;                // reused by draft_step()
   std::vector<refdec::LinearTree> trees;     // [B] this step's trees
   std::vector<refdec::AuxBlock> aux;         // [B] this step's auxiliary tokens (none for LLMA)
   std::vector<std::int64_t> lengths;         // [B] cached entries before the step

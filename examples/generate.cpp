@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "refdec/core/data_dir.hpp"
+#include "eval/data_dir.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "refdec/torch/dtype.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "refdec/core/data_dir.hpp"
+#include "eval/data_dir.hpp"
 
 namespace refdec_test {
 

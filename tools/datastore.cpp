@@ -18,10 +18,12 @@
 #include <string_view>
 #include <vector>
 
+#include "eval/data_dir.hpp"
+#include "eval/datasets.hpp"
 #include "refdec/datastore/builder.hpp"
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/datastore/retrieval.hpp"
 #include "refdec/drafters/rest.hpp"
-#include "refdec/replay/datasets.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
 namespace {
@@ -35,7 +37,7 @@ fs::path default_tokenizer() { return data_dir_or(REFDEC_DEFAULT_DATA_DIR) / "to
 
 std::string read_file(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
-  REFDEC_CHECK(f.is_open(), "cannot open input " << path);
+  REFDEC_CHECK_IO(f.is_open(), "cannot open input " << path);
   std::ostringstream os;
   os << f.rdbuf();
   return os.str();
@@ -137,8 +139,8 @@ void read_token_file(const fs::path& path, const std::string& format, std::vecto
     return;
   }
   REFDEC_CHECK(format == "int32", "--tokens must be ids or int32, got " << format);
-  REFDEC_CHECK(data.size() % 4 == 0, "int32 token file " << path << " has " << data.size()
-                                                          << " bytes, not a multiple of 4");
+  REFDEC_CHECK_IO(data.size() % 4 == 0, "int32 token file " << path << " has " << data.size()
+                                                             << " bytes, not a multiple of 4");
   Tokens d;
   for (std::size_t i = 0; i < data.size(); i += 4) {
     std::int32_t v;
@@ -257,7 +259,7 @@ int run_query(const QueryArgs& a) {
   DraftTree tree;
   const RetrievalOptions r{a.rest.n_max, a.rest.m, a.rest.c, a.rest.max_occurrences};
   const auto t0 = std::chrono::steady_clock::now();
-  const auto res = ds.retrieve(context, r, a.budget, tree);
+  const auto res = retrieve(ds, context, r, a.budget, tree);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   const LinearTree lt = tree.linearize(context.back(), a.budget);
   if (a.json_out) {

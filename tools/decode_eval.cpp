@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "eval/data_dir.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -27,7 +28,6 @@
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/rest.hpp"
-#include "refdec/core/data_dir.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"
@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
     const fs::path dir = data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(data_dir);
     if (model_path.empty()) model_path = dir / "models/stories260K/stories260K.bin";
     if (tokenizer_path.empty()) tokenizer_path = fs::path(model_path).parent_path() / "tok512.bin";
-    REFDEC_CHECK(fs::exists(model_path), "model not found: " << model_path);
-    REFDEC_CHECK(fs::exists(tokenizer_path), "tokenizer not found: " << tokenizer_path);
+    REFDEC_CHECK_IO(fs::exists(model_path), "model not found: " << model_path);
+    REFDEC_CHECK_IO(fs::exists(tokenizer_path), "tokenizer not found: " << tokenizer_path);
     const LlamaModel model = load_llama2c(model_path);
     const auto tokenizer = Llama2cTokenizer::load(tokenizer_path, static_cast<std::int32_t>(model.vocab_size()));
     GenerateOptions opt;

@@ -18,14 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "refdec/datastore/datastore.hpp"
+#include "eval/data_dir.hpp"
+#include "eval/datasets.hpp"
+#include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/rest.hpp"
-#include "refdec/replay/datasets.hpp"
 #include "refdec/replay/replay.hpp"
 
 namespace {
@@ -194,7 +195,7 @@ int run(const Settings& s) {
   std::ofstream trajectories_file;
   if (!s.trajectories.empty()) {
     trajectories_file.open(s.trajectories);
-    REFDEC_CHECK(trajectories_file.is_open(), "--trajectories: cannot write '" << s.trajectories << "'");
+    REFDEC_CHECK_IO(trajectories_file.is_open(), "--trajectories: cannot write '" << s.trajectories << "'");
   }
   const fs::path data = s.data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(s.data_dir);
   const fs::path tok_path = s.tokenizer.empty() ? data / "tokenizers" / "llama2.model" : fs::path(s.tokenizer);
@@ -233,7 +234,7 @@ int run(const Settings& s) {
   if (options.record_steps) {
     trajectories_file << trajectories_json(s, drafter.name(), report.overall).dump() << "\n";
     trajectories_file.close();
-    REFDEC_CHECK(!trajectories_file.fail(), "--trajectories: writing '" << s.trajectories << "' failed");
+    REFDEC_CHECK_IO(!trajectories_file.fail(), "--trajectories: writing '" << s.trajectories << "' failed");
   }
 
   if (s.json) {

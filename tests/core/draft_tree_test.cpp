@@ -9,6 +9,8 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -207,6 +209,46 @@ TEST_P(RandomTree, Properties) {
       for (std::int32_t j = 0; j < n; ++j) EXPECT_EQ(lin.attends(i, j), anc.count(j) == 1) << i << "," << j;
     }
   }
+}
+
+// A DraftTree keeps no scratch, so one const tree serves many threads at once: each linearises
+// it at every budget, with scratch of its own and without, and gets what a lone caller gets.
+TEST(DraftTree, ConstTreeLinearizesConcurrently) {
+  std::mt19937 rng(17);
+  DraftTree built;
+  for (int p = 0; p < 60; ++p) {
+    std::vector<Token> path(1 + rng() % 10);
+    for (auto& x : path) x = static_cast<Token>(rng() % 7);
+    built.insert(path, static_cast<float>(1 + rng() % 4));
+  }
+  const DraftTree& tree = built;
+  std::vector<std::string> expected;
+  std::vector<std::size_t> budgets;  // every cut size from 0 to past the whole tree, in steps of 3
+  for (std::size_t budget = 0; budget <= tree.size() + 3; budget += 3) budgets.push_back(budget);
+  for (const std::size_t budget : budgets) expected.push_back(to_string(tree.linearize(5, budget)));
+
+  constexpr int kThreads = 4;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      LinearTree out;
+      LinearizeScratch scratch;
+      for (int round = 0; round < 4; ++round) {
+        for (std::size_t k = 0; k < budgets.size(); ++k) {
+          // Threads walk the budgets in different orders so that their cuts differ at any moment.
+          const std::size_t i = (t % 2 == 0) ? k : budgets.size() - 1 - k;
+          if (round % 2 == 0)
+            tree.linearize(5, budgets[i], out, scratch);
+          else
+            tree.linearize(5, budgets[i], out);
+          mismatches[static_cast<std::size_t>(t)] += to_string(out) != expected[i];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[static_cast<std::size_t>(t)], 0) << "thread " << t;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RandomTree,

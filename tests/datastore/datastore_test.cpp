@@ -2,7 +2,8 @@
 // The datastore file: its suffix array against a brute-force sort, search against a scan, and
 // clear errors (never crashes) for every kind of bad input.
 
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/datastore/retrieval.hpp"
 
 #include <gtest/gtest.h>
 
@@ -182,7 +183,7 @@ TEST(Datastore, QueriesLongerThanTheDatastore) {
   EXPECT_EQ(len, 2u);
   EXPECT_EQ(range.size(), 1u);
   DraftTree tree;
-  const auto res = ds.retrieve(long_query, RetrievalOptions{}, 64, tree);
+  const auto res = retrieve(ds, long_query, RetrievalOptions{}, 64, tree);
   EXPECT_EQ(res.match_length, 2u);
   EXPECT_TRUE(tree.empty());  // the match ends its document: nothing follows
 }
@@ -216,7 +217,7 @@ TEST(Datastore, ConcurrentRetrievalIsConsistent) {
     RetrievalScratch scratch;
     DraftTree tree;
     for (const auto& q : queries) {
-      ds->retrieve(q, RetrievalOptions{}, 64, tree, scratch);
+      retrieve(*ds, q, RetrievalOptions{}, 64, tree, scratch);
       out.push_back(to_string(tree.linearize(0, 64)));
     }
   };
@@ -263,7 +264,10 @@ TEST_F(BadDatastore, GoodFileOpens) {
   for (Token t = 0; t < 111; ++t) EXPECT_EQ(fast.find(Tokens{t}), ds.find(Tokens{t}));
 }
 
-TEST_F(BadDatastore, MissingFile) { refdec_test::expect_error([&] { Datastore::open(dir_ / "nope.ds"); }, "cannot open datastore"); }
+TEST_F(BadDatastore, MissingFile) {
+  refdec_test::expect_error([&] { Datastore::open(dir_ / "nope.ds"); }, "cannot open datastore");
+  EXPECT_THROW(Datastore::open(dir_ / "nope.ds"), IoError);
+}
 
 TEST_F(BadDatastore, NotARegularFile) { refdec_test::expect_error([&] { Datastore::open(dir_.path()); }, "not a regular file"); }
 
@@ -271,6 +275,7 @@ TEST_F(BadDatastore, WrongMagic) {
   auto b = bytes_;
   b[0] = 'X';
   refdec_test::expect_error([&] { Datastore::open(write(b)); }, "wrong magic");
+  EXPECT_THROW(Datastore::open(write(b)), IoError);  // a bad file, not a bad argument
 }
 
 TEST_F(BadDatastore, WrongVersion) {
@@ -360,7 +365,8 @@ TEST_F(BadDatastore, OutOfVocabularyQuery) {
   refdec_test::expect_error([&] { ds.find(Tokens{1, 111}); }, "token 111 at index 1");
   refdec_test::expect_error([&] { ds.find(Tokens{-1}); }, "token -1");
   DraftTree tree;
-  refdec_test::expect_error([&] { ds.retrieve(Tokens{3, 200}, RetrievalOptions{}, 64, tree); }, "token 200");
+  refdec_test::expect_error([&] { retrieve(ds, Tokens{3, 200}, RetrievalOptions{}, 64, tree); }, "token 200");
+  EXPECT_THROW(ds.find(Tokens{-1}), ArgumentError);  // a bad argument, not a bad file
 }
 
 TEST(DatastoreBuild, EmptyCorpus) {
@@ -381,6 +387,8 @@ TEST(DatastoreBuild, OutOfVocabularyToken) {
 TEST(DatastoreBuild, UnwritablePath) {
   TempDir dir;
   refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"); }, "cannot create");
+  EXPECT_THROW(build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"), IoError);
+  EXPECT_THROW(build_datastore(std::vector<Tokens>{}, 10, dir / "ds"), ArgumentError);
 }
 
 TEST(DatastoreBuild, ReportsProgress) {

@@ -189,10 +189,12 @@ TEST(Llama2cTokenizerLoad, RejectsBadInput) {
   const auto missing = dir.path() / "missing.bin";
   std::string msg = error_of([&] { (void)Llama2cTokenizer::load(missing, 4); });
   EXPECT_NE(msg.find("missing.bin"), std::string::npos) << msg;
+  EXPECT_THROW((void)Llama2cTokenizer::load(missing, 4), IoError);
 
-  EXPECT_THROW((void)Llama2cTokenizer::load(good_path, 0), Error);
-  EXPECT_THROW((void)Llama2cTokenizer::load(good_path, -5), Error);
-  EXPECT_THROW((void)Llama2cTokenizer::load(good_path, 2), Error);
+  EXPECT_THROW((void)Llama2cTokenizer::load(good_path, 0), ArgumentError);
+  EXPECT_THROW((void)Llama2cTokenizer::load(good_path, -5), ArgumentError);
+  EXPECT_THROW((void)Llama2cTokenizer::load(good_path, 2), ArgumentError);
+  EXPECT_THROW((void)Llama2cTokenizer::load(good_path, 5), IoError);  // the file is too short
   // More tokens than the file holds, and fewer (trailing bytes).
   msg = error_of([&] { (void)Llama2cTokenizer::load(good_path, 5); });
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;

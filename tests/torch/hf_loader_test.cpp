@@ -18,6 +18,7 @@
 
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
+#include "common/hf_writer.hpp"
 #include "refdec/torch/hf_loader.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"

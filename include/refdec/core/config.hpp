@@ -1,7 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Common definitions for every refdec header: the namespace, the token type, the error macro and
-// the host/device qualifier. Plain C++20, also compiled by nvcc.
+// Common definitions for every refdec header: the namespace, the token type, the error family
+// and its check macros, and the host/device qualifier. Plain C++20, also compiled by nvcc.
 
 #include <cstdint>
 #include <sstream>
@@ -29,29 +29,53 @@ REFDEC_NAMESPACE_BEGIN
 /// A token id. Negative values never occur in model input; drafters may use them as separators.
 using Token = std::int32_t;
 
-/// Thrown for every invalid argument or input that refdec rejects.
-class Error : public std::invalid_argument {
+/// The base of every exception refdec throws: catch it to handle them all. Thrown as itself only
+/// for failures that are neither of the kinds below (a failing CUDA runtime call).
+class Error : public std::runtime_error {
  public:
-  using std::invalid_argument::invalid_argument;
+  using std::runtime_error::runtime_error;
+};
+
+/// An argument or input value that refdec rejects (REFDEC_CHECK): out of range, inconsistent
+/// sizes, bad settings.
+class ArgumentError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A file refdec cannot use (REFDEC_CHECK_IO): missing, unreadable, unwritable, truncated or not
+/// in the expected format.
+class IoError : public Error {
+ public:
+  using Error::Error;
 };
 
 namespace detail {
-[[noreturn]] inline void fail(const char* file, int line, const std::string& msg) {
+// Throws `E` with `msg` and the throwing site, so that a message points at the check that failed.
+template <class E>
+[[noreturn]] void fail(const char* file, int line, const std::string& msg) {
   std::ostringstream os;
   os << "refdec: " << msg << " (" << file << ":" << line << ")";
-  throw Error(os.str());
+  throw E(os.str());
 }
 }  // namespace detail
 
 REFDEC_NAMESPACE_END
 
-/// Rejects invalid user input: throws refdec::Error carrying `msg` (anything streamable) when
-/// `cond` is false.
-#define REFDEC_CHECK(cond, msg)                                   \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      std::ostringstream refdec_check_os_;                        \
-      refdec_check_os_ << msg;                                    \
-      ::refdec::detail::fail(__FILE__, __LINE__, refdec_check_os_.str()); \
-    }                                                             \
+// Throws `error_type` carrying `msg` when `cond` is false; the macros below name the kind.
+#define REFDEC_DETAIL_CHECK(error_type, cond, msg)                                    \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      std::ostringstream refdec_check_os_;                                            \
+      refdec_check_os_ << msg;                                                        \
+      ::refdec::detail::fail<error_type>(__FILE__, __LINE__, refdec_check_os_.str()); \
+    }                                                                                 \
   } while (0)
+
+/// Rejects an invalid argument or input value: throws refdec::ArgumentError carrying `msg`
+/// (anything streamable) when `cond` is false.
+#define REFDEC_CHECK(cond, msg) REFDEC_DETAIL_CHECK(::refdec::ArgumentError, cond, msg)
+
+/// Rejects a file that cannot be used (missing, unreadable, truncated, bad format): throws
+/// refdec::IoError carrying `msg` when `cond` is false.
+#define REFDEC_CHECK_IO(cond, msg) REFDEC_DETAIL_CHECK(::refdec::IoError, cond, msg)

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <queue>
 #include <span>
 #include <sstream>
 #include <string>
@@ -126,8 +125,10 @@ inline std::string to_string(const LinearTree& tree) {
 /// best-first expansion from the root: the frontier holds children of kept nodes, so ancestors are
 /// kept before descendants whatever the scores. Order: higher `score(index)`, then shallower, then
 /// lower index. Returns the number kept. The one cut rule of DraftTree and of REST retrieval.
+/// `frontier` is scratch memory, reusable across calls.
 template <class Nodes, class Score>
-std::size_t select_best_first(const Nodes& nodes, Score score, std::size_t budget, std::vector<std::uint8_t>& keep) {
+std::size_t select_best_first(const Nodes& nodes, Score score, std::size_t budget, std::vector<std::uint8_t>& keep,
+                              std::vector<std::int32_t>& frontier) {
   keep.assign(nodes.size(), 0);
   auto worse = [&](std::int32_t a, std::int32_t b) {
     const auto sa = score(a), sb = score(b);
@@ -136,19 +137,41 @@ std::size_t select_best_first(const Nodes& nodes, Score score, std::size_t budge
     if (da != db) return da > db;
     return a > b;
   };
-  std::priority_queue<std::int32_t, std::vector<std::int32_t>, decltype(worse)> frontier(worse);
-  for (std::int32_t c = nodes[0].first_child; c >= 0; c = nodes[static_cast<std::size_t>(c)].next_sibling) frontier.push(c);
+  // A max-heap under `worse`; the order is total, so the kept set does not depend on the heap.
+  frontier.clear();
+  auto push = [&](std::int32_t i) {
+    frontier.push_back(i);
+    std::push_heap(frontier.begin(), frontier.end(), worse);
+  };
+  for (std::int32_t c = nodes[0].first_child; c >= 0; c = nodes[static_cast<std::size_t>(c)].next_sibling) push(c);
   std::size_t kept = 0;
   while (kept < budget && !frontier.empty()) {
-    const std::int32_t i = frontier.top();
-    frontier.pop();
+    std::pop_heap(frontier.begin(), frontier.end(), worse);
+    const std::int32_t i = frontier.back();
+    frontier.pop_back();
     keep[static_cast<std::size_t>(i)] = 1;
     ++kept;
     for (std::int32_t c = nodes[static_cast<std::size_t>(i)].first_child; c >= 0; c = nodes[static_cast<std::size_t>(c)].next_sibling)
-      frontier.push(c);
+      push(c);
   }
   return kept;
 }
+
+/// select_best_first() with frontier memory of its own.
+template <class Nodes, class Score>
+std::size_t select_best_first(const Nodes& nodes, Score score, std::size_t budget, std::vector<std::uint8_t>& keep) {
+  std::vector<std::int32_t> frontier;
+  return select_best_first(nodes, score, budget, keep, frontier);
+}
+
+/// Scratch memory for DraftTree::linearize(), reusable across calls and trees. Give each thread its
+/// own: a DraftTree keeps none, so one const tree can be linearised by many threads at once.
+struct LinearizeScratch {
+  std::vector<std::uint8_t> keep;       // [tree nodes] 1 = kept by the cut
+  std::vector<std::int32_t> frontier;   // [<= tree nodes] the cut's best-first frontier (a heap)
+  std::vector<std::int32_t> queue;      // [kept nodes + 1] trie node of each output node, breadth-first
+  std::vector<std::int32_t> children;   // [children of one node] its kept children, by descending score
+};
 
 /// A trie of candidate continuations of the current sequence. Paths are inserted with scores;
 /// shared prefixes are merged (siblings are distinct tokens) and every node accumulates the scores
@@ -232,36 +255,47 @@ class DraftTree {
 
   /// Cuts the tree to at most `budget` draft nodes, keeping the best-scored ones (a kept node's
   /// ancestors are always kept; ties go to shallower, then earlier-inserted nodes), and writes
-  /// its breadth-first form with root token `root` into `out`.
-  void linearize(Token root, std::size_t budget, LinearTree& out) const {
+  /// its breadth-first form with root token `root` into `out`. With a reused `scratch` (and `out`)
+  /// a step allocates nothing once the buffers have grown.
+  void linearize(Token root, std::size_t budget, LinearTree& out, LinearizeScratch& scratch) const {
     out.clear_nodes();
     out.add_node(root, -1, 0.0f);
-    select(budget);
+    select(budget, scratch.keep, scratch.frontier);
     // Breadth-first numbering; children of each node in descending score order.
-    queue_.assign(1, 0);
-    for (std::size_t head = 0; head < queue_.size(); ++head) {
-      const std::int32_t trie_node = queue_[head];
-      children_.clear();
+    auto& queue = scratch.queue;
+    auto& children = scratch.children;
+    queue.assign(1, 0);
+    for (std::size_t head = 0; head < queue.size(); ++head) {
+      const std::int32_t trie_node = queue[head];
+      children.clear();
       for (std::int32_t c = nodes_[static_cast<std::size_t>(trie_node)].first_child; c >= 0;
            c = nodes_[static_cast<std::size_t>(c)].next_sibling)
-        if (keep_[static_cast<std::size_t>(c)]) children_.push_back(c);
-      std::stable_sort(children_.begin(), children_.end(), [this](std::int32_t a, std::int32_t b) {
+        if (scratch.keep[static_cast<std::size_t>(c)]) children.push_back(c);
+      std::stable_sort(children.begin(), children.end(), [this](std::int32_t a, std::int32_t b) {
         return nodes_[static_cast<std::size_t>(a)].score > nodes_[static_cast<std::size_t>(b)].score;
       });
-      for (const std::int32_t c : children_) {
+      for (const std::int32_t c : children) {
         const Node& n = nodes_[static_cast<std::size_t>(c)];
         out.add_node(n.token, static_cast<std::int32_t>(head), n.score);
-        queue_.push_back(c);
+        queue.push_back(c);
       }
     }
     out.finish();
+  }
+
+  /// linearize() with scratch memory of its own.
+  void linearize(Token root, std::size_t budget, LinearTree& out) const {
+    LinearizeScratch scratch;
+    linearize(root, budget, out, scratch);
   }
 
   /// Cuts the tree in place to the `budget` nodes linearize() would keep; scores are unchanged.
   /// For drafters that gather more candidates than they may return.
   void prune(std::size_t budget) {
     if (size() <= budget) return;
-    select(budget);
+    std::vector<std::uint8_t> keep;
+    std::vector<std::int32_t> frontier;
+    select(budget, keep, frontier);
     std::vector<std::int32_t> parent(nodes_.size(), -1);
     for (std::size_t i = 0; i < nodes_.size(); ++i)
       for (std::int32_t c = nodes_[i].first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling)
@@ -272,7 +306,7 @@ class DraftTree {
     std::vector<Node> kept(1, Node{});
     renumber[0] = 0;
     for (std::size_t i = 1; i < nodes_.size(); ++i) {
-      if (!keep_[i]) continue;
+      if (!keep[i]) continue;
       const auto id = static_cast<std::int32_t>(kept.size());
       renumber[i] = id;
       const auto p = static_cast<std::size_t>(renumber[static_cast<std::size_t>(parent[i])]);
@@ -304,16 +338,13 @@ class DraftTree {
     return child;
   }
 
-  // Marks in keep_ the best `budget` nodes (select_best_first()).
-  void select(std::size_t budget) const {
-    select_best_first(nodes_, [this](std::int32_t i) { return nodes_[static_cast<std::size_t>(i)].score; }, budget, keep_);
+  // Marks in `keep` the best `budget` nodes (select_best_first()).
+  void select(std::size_t budget, std::vector<std::uint8_t>& keep, std::vector<std::int32_t>& frontier) const {
+    select_best_first(
+        nodes_, [this](std::int32_t i) { return nodes_[static_cast<std::size_t>(i)].score; }, budget, keep, frontier);
   }
 
   std::vector<Node> nodes_;  // [1 + size()] node 0 is the implicit root
-  // Scratch buffers reused across linearize() calls.
-  mutable std::vector<std::uint8_t> keep_;
-  mutable std::vector<std::int32_t> queue_;
-  mutable std::vector<std::int32_t> children_;
 };
 
 REFDEC_NAMESPACE_END

@@ -1,6 +1,6 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Builds a datastore file (format in refdec/datastore/datastore.hpp) from tokenised documents with
+// Builds a datastore file (format in refdec/datastore/format.hpp) from tokenised documents with
 // libdivsufsort. Link against refdec::datastore.
 //
 // Each array code (token + 1, separator 0) is written as fixed-width big-endian bytes, the byte
@@ -29,7 +29,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/core/mapped_file.hpp"
+#include "refdec/datastore/format.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -57,16 +58,17 @@ namespace detail {
 inline void datastore_write_bytes(std::ofstream& f, const void* data, std::uint64_t n,
                                   const std::filesystem::path& path) {
   f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-  REFDEC_CHECK(f.good(), "cannot write datastore " << path << ": " << std::strerror(errno));
+  REFDEC_CHECK_IO(f.good(), "cannot write datastore " << path << ": " << std::strerror(errno));
 }
 
 }  // namespace detail
 
 /// Builds the datastore file `path` from `documents` (token ids in [0, vocab_size)); every document
 /// ends with a separator, so no match or continuation crosses from one into the next. Empty
-/// documents are kept (they add only a separator). Throws refdec::Error for an empty corpus (no
-/// tokens at all), an invalid vocab_size, a token out of range (naming the token, its document and
-/// position), or a write failure. The file is written under a temporary name and renamed.
+/// documents are kept (they add only a separator). Throws refdec::ArgumentError for an empty corpus
+/// (no tokens at all), an invalid vocab_size or a token out of range (naming the token, its
+/// document and position), and refdec::IoError for a write failure. The file is written under a
+/// temporary name and renamed.
 inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> documents, std::int32_t vocab_size,
                                            const std::filesystem::path& path, const DatastoreBuildOptions& options = {}) {
   using Clock = std::chrono::steady_clock;
@@ -171,7 +173,7 @@ inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> d
   try {
     {
       std::ofstream f(tmp_path, std::ios::binary | std::ios::trunc);
-      REFDEC_CHECK(f.is_open(), "cannot create datastore " << tmp_path << ": " << std::strerror(errno));
+      REFDEC_CHECK_IO(f.is_open(), "cannot create datastore " << tmp_path << ": " << std::strerror(errno));
       const std::vector<std::uint8_t> zeros(kDatastoreAlignment + kDatastoreHeaderBytes, 0);
       detail::datastore_write_bytes(f, zeros.data(), h.tokens_offset, tmp_path);
       std::vector<std::uint8_t> buf;
@@ -195,7 +197,7 @@ inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> d
       detail::datastore_write_bytes(f, zeros.data(), h.suffix_offset - (h.tokens_offset + h.tokens_bytes), tmp_path);
       detail::datastore_write_bytes(f, sa.data(), h.suffix_bytes, tmp_path);
       f.close();
-      REFDEC_CHECK(!f.fail(), "cannot write datastore " << tmp_path);
+      REFDEC_CHECK_IO(!f.fail(), "cannot write datastore " << tmp_path);
     }
     std::vector<std::uint8_t>().swap(sa);
 
@@ -203,24 +205,24 @@ inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> d
     progress("checksum", 0, n);
     {
       MappedFile map(tmp_path, false, "datastore");
-      REFDEC_CHECK(map.size() == h.file_bytes, "datastore " << tmp_path << " has " << map.size() << " bytes, expected "
-                                                            << h.file_bytes);
+      REFDEC_CHECK_IO(map.size() == h.file_bytes, "datastore " << tmp_path << " has " << map.size()
+                                                               << " bytes, expected " << h.file_bytes);
       h.data_checksum = datastore_hash(std::span<const std::uint8_t>(map.data() + h.tokens_offset, h.file_bytes - h.tokens_offset));
     }
     h.header_checksum = datastore_hash(
         std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(&h), offsetof(DatastoreHeader, header_checksum)));
     {
       std::fstream f(tmp_path, std::ios::binary | std::ios::in | std::ios::out);
-      REFDEC_CHECK(f.is_open(), "cannot reopen datastore " << tmp_path);
+      REFDEC_CHECK_IO(f.is_open(), "cannot reopen datastore " << tmp_path);
       f.seekp(0);
       f.write(reinterpret_cast<const char*>(&h), sizeof(h));
       f.close();
-      REFDEC_CHECK(!f.fail(), "cannot write the header of datastore " << tmp_path);
+      REFDEC_CHECK_IO(!f.fail(), "cannot write the header of datastore " << tmp_path);
     }
     progress("checksum", n, n);
     std::error_code ec;
     std::filesystem::rename(tmp_path, path, ec);
-    REFDEC_CHECK(!ec, "cannot rename " << tmp_path << " to " << path << ": " << ec.message());
+    REFDEC_CHECK_IO(!ec, "cannot rename " << tmp_path << " to " << path << ": " << ec.message());
   } catch (...) {
     std::error_code ignored;  // leave no partial file behind
     std::filesystem::remove(tmp_path, ignored);

@@ -22,6 +22,13 @@ inline std::size_t step_budget(std::int64_t room, std::int64_t budget) {
   return static_cast<std::size_t>(std::clamp<std::int64_t>(room - 1, 0, std::max<std::int64_t>(budget, 0)));
 }
 
+/// Memory draft_step() reuses across steps: the proposal and the budget cut's scratch. One per
+/// thread.
+struct DraftScratch {
+  DraftTree proposal;
+  LinearizeScratch cut;
+};
+
 /// Runs `drafter`'s part of a step for a sequence whose last token `root` sits at position
 /// `root_position`: a proposal of at most `budget` draft nodes cut into `tree` (root first), recorded
 /// in the drafter's statistics, and its auxiliary tokens in `aux` (cleared first). Throws
@@ -30,11 +37,11 @@ inline std::size_t step_budget(std::int64_t room, std::int64_t budget) {
 /// `position_limit` (the context the model is run for) sits the step out: `aux` comes back empty.
 /// `scratch` is reused across calls.
 inline void draft_step(AnyDrafter& drafter, Token root, std::size_t budget, std::int64_t vocab_size,
-                       std::int64_t root_position, std::int64_t position_limit, DraftTree& scratch, LinearTree& tree,
+                       std::int64_t root_position, std::int64_t position_limit, DraftScratch& scratch, LinearTree& tree,
                        AuxBlock& aux) {
-  scratch.clear();
-  drafter.propose(budget, scratch);
-  scratch.linearize(root, budget, tree);
+  scratch.proposal.clear();
+  drafter.propose(budget, scratch.proposal);
+  scratch.proposal.linearize(root, budget, tree, scratch.cut);
   drafter.record_proposal(tree);
   for (std::int32_t i = 1; i < tree.size(); ++i)
     REFDEC_CHECK(tree.tokens[static_cast<std::size_t>(i)] < vocab_size,

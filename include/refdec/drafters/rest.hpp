@@ -14,7 +14,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
-#include "refdec/datastore/datastore.hpp"
+#include "refdec/datastore/retrieval.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -32,7 +32,7 @@ struct RestOptions {
 /// REST retrieval over a shared, memory-mapped Datastore. Each proposal finds the longest suffix
 /// (n_max tokens down to 1) of the sequence (prompt plus accepted tokens) in the datastore, counts
 /// the m-token continuations of up to K of its occurrences in a trie and returns the min(c, budget)
-/// most frequent prefixes, scored by their counts (see Datastore::retrieve). The references given
+/// most frequent prefixes, scored by their counts (see retrieve()). The references given
 /// to begin() are ignored: the datastore is the only source. Cheap to copy; copies share the
 /// datastore.
 class RestDrafter {
@@ -64,7 +64,7 @@ class RestDrafter {
   /// Writes the retrieved draft tree (at most min(c, budget) nodes) into `out`.
   void propose(std::size_t budget, DraftTree& out) {
     const RetrievalOptions r{opt_.n_max, opt_.m, opt_.c, opt_.max_occurrences};
-    last_ = store_->retrieve(tail_, r, budget, out, scratch_);
+    last_ = retrieve(*store_, tail_, r, budget, out, scratch_);
   }
 
   /// Consumes the tokens the step appended. Throws refdec::Error for tokens outside the vocabulary.

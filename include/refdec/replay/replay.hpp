@@ -100,6 +100,7 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
   drafter.begin(trace.context, trace.references);
   DraftTree draft;
   LinearTree tree;
+  LinearizeScratch cut;
   std::vector<std::int32_t> path;
   TrajectoryLog* log = nullptr;  // only with record_steps, so that the default path skips it
   if (options.record_steps) {
@@ -116,7 +117,7 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
     const auto t0 = Clock::now();
     draft.clear();
     drafter.propose(options.budget, draft);
-    draft.linearize(root, options.budget, tree);
+    draft.linearize(root, options.budget, tree, cut);
     const auto t1 = Clock::now();
     drafter.record_proposal(tree);
     // The target's choice at depth d is the true token at pos + d; past the end of the output

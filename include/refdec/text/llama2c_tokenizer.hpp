@@ -28,28 +28,29 @@ class Llama2cTokenizer {
  public:
   /// Reads a llama2.c tokenizer file holding exactly `vocab_size` tokens (the model's vocabulary
   /// size, which the file does not store). Layout, little-endian: int32 max_token_length, then per
-  /// token a float32 score, an int32 byte length and that many bytes. Throws refdec::Error naming
+  /// token a float32 score, an int32 byte length and that many bytes. Throws refdec::IoError naming
   /// `path` when the file is missing or unreadable, truncated, longer than `vocab_size` tokens,
-  /// or holds a negative length or a NaN score, and when `vocab_size` < 3 (no room for BOS/EOS).
+  /// or holds a negative length or a NaN score, and refdec::ArgumentError when `vocab_size` < 3
+  /// (no room for BOS/EOS).
   /// When two tokens share a piece, encoding uses the lower id.
   static Llama2cTokenizer load(const std::filesystem::path& path, std::int32_t vocab_size) {
     REFDEC_CHECK(vocab_size >= 3, "Llama2cTokenizer: vocab_size " << vocab_size << " for " << path
                                       << " must be at least 3 (<unk>, BOS, EOS)");
     std::ifstream in(path, std::ios::binary);
-    REFDEC_CHECK(in.is_open(), "Llama2cTokenizer: cannot open tokenizer file " << path);
+    REFDEC_CHECK_IO(in.is_open(), "Llama2cTokenizer: cannot open tokenizer file " << path);
     const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    REFDEC_CHECK(!in.bad(), "Llama2cTokenizer: error reading tokenizer file " << path);
+    REFDEC_CHECK_IO(!in.bad(), "Llama2cTokenizer: error reading tokenizer file " << path);
 
     Reader r{bytes, 0};
     std::int32_t max_token_length = 0;
-    REFDEC_CHECK(r.i32(max_token_length), "Llama2cTokenizer: " << path << " is truncated (no header)");
-    REFDEC_CHECK(max_token_length >= 0,
-                 "Llama2cTokenizer: " << path << " has negative max_token_length " << max_token_length);
+    REFDEC_CHECK_IO(r.i32(max_token_length), "Llama2cTokenizer: " << path << " is truncated (no header)");
+    REFDEC_CHECK_IO(max_token_length >= 0,
+                    "Llama2cTokenizer: " << path << " has negative max_token_length " << max_token_length);
     // Every token takes at least 8 bytes; checking up front keeps a bogus vocab_size from
     // reserving huge vectors.
-    REFDEC_CHECK(static_cast<std::size_t>(vocab_size) <= r.remaining() / 8,
-                 "Llama2cTokenizer: " << path << " is truncated: " << bytes.size()
-                                      << " bytes cannot hold " << vocab_size << " tokens");
+    REFDEC_CHECK_IO(static_cast<std::size_t>(vocab_size) <= r.remaining() / 8,
+                    "Llama2cTokenizer: " << path << " is truncated: " << bytes.size()
+                                         << " bytes cannot hold " << vocab_size << " tokens");
 
     Llama2cTokenizer t;
     t.pieces_.reserve(static_cast<std::size_t>(vocab_size));
@@ -58,23 +59,23 @@ class Llama2cTokenizer {
     for (std::int32_t id = 0; id < vocab_size; ++id) {
       float score = 0.0f;
       std::int32_t length = 0;
-      REFDEC_CHECK(r.f32(score) && r.i32(length),
-                   "Llama2cTokenizer: " << path << " is truncated at token " << id << " of " << vocab_size);
-      REFDEC_CHECK(!std::isnan(score), "Llama2cTokenizer: " << path << ": token " << id << " has a NaN score");
-      REFDEC_CHECK(length >= 0, "Llama2cTokenizer: " << path << ": token " << id << " has negative length "
-                                                     << length);
-      REFDEC_CHECK(static_cast<std::size_t>(length) <= r.remaining(),
-                   "Llama2cTokenizer: " << path << " is truncated in the piece of token " << id << " ("
-                                        << length << " bytes, " << r.remaining() << " left)");
+      REFDEC_CHECK_IO(r.f32(score) && r.i32(length),
+                      "Llama2cTokenizer: " << path << " is truncated at token " << id << " of " << vocab_size);
+      REFDEC_CHECK_IO(!std::isnan(score), "Llama2cTokenizer: " << path << ": token " << id << " has a NaN score");
+      REFDEC_CHECK_IO(length >= 0, "Llama2cTokenizer: " << path << ": token " << id << " has negative length "
+                                                        << length);
+      REFDEC_CHECK_IO(static_cast<std::size_t>(length) <= r.remaining(),
+                      "Llama2cTokenizer: " << path << " is truncated in the piece of token " << id << " ("
+                                           << length << " bytes, " << r.remaining() << " left)");
       t.pieces_.emplace_back(bytes.data() + r.pos, static_cast<std::size_t>(length));
       r.pos += static_cast<std::size_t>(length);
       t.scores_.push_back(score);
       t.ids_.emplace(t.pieces_.back(), id);  // keeps the first id of a duplicated piece
     }
     // A longer file usually means the caller passed the wrong vocab_size.
-    REFDEC_CHECK(r.remaining() == 0, "Llama2cTokenizer: " << path << " has " << r.remaining()
-                                                          << " bytes after " << vocab_size
-                                                          << " tokens; is vocab_size right?");
+    REFDEC_CHECK_IO(r.remaining() == 0, "Llama2cTokenizer: " << path << " has " << r.remaining()
+                                                             << " bytes after " << vocab_size
+                                                             << " tokens; is vocab_size right?");
     return t;
   }
 

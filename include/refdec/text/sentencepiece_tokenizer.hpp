@@ -20,13 +20,13 @@ REFDEC_NAMESPACE_BEGIN
 /// across threads.
 class SentencePieceTokenizer {
  public:
-  /// Loads a `.model` file; throws refdec::Error naming the path when it is missing or invalid.
+  /// Loads a `.model` file; throws refdec::IoError naming the path when it is missing or invalid.
   static SentencePieceTokenizer load(const std::filesystem::path& path) {
-    REFDEC_CHECK(std::filesystem::is_regular_file(path), "SentencePiece model not found: " << path);
+    REFDEC_CHECK_IO(std::filesystem::is_regular_file(path), "SentencePiece model not found: " << path);
     SentencePieceTokenizer t;
     t.sp_ = std::make_shared<sentencepiece::SentencePieceProcessor>();
     const auto status = t.sp_->Load(path.string());
-    REFDEC_CHECK(status.ok(), "cannot load SentencePiece model " << path << ": " << status.ToString());
+    REFDEC_CHECK_IO(status.ok(), "cannot load SentencePiece model " << path << ": " << status.ToString());
     return t;
   }
 

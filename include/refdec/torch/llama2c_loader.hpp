@@ -18,16 +18,16 @@ REFDEC_NAMESPACE_BEGIN
 /// Reads a llama2.c v0 checkpoint: seven int32 header fields (dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size, seq_len; a negative vocab_size means an untied classifier), then fp32
 /// weights. The model uses interleaved rotary pairs, theta 10000, RMSNorm eps 1e-5, BOS 1, EOS 2.
-/// Throws refdec::Error for a missing, truncated or oversized file or an impossible header.
+/// Throws refdec::IoError for a missing, truncated or oversized file or an impossible header.
 inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType dtype = at::kFloat,
                                at::Device device = at::kCPU) {
   std::ifstream in(path, std::ios::binary);
-  REFDEC_CHECK(in.good(), "cannot open llama2.c checkpoint " << path);
+  REFDEC_CHECK_IO(in.good(), "cannot open llama2.c checkpoint " << path);
   const auto file_size = static_cast<std::int64_t>(std::filesystem::file_size(path));
   std::int32_t header[7] = {};
-  REFDEC_CHECK(file_size >= static_cast<std::int64_t>(sizeof(header)) &&
-                   in.read(reinterpret_cast<char*>(header), sizeof(header)),
-               "llama2.c checkpoint " << path << " is too short for its header (" << file_size << " bytes)");
+  REFDEC_CHECK_IO(file_size >= static_cast<std::int64_t>(sizeof(header)) &&
+                      in.read(reinterpret_cast<char*>(header), sizeof(header)),
+                  "llama2.c checkpoint " << path << " is too short for its header (" << file_size << " bytes)");
   LlamaConfig c;
   c.dim = header[0];
   c.hidden_dim = header[1];
@@ -41,7 +41,7 @@ inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType
   try {
     c.validate();
   } catch (const Error& e) {
-    REFDEC_CHECK(false, "llama2.c checkpoint " << path << " has an invalid header: " << e.what());
+    REFDEC_CHECK_IO(false, "llama2.c checkpoint " << path << " has an invalid header: " << e.what());
   }
   const std::int64_t d = c.dim, hd = c.head_dim(), L = c.n_layers, kvd = c.n_kv_heads * hd;
   // Sizes in floats, in file order.
@@ -64,13 +64,13 @@ inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType
   std::int64_t floats = 0;
   for (const auto s : sizes) floats += s;
   const std::int64_t expected = static_cast<std::int64_t>(sizeof(header)) + floats * 4;
-  REFDEC_CHECK(file_size == expected, "llama2.c checkpoint " << path << " has " << file_size
-                                          << " bytes; its header (dim " << d << ", " << L << " layers, vocab "
-                                          << c.vocab_size << ") implies " << expected
-                                          << (file_size < expected ? " (truncated?)" : " (not a v0 checkpoint?)"));
+  REFDEC_CHECK_IO(file_size == expected, "llama2.c checkpoint " << path << " has " << file_size
+                                             << " bytes; its header (dim " << d << ", " << L << " layers, vocab "
+                                             << c.vocab_size << ") implies " << expected
+                                             << (file_size < expected ? " (truncated?)" : " (not a v0 checkpoint?)"));
   auto all = at::empty({floats}, at::kFloat);
-  REFDEC_CHECK(in.read(reinterpret_cast<char*>(all.data_ptr<float>()), floats * 4),
-               "failed to read the weights of " << path);
+  REFDEC_CHECK_IO(in.read(reinterpret_cast<char*>(all.data_ptr<float>()), floats * 4),
+                  "failed to read the weights of " << path);
   std::int64_t off = 0;
   std::size_t part = 0;
   auto next = [&](std::vector<std::int64_t> shape) {  // the next block of the file, as `shape`

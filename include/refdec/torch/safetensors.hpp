@@ -103,20 +103,20 @@ inline std::optional<std::string> safetensors_dtype_of(at::ScalarType type) {
 /// Movable, not copyable; the file stays mapped until the object is destroyed.
 class SafetensorsFile {
  public:
-  /// Opens and validates `path`. Throws refdec::Error, naming the file and the problem, for a
+  /// Opens and validates `path`. Throws refdec::IoError, naming the file and the problem, for a
   /// file that cannot be read, a truncated file, a header that is not a JSON object, an entry
   /// without a valid dtype, shape or data_offsets, a dtype the format does not define, offsets
   /// out of the data buffer or disagreeing with the shape, overlapping tensors, or bytes of the
   /// data buffer that no tensor covers (the format forbids them).
   explicit SafetensorsFile(std::filesystem::path path) : path_(std::move(path)), map_(path_, false, "safetensors file") {
     const std::uint64_t file_size = map_.size();
-    REFDEC_CHECK(file_size >= 8, "safetensors file " << path_ << " is " << file_size
-                                                     << " bytes long, shorter than its 8-byte header size");
+    REFDEC_CHECK_IO(file_size >= 8, "safetensors file " << path_ << " is " << file_size
+                                                        << " bytes long, shorter than its 8-byte header size");
     std::uint64_t header_size = 0;
     std::memcpy(&header_size, map_.data(), 8);
-    REFDEC_CHECK(header_size <= file_size - 8, "safetensors file " << path_ << ": header size " << header_size
-                                                                   << " is larger than the " << file_size - 8
-                                                                   << " bytes after the size field (truncated?)");
+    REFDEC_CHECK_IO(header_size <= file_size - 8, "safetensors file " << path_ << ": header size " << header_size
+                                                                      << " is larger than the " << file_size - 8
+                                                                      << " bytes after the size field (truncated?)");
     data_offset_ = 8 + header_size;
     const std::uint64_t buffer_size = file_size - data_offset_;
     const auto* header_begin = reinterpret_cast<const char*>(map_.data() + 8);
@@ -135,12 +135,12 @@ class SafetensorsFile {
     try {
       header = nlohmann::json::parse(header_begin, header_begin + header_size, on_event);
     } catch (const nlohmann::json::exception& e) {
-      REFDEC_CHECK(false, "safetensors file " << path_ << ": the " << header_size
-                                              << "-byte header is not valid JSON: " << e.what());
+      REFDEC_CHECK_IO(false, "safetensors file " << path_ << ": the " << header_size
+                                                 << "-byte header is not valid JSON: " << e.what());
     }
-    REFDEC_CHECK(header.is_object(), "safetensors file " << path_ << ": the header is JSON but not an object");
-    REFDEC_CHECK(duplicate.empty(), "safetensors file " << path_ << ": tensor \"" << duplicate
-                                                        << "\" appears more than once in the header");
+    REFDEC_CHECK_IO(header.is_object(), "safetensors file " << path_ << ": the header is JSON but not an object");
+    REFDEC_CHECK_IO(duplicate.empty(), "safetensors file " << path_ << ": tensor \"" << duplicate
+                                                           << "\" appears more than once in the header");
 
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
@@ -157,18 +157,18 @@ class SafetensorsFile {
     std::uint64_t expected_begin = 0;
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
-      REFDEC_CHECK(t.data_begin == expected_begin,
-                   "safetensors file " << path_ << ": tensor \"" << t.name << "\" starts at byte " << t.data_begin
-                                       << " of the data buffer, but "
-                                       << (i == 0 ? std::string("the buffer starts at 0")
-                                                  : "the previous tensor \"" + tensors_[i - 1].name + "\" ends at " +
-                                                        std::to_string(expected_begin))
-                                       << (t.data_begin < expected_begin ? " (overlapping tensors)" : " (a gap)"));
+      REFDEC_CHECK_IO(t.data_begin == expected_begin,
+                      "safetensors file " << path_ << ": tensor \"" << t.name << "\" starts at byte " << t.data_begin
+                                          << " of the data buffer, but "
+                                          << (i == 0 ? std::string("the buffer starts at 0")
+                                                     : "the previous tensor \"" + tensors_[i - 1].name + "\" ends at " +
+                                                           std::to_string(expected_begin))
+                                          << (t.data_begin < expected_begin ? " (overlapping tensors)" : " (a gap)"));
       expected_begin = t.data_end;
     }
-    REFDEC_CHECK(expected_begin == buffer_size, "safetensors file " << path_ << ": the tensors cover "
-                                                                    << expected_begin << " bytes of the "
-                                                                    << buffer_size << "-byte data buffer");
+    REFDEC_CHECK_IO(expected_begin == buffer_size, "safetensors file " << path_ << ": the tensors cover "
+                                                                       << expected_begin << " bytes of the "
+                                                                       << buffer_size << "-byte data buffer");
     for (std::size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
   }
 
@@ -181,7 +181,8 @@ class SafetensorsFile {
   /// Whether the file holds a tensor called `name`.
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
 
-  /// The header entry of tensor `name`; throws refdec::Error when the file has no such tensor.
+  /// The header entry of tensor `name`; throws refdec::ArgumentError when the file has no such
+  /// tensor.
   const SafetensorsTensorInfo& info(const std::string& name) const {
     const auto it = index_.find(name);
     REFDEC_CHECK(it != index_.end(), "safetensors file " << path_ << " has no tensor \"" << name << "\"");
@@ -189,13 +190,14 @@ class SafetensorsFile {
   }
 
   /// A copy of tensor `name` on `device`, converted to `dtype` (default: its stored type).
-  /// Throws refdec::Error when the file has no such tensor or its dtype has no ATen equivalent.
+  /// Throws refdec::ArgumentError when the file has no such tensor, refdec::IoError when its dtype
+  /// has no ATen equivalent.
   at::Tensor get(const std::string& name, std::optional<at::ScalarType> dtype = std::nullopt,
                  at::Device device = at::kCPU) const {
     const auto& t = info(name);
     const auto storage = detail::safetensors_storage_type(t.dtype);
-    REFDEC_CHECK(storage.has_value(), "safetensors file " << path_ << ": tensor \"" << name << "\" has dtype "
-                                                          << t.dtype << ", which refdec cannot read");
+    REFDEC_CHECK_IO(storage.has_value(), "safetensors file " << path_ << ": tensor \"" << name << "\" has dtype "
+                                                             << t.dtype << ", which refdec cannot read");
     // Copy rather than wrap the mapping: the data may be unaligned, and the tensor must outlive
     // this object.
     auto out = at::empty(t.shape, at::TensorOptions().dtype(*storage));
@@ -206,11 +208,11 @@ class SafetensorsFile {
 
  private:
   void read_metadata(const nlohmann::json& entry) {
-    REFDEC_CHECK(entry.is_object(), "safetensors file " << path_ << ": \"__metadata__\" must be an object, got "
-                                                        << entry.type_name());
+    REFDEC_CHECK_IO(entry.is_object(), "safetensors file " << path_ << ": \"__metadata__\" must be an object, got "
+                                                           << entry.type_name());
     for (const auto& [key, value] : entry.items()) {
-      REFDEC_CHECK(value.is_string(), "safetensors file " << path_ << ": metadata \"" << key
-                                                          << "\" must be a string, got " << value.type_name());
+      REFDEC_CHECK_IO(value.is_string(), "safetensors file " << path_ << ": metadata \"" << key
+                                                             << "\" must be a string, got " << value.type_name());
       metadata_.emplace(key, value.get<std::string>());
     }
   }
@@ -222,50 +224,50 @@ class SafetensorsFile {
       os << "safetensors file " << path_ << ": tensor \"" << name << "\"";
       return os.str();
     };
-    REFDEC_CHECK(entry.is_object(), where() << " must be a JSON object, got " << entry.type_name());
+    REFDEC_CHECK_IO(entry.is_object(), where() << " must be a JSON object, got " << entry.type_name());
     for (const char* field : {"dtype", "shape", "data_offsets"})
-      REFDEC_CHECK(entry.contains(field), where() << " has no \"" << field << "\"");
+      REFDEC_CHECK_IO(entry.contains(field), where() << " has no \"" << field << "\"");
     SafetensorsTensorInfo t;
     t.name = name;
     const auto& dtype = entry["dtype"];
-    REFDEC_CHECK(dtype.is_string(), where() << ": \"dtype\" must be a string, got " << dtype.dump());
+    REFDEC_CHECK_IO(dtype.is_string(), where() << ": \"dtype\" must be a string, got " << dtype.dump());
     t.dtype = dtype.get<std::string>();
     const auto itemsize = detail::safetensors_itemsize(t.dtype);
-    REFDEC_CHECK(itemsize.has_value(), where() << " has unknown dtype \"" << t.dtype << "\"");
+    REFDEC_CHECK_IO(itemsize.has_value(), where() << " has unknown dtype \"" << t.dtype << "\"");
 
     const auto& shape = entry["shape"];
-    REFDEC_CHECK(shape.is_array(), where() << ": \"shape\" must be an array, got " << shape.dump());
+    REFDEC_CHECK_IO(shape.is_array(), where() << ": \"shape\" must be an array, got " << shape.dump());
     // Element count, checked for overflow; it must fit the buffer, so anything larger is an error.
     std::uint64_t numel = 1;
     bool too_large = false;
     for (const auto& d : shape) {
       // nlohmann parses non-negative integer literals as unsigned: this rejects negative and
       // fractional sizes, which get<std::uint64_t>() would silently convert.
-      REFDEC_CHECK(d.is_number_unsigned(), where() << ": shape " << shape.dump()
-                                                   << " must hold non-negative integers");
+      REFDEC_CHECK_IO(d.is_number_unsigned(), where() << ": shape " << shape.dump()
+                                                      << " must hold non-negative integers");
       const auto v = d.get<std::uint64_t>();
-      REFDEC_CHECK(v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
-                   where() << ": shape " << shape.dump() << " is too large");
+      REFDEC_CHECK_IO(v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+                      where() << ": shape " << shape.dump() << " is too large");
       t.shape.push_back(static_cast<std::int64_t>(v));
       if (v != 0 && numel > std::numeric_limits<std::uint64_t>::max() / v) too_large = true;
       numel *= v;
     }
 
     const auto& offsets = entry["data_offsets"];
-    REFDEC_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-                     offsets[1].is_number_unsigned(),
-                 where() << ": \"data_offsets\" must be [begin, end] with non-negative integers, got "
-                         << offsets.dump());
+    REFDEC_CHECK_IO(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                        offsets[1].is_number_unsigned(),
+                    where() << ": \"data_offsets\" must be [begin, end] with non-negative integers, got "
+                            << offsets.dump());
     t.data_begin = offsets[0].get<std::uint64_t>();
     t.data_end = offsets[1].get<std::uint64_t>();
-    REFDEC_CHECK(t.data_begin <= t.data_end && t.data_end <= buffer_size,
-                 where() << ": data_offsets [" << t.data_begin << ", " << t.data_end
-                         << "] are out of bounds of the " << buffer_size << "-byte data buffer");
-    REFDEC_CHECK(!too_large && numel <= std::numeric_limits<std::uint64_t>::max() / *itemsize &&
-                     numel * *itemsize == t.nbytes(),
-                 where() << ": data_offsets [" << t.data_begin << ", " << t.data_end << "] span " << t.nbytes()
-                         << " bytes, but shape " << shape.dump() << " of " << t.dtype << " needs "
-                         << (too_large ? std::string("more than 2^64") : std::to_string(numel * *itemsize)));
+    REFDEC_CHECK_IO(t.data_begin <= t.data_end && t.data_end <= buffer_size,
+                    where() << ": data_offsets [" << t.data_begin << ", " << t.data_end
+                            << "] are out of bounds of the " << buffer_size << "-byte data buffer");
+    REFDEC_CHECK_IO(!too_large && numel <= std::numeric_limits<std::uint64_t>::max() / *itemsize &&
+                        numel * *itemsize == t.nbytes(),
+                    where() << ": data_offsets [" << t.data_begin << ", " << t.data_end << "] span " << t.nbytes()
+                            << " bytes, but shape " << shape.dump() << " of " << t.dtype << " needs "
+                            << (too_large ? std::string("more than 2^64") : std::to_string(numel * *itemsize)));
     return t;
   }
 
@@ -281,8 +283,8 @@ class SafetensorsFile {
 /// "__metadata__" when not empty. Each tensor is stored as a contiguous CPU copy in its own dtype;
 /// supported: bool, uint8, int8/16/32/64, float16, bfloat16, float32, float64. The file is written
 /// beside `path` and then renamed over it, so a failed write leaves no partial file. Throws
-/// refdec::Error for an empty, duplicate or reserved name, an undefined tensor, an unsupported
-/// dtype, or an I/O failure.
+/// refdec::ArgumentError for an empty, duplicate or reserved name, an undefined tensor or an
+/// unsupported dtype, and refdec::IoError for an I/O failure.
 inline void write_safetensors(const std::filesystem::path& path,
                               const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                               const std::map<std::string, std::string>& metadata = {}) {
@@ -320,7 +322,7 @@ inline void write_safetensors(const std::filesystem::path& path,
   tmp += ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    REFDEC_CHECK(out.good(), "write_safetensors: cannot create " << tmp);
+    REFDEC_CHECK_IO(out.good(), "write_safetensors: cannot create " << tmp);
     out.write(reinterpret_cast<const char*>(&header_size), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& [name, tensor] : tensors) {
@@ -331,7 +333,7 @@ inline void write_safetensors(const std::filesystem::path& path,
     if (!out) {
       std::error_code ignored;
       std::filesystem::remove(tmp, ignored);
-      REFDEC_CHECK(false, "write_safetensors: failed to write " << tmp);
+      REFDEC_CHECK_IO(false, "write_safetensors: failed to write " << tmp);
     }
   }
   std::error_code ec;
@@ -339,7 +341,7 @@ inline void write_safetensors(const std::filesystem::path& path,
   if (ec) {
     const auto reason = ec.message();
     std::filesystem::remove(tmp, ec);
-    REFDEC_CHECK(false, "write_safetensors: cannot rename " << tmp << " to " << path << ": " << reason);
+    REFDEC_CHECK_IO(false, "write_safetensors: cannot rename " << tmp << " to " << path << ": " << reason);
   }
 }
 

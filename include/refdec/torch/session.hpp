@@ -335,7 +335,7 @@ class Session {
   std::vector<RequestUpdate> finished_;                   // left between steps, reported by the next one
   GenerateStats stats_;
   // Per-step scratch, reused.
-  DraftTree draft_;
+  DraftScratch draft_;
   std::vector<LinearTree> trees_;     // [B]
   std::vector<AuxBlock> aux_;         // [B]
   std::vector<std::uint8_t> prefill_; // [B]

@@ -2,7 +2,7 @@
 // Replay traces from real data, and the calibration of the replay evaluator: prompt lookup must
 // reproduce the τ that Spec-Bench publishes.
 
-#include "refdec/replay/datasets.hpp"
+#include "eval/datasets.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ class WithTokenizer : public ::testing::Test {
 };
 
 TEST(SentencePieceTokenizer, MissingOrInvalidModelIsAClearError) {
-  EXPECT_THROW(SentencePieceTokenizer::load("/nonexistent/llama2.model"), Error);
+  EXPECT_THROW(SentencePieceTokenizer::load("/nonexistent/llama2.model"), IoError);
   refdec_test::TempDir dir;
   std::ofstream(dir / "bad.model") << "not a model";
   EXPECT_THROW(SentencePieceTokenizer::load(dir / "bad.model"), Error);
@@ -102,7 +102,7 @@ TEST(GenericTraces, BadRowsAreClearErrors) {
   EXPECT_THROW(load_one(R"({"context": [1], "output": [-3]})"), Error);      // negative id
   EXPECT_THROW(load_one(R"({"context": [1.5], "output": [1]})"), Error);     // not an integer
   EXPECT_THROW(load_one(R"({"context": "text", "output": [1]})"), Error);    // text without tokenizer
-  EXPECT_THROW(load_generic_traces(dir / "missing.jsonl", nullptr), Error);
+  EXPECT_THROW(load_generic_traces(dir / "missing.jsonl", nullptr), IoError);
   try {
     load_one(R"({"context": [1], "output": [1, -3]})");
     FAIL() << "no error";

@@ -13,17 +13,16 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/data_dir.hpp"
 #include "refdec/replay/replay.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Every row of a JSONL file (blank lines skipped); a bad row is a refdec::Error naming the file
+/// Every row of a JSONL file (blank lines skipped); a bad row is a refdec::IoError naming the file
 /// and line.
 inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
   std::ifstream in(path);
-  REFDEC_CHECK(in.good(), "cannot open " << path);
+  REFDEC_CHECK_IO(in.good(), "cannot open " << path);
   std::vector<nlohmann::json> rows;
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
@@ -31,7 +30,7 @@ inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path)
     try {
       rows.push_back(nlohmann::json::parse(line));
     } catch (const nlohmann::json::exception& e) {
-      REFDEC_CHECK(false, path << ":" << number << ": invalid JSON: " << e.what());
+      REFDEC_CHECK_IO(false, path << ":" << number << ": invalid JSON: " << e.what());
     }
   }
   return rows;
@@ -45,14 +44,14 @@ inline std::vector<Token> tokens_of(const nlohmann::json& v, const SentencePiece
     REFDEC_CHECK(tokenizer != nullptr, where << ": text given but no tokenizer");
     return tokenizer->encode(v.get<std::string>());
   }
-  REFDEC_CHECK(v.is_array(), where << ": expected text or an array of token ids");
+  REFDEC_CHECK_IO(v.is_array(), where << ": expected text or an array of token ids");
   std::vector<Token> ids;
   ids.reserve(v.size());
   for (const auto& x : v) {
-    REFDEC_CHECK(x.is_number_integer(), where << ": token ids must be integers, got " << x.dump());
+    REFDEC_CHECK_IO(x.is_number_integer(), where << ": token ids must be integers, got " << x.dump());
     const auto id = x.get<std::int64_t>();
     const std::int64_t vocab = tokenizer != nullptr ? tokenizer->vocab_size() : std::int64_t{1} << 31;
-    REFDEC_CHECK(id >= 0 && id < vocab, where << ": token id " << id << " is outside the vocabulary of " << vocab);
+    REFDEC_CHECK_IO(id >= 0 && id < vocab, where << ": token id " << id << " is outside the vocabulary of " << vocab);
     ids.push_back(static_cast<Token>(id));
   }
   return ids;
@@ -71,7 +70,7 @@ inline std::vector<Trace> load_specbench(const std::filesystem::path& questions,
                                          const SentencePieceTokenizer& tokenizer) {
   std::map<std::int64_t, nlohmann::json> answer_of;
   for (auto& row : read_jsonl(answers)) {
-    REFDEC_CHECK(row.contains("question_id") && row.contains("choices"), answers << ": a row lacks question_id or choices");
+    REFDEC_CHECK_IO(row.contains("question_id") && row.contains("choices"), answers << ": a row lacks question_id or choices");
     const auto id = row["question_id"].get<std::int64_t>();  // read before the move below
     answer_of[id] = std::move(row);
   }
@@ -79,11 +78,11 @@ inline std::vector<Trace> load_specbench(const std::filesystem::path& questions,
   for (const auto& q : read_jsonl(questions)) {
     const auto id = q.at("question_id").get<std::int64_t>();
     const auto it = answer_of.find(id);
-    REFDEC_CHECK(it != answer_of.end(), answers << " has no answer to question " << id);
+    REFDEC_CHECK_IO(it != answer_of.end(), answers << " has no answer to question " << id);
     const auto& turns = q.at("turns");
     const auto& answer_turns = it->second.at("choices").at(0).at("turns");
-    REFDEC_CHECK(answer_turns.size() >= turns.size(), "question " << id << ": " << answer_turns.size()
-                                                                 << " answer turns for " << turns.size() << " questions");
+    REFDEC_CHECK_IO(answer_turns.size() >= turns.size(), "question " << id << ": " << answer_turns.size()
+                                                                    << " answer turns for " << turns.size() << " questions");
     std::string conv = kVicunaSystem;
     for (std::size_t i = 0; i < turns.size(); ++i) {
       const std::string prompt = conv + " USER: " + turns[i].get<std::string>() + " ASSISTANT:";
@@ -133,14 +132,14 @@ inline std::vector<Trace> load_generic_traces(const std::filesystem::path& path,
   for (const auto& row : read_jsonl(path)) {
     ++row_number;
     const std::string where = path.string() + " row " + std::to_string(row_number);
-    REFDEC_CHECK(row.is_object() && row.contains("context") && row.contains("output"),
-                 where << ": needs \"context\" and \"output\"");
+    REFDEC_CHECK_IO(row.is_object() && row.contains("context") && row.contains("output"),
+                    where << ": needs \"context\" and \"output\"");
     Trace t;
     t.id = row.contains("id") ? row["id"].dump() : std::to_string(row_number);
     t.category = row.value("category", "");
     t.context = detail::tokens_of(row["context"], tokenizer, where + " context");
     t.output = detail::tokens_of(row["output"], tokenizer, where + " output");
-    REFDEC_CHECK(!t.context.empty(), where << ": empty context");
+    REFDEC_CHECK_IO(!t.context.empty(), where << ": empty context");
     if (row.contains("references"))
       for (const auto& r : row["references"]) t.references.push_back(detail::tokens_of(r, tokenizer, where + " reference"));
     traces.push_back(std::move(t));

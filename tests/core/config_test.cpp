@@ -1,0 +1,92 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The error family: which check throws which kind, and what its message carries.
+
+#include "refdec/core/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace {
+
+using namespace refdec;
+
+static_assert(std::is_base_of_v<std::runtime_error, Error>);
+static_assert(std::is_base_of_v<Error, ArgumentError>);
+static_assert(std::is_base_of_v<Error, IoError>);
+static_assert(!std::is_base_of_v<std::invalid_argument, Error>);
+
+void check_argument(int value) {
+  REFDEC_CHECK(value >= 0, "value must be non-negative, got " << value);
+}
+void check_file(bool readable) {
+  const std::string name = "model.bin";
+  REFDEC_CHECK_IO(readable, "cannot open " << name);
+}
+
+// The message of the exception of type E that `f` throws ("" when it throws none).
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Which kind of refdec error `f` throws: "argument", "io", "base" or "none".
+template <class F>
+std::string kind_of(F&& f) {
+  try {
+    f();
+  } catch (const ArgumentError&) {
+    return "argument";
+  } catch (const IoError&) {
+    return "io";
+  } catch (const Error&) {
+    return "base";
+  }
+  return "none";
+}
+
+TEST(Errors, CheckThrowsArgumentError) {
+  EXPECT_NO_THROW(check_argument(0));
+  EXPECT_THROW(check_argument(-3), ArgumentError);
+  EXPECT_THROW(check_argument(-3), Error);
+  const std::string msg = message_of<ArgumentError>([] { check_argument(-3); });
+  EXPECT_NE(msg.find("value must be non-negative, got -3"), std::string::npos) << msg;
+  EXPECT_EQ(msg.rfind("refdec: ", 0), 0u) << msg;
+}
+
+TEST(Errors, CheckIoThrowsIoError) {
+  EXPECT_NO_THROW(check_file(true));
+  EXPECT_THROW(check_file(false), IoError);
+  EXPECT_THROW(check_file(false), Error);
+  EXPECT_EQ(kind_of([] { check_file(false); }), "io");  // and not the other kind
+  EXPECT_EQ(kind_of([] { check_argument(-1); }), "argument");
+  EXPECT_EQ(kind_of([] { check_file(true); }), "none");
+  const std::string msg = message_of<IoError>([] { check_file(false); });
+  EXPECT_NE(msg.find("cannot open model.bin"), std::string::npos) << msg;
+}
+
+TEST(Errors, MessagesNameTheCheckSite) {
+  const int line = __LINE__ + 1;
+  const std::string msg = message_of<Error>([] { REFDEC_CHECK(1 + 1 == 3, "arithmetic"); });
+  EXPECT_NE(msg.find(std::string("config_test.cpp:") + std::to_string(line)), std::string::npos)
+      << msg;
+  const int io_line = __LINE__ + 1;
+  const std::string io_msg = message_of<Error>([] { REFDEC_CHECK_IO(false, "unreadable"); });
+  EXPECT_NE(io_msg.find(std::string("config_test.cpp:") + std::to_string(io_line)),
+            std::string::npos)
+      << io_msg;
+}
+
+TEST(Errors, StandardHandlersCatchThem) {
+  EXPECT_THROW(check_argument(-1), std::runtime_error);
+  EXPECT_THROW(check_file(false), std::exception);
+}
+
+}  // namespace
