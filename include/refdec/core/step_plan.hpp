@@ -29,7 +29,8 @@ REFDEC_NAMESPACE_BEGIN
 /// 64-bit words per packed mask row over `num_rows` step rows: ceil(num_rows / 64).
 REFDEC_HOST_DEVICE std::int32_t mask_words_for(std::int32_t num_rows) { return (num_rows + 63) / 64; }
 
-/// One step of a batch, packed and ragged (see the file comment).
+/// One step of a batch, packed and ragged (see the file comment). Plain data: a const plan may be
+/// read from any number of threads.
 struct StepPlan {
   std::vector<std::int32_t> indptr{0};       // [B + 1] first plan row of each sequence
   std::vector<std::int32_t> num_nodes;       // [B] tree rows of each sequence (root included); then auxiliary rows
@@ -138,7 +139,7 @@ inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBloc
   }
 }
 
-/// What each sequence's cache keeps after a step: the step rows to keep, in increasing order, to
+/// Plain data, shareable read-only across threads. What each sequence's cache keeps after a step: the step rows to keep, in increasing order, to
 /// be moved to the cache entries lengths_before[b], lengths_before[b] + 1, ... (in that order),
 /// and the cached length afterwards. Rows not listed (rejected drafts, auxiliary tokens) are
 /// dropped.

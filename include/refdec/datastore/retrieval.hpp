@@ -65,7 +65,10 @@ inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> c
                                 RetrievalScratch& scratch) {
   out.clear();
   RetrievalResult result;
-  const auto [len, range] = store.longest_suffix_match(context, options.max_match);
+  // Not a structured binding: the lambdas below capture `range`, which clang before 16 refuses.
+  const auto match = store.longest_suffix_match(context, options.max_match);
+  const auto len = match.first;
+  const auto range = match.second;
   result.match_length = len;
   result.range = range;
   REFDEC_CHECK(options.max_occurrences <= (std::size_t{1} << 31),

@@ -110,7 +110,9 @@ class NoDrafter {
 };
 
 /// Holds any Drafter behind one type (for a drafter chosen at run time) and records its
-/// DrafterStats: sizes and depths of the proposals, accepted counts, time spent.
+/// DrafterStats: sizes and depths of the proposals, accepted counts, time spent. Drafters follow
+/// one sequence and mutate on every call: one per sequence and thread (what they read, such as a
+/// Datastore, may be shared).
 class AnyDrafter {
  public:
   AnyDrafter() : AnyDrafter(NoDrafter{}) {}

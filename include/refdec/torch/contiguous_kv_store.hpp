@@ -16,7 +16,8 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Keys and values of every layer, one buffer of `capacity` entries per sequence (KvStore).
+/// Keys and values of every layer, one buffer of `capacity` entries per sequence (KvStore). Not
+/// thread-safe: one owner (e.g. a Session) at a time.
 class ContiguousKvStore {
  public:
   /// A store whose sequences hold up to `capacity` entries each: cached ones plus one step's rows.

@@ -79,7 +79,8 @@ struct LlamaWeights {
   at::Tensor output;      // [vocab_size, dim]; the embedding itself when tied
 };
 
-/// The reference Llama-family model. forward() runs a step plan (a draft tree and auxiliary tokens
+/// The reference Llama-family model; forward() is const and keeps no state, so one model may serve
+/// several threads, each with its own store. forward() runs a step plan (a draft tree and auxiliary tokens
 /// per sequence) against any KV store, so one call verifies every sequence's tree.
 class LlamaModel {
  public:

@@ -18,7 +18,8 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Keys and values of every layer in `num_blocks` blocks of `block_size` entries (KvStore).
+/// Keys and values of every layer in `num_blocks` blocks of `block_size` entries (KvStore). Not
+/// thread-safe: one owner (e.g. a Session) at a time.
 class PagedKvStore {
  public:
   PagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size)

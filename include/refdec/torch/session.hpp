@@ -88,7 +88,8 @@ struct RequestUpdate {
   std::optional<FinishReason> finished;  ///< set when the request has left the session
 };
 
-/// A decoding session over `model` and a KV store (KvStore) it owns: requests join with add(),
+/// Not thread-safe: one thread drives a session (run one session per thread; they may share a
+/// const model). A decoding session over `model` and a KV store (KvStore) it owns: requests join with add(),
 /// step() advances every active request by one verification step, finished requests leave.
 /// Whatever the drafters propose, each request's output equals its own plain greedy decoding, and
 /// under sampling it is distributed as plain sampling with the same seed (the same tokens, up to

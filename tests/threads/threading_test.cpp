@@ -1,0 +1,115 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// What refdec shares across threads, exercised from several threads at once; built and run under
+// ThreadSanitizer by tests/tsan.cmake (the `tsan_threading_tests` CTest). Shared: a Datastore
+// (queried by REST drafters, one per thread), const DraftTrees (linearised with per-thread
+// scratch), const StepPlans (walked); per thread: drafters, sessions of plans.
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/core/walk.hpp"
+#include "refdec/datastore/builder.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/rest.hpp"
+#include "test_data.hpp"
+
+namespace {
+
+using namespace refdec;
+
+constexpr int kThreads = 8;
+
+std::vector<Token> random_text(std::mt19937& rng, std::size_t n) {
+  std::vector<Token> t;
+  while (t.size() < n) {
+    if (t.size() > 16 && rng() % 2 == 0) {
+      const std::size_t from = rng() % (t.size() - 8);
+      t.insert(t.end(), t.begin() + static_cast<std::ptrdiff_t>(from), t.begin() + static_cast<std::ptrdiff_t>(from + 8));
+    } else {
+      t.push_back(static_cast<Token>(rng() % 50));
+    }
+  }
+  return t;
+}
+
+// One Datastore, eight threads each with its own REST and LLMA drafters drafting over it: every
+// thread gets what it gets alone.
+TEST(Threads, SharedDatastoreServesDraftersInEveryThread) {
+  std::mt19937 rng(1);
+  std::vector<std::vector<Token>> docs;
+  for (int d = 0; d < 6; ++d) docs.push_back(random_text(rng, 2000));
+  refdec_test::TempDir dir;
+  build_datastore(docs, 50, dir / "shared.ds");
+  const auto store = Datastore::open_shared(dir / "shared.ds");
+  const auto draft_all = [&](int t) {
+    std::mt19937 local(100 + static_cast<unsigned>(t));
+    const auto prompt = random_text(local, 300);
+    RestDrafter rest(store);
+    LlmaDrafter llma({.n = 1, .k = 8, .self_reference = true});
+    const std::vector<std::vector<Token>> references = {docs[static_cast<std::size_t>(t) % docs.size()]};
+    rest.begin(prompt, {});
+    llma.begin(prompt, references);
+    std::vector<std::vector<Token>> out;
+    for (int step = 0; step < 200; ++step) {
+      DraftTree a, b;
+      rest.propose(32, a);
+      llma.propose(32, b);
+      out.push_back(a.linearize(0, 32).tokens);
+      out.push_back(b.linearize(0, 32).tokens);
+      const std::vector<Token> next = {static_cast<Token>(local() % 50)};
+      rest.accept(next);
+      llma.accept(next);
+    }
+    return out;
+  };
+  std::vector<std::vector<std::vector<Token>>> alone, together(kThreads);
+  for (int t = 0; t < kThreads; ++t) alone.push_back(draft_all(t));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { together[static_cast<std::size_t>(t)] = draft_all(t); });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(together, alone);
+}
+
+// Const trees and plans are read from many threads: linearise (each thread its own scratch), plan
+// and walk, all equal to a single-threaded run.
+TEST(Threads, ConstTreesAndPlansAreSharedReadOnly) {
+  std::mt19937 rng(2);
+  DraftTree tree;
+  for (int p = 0; p < 200; ++p) {
+    std::vector<Token> path(1 + rng() % 10);
+    for (auto& x : path) x = static_cast<Token>(rng() % 20);
+    tree.insert(path, 1.0f + static_cast<float>(rng() % 4));
+  }
+  const DraftTree& shared = tree;
+  const std::vector<LinearTree> trees = {shared.linearize(3, 64), shared.linearize(4, 16)};
+  StepPlan plan_storage;
+  plan_step(trees, {}, std::vector<std::int64_t>{10, 20}, 20, plan_storage);
+  const StepPlan& plan = plan_storage;
+  const auto work = [&](int t) {
+    LinearizeScratch scratch;
+    LinearTree lin;
+    shared.linearize(static_cast<Token>(t % 20), 48, lin, scratch);
+    StepPlan local;
+    const std::vector<LinearTree> mine = {lin};
+    plan_step(mine, {}, std::vector<std::int64_t>{5}, 20, local);
+    std::vector<Token> target(static_cast<std::size_t>(plan.rows()));
+    for (std::size_t i = 0; i < target.size(); ++i) target[i] = static_cast<Token>((i * 7 + static_cast<std::size_t>(t)) % 20);
+    Acceptance a;
+    accept(plan.tree(t % 2), ChoiceArray{target.data() + plan.indptr[static_cast<std::size_t>(t % 2)]}, a);
+    return std::make_pair(local.tokens, a.tokens);
+  };
+  std::vector<std::pair<std::vector<Token>, std::vector<Token>>> alone, together(kThreads);
+  for (int t = 0; t < kThreads; ++t) alone.push_back(work(t));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { together[static_cast<std::size_t>(t)] = work(t); });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(together, alone);
+}
+
+}  // namespace
