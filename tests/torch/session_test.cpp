@@ -131,6 +131,8 @@ void SessionSchedules::run_schedules(S make_store(const LlamaModel&), int first,
     const LlamaModel& model = *models_[static_cast<std::size_t>(schedule % 3)];
     GenerateOptions defaults;
     defaults.budget = 12;
+    // Chunked prefill in a third of the schedules: prompts take several steps, beside decoding.
+    if (schedule % 3 == 0) defaults.prefill_chunk = 1 + static_cast<std::int64_t>(rng() % 4);
     // The requests, each with its own limits, sampling and drafter, and its plain output.
     std::vector<Planned> planned(2 + rng() % 8);
     for (Planned& p : planned) {
@@ -143,6 +145,7 @@ void SessionSchedules::run_schedules(S make_store(const LlamaModel&), int first,
       p.drafter = static_cast<int>(rng() % kDrafterKinds);
       GenerateOptions plain = defaults;
       plain.budget = 0;
+      plain.prefill_chunk = 0;  // the whole prompt in one pass
       const auto alone = generate(model, r, AnyDrafter{}, plain);
       p.want = alone.tokens[0];
       p.want_finish = alone.finish[0];
@@ -323,6 +326,38 @@ TEST(Session, ReportsUpdatesAsRequestsJoinAndLeave) {
   EXPECT_EQ(session.store().batch(), 0);
   EXPECT_EQ(session.stats().tokens, 1 + 5);
   refdec_test::expect_error([&] { session.output(b); }, "no active request");
+}
+
+// A long prompt is prefilled in chunks of prefill_chunk tokens, one chunk per step, while another
+// request decodes; outputs are unchanged.
+TEST(Session, PrefillsLongPromptsInChunks) {
+  const auto model = small_model();
+  GenerateOptions opt;
+  opt.max_new_tokens = 6;
+  opt.prefill_chunk = 4;
+  Request long_prompt{{1}, {}};
+  for (Token t = 0; t < 10; ++t) long_prompt.prompt.push_back(static_cast<Token>(3 + t));  // 11 tokens: 10 to prefill
+  const Request short_prompt{{1}, {}};
+  GenerateOptions whole = opt;
+  whole.prefill_chunk = 0;
+  const auto want_long = generate(model, long_prompt, AnyDrafter{}, whole).tokens[0];
+  const auto want_short = generate(model, short_prompt, AnyDrafter{}, whole).tokens[0];
+  Session session(model, ContiguousKvStore(model.kv_layout(), 128), opt);
+  const RequestId a = session.add(long_prompt), b = session.add(short_prompt);
+  std::map<RequestId, std::vector<Token>> got;
+  std::vector<std::int32_t> rows;  // [steps] plan rows of the long request
+  while (!session.idle()) {
+    for (const auto& u : session.step()) got[u.id].insert(got[u.id].end(), u.tokens.begin(), u.tokens.end());
+    rows.push_back(session.last_plan().rows(0));
+  }
+  EXPECT_EQ(got[a], want_long);
+  EXPECT_EQ(got[b], want_short);
+  ASSERT_GE(rows.size(), 4u);
+  EXPECT_EQ(std::vector<std::int32_t>(rows.begin(), rows.begin() + 3), (std::vector<std::int32_t>{4, 4, 2}));
+  EXPECT_EQ(session.stats().prefill_tokens, 10);
+  GenerateOptions negative;
+  negative.prefill_chunk = -1;
+  refdec_test::expect_error([&] { Session s(model, ContiguousKvStore(model.kv_layout(), 8), negative); }, "prefill_chunk must be >= 0, got -1");
 }
 
 // The torch-free example (examples/engine_without_torch.cpp: its own forward pass in float loops,

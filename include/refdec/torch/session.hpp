@@ -7,8 +7,10 @@
 //
 //   drafters -> trees -> plan_step -> model.forward -> walk -> store.commit(keep) -> drafters
 //
-// A request's prompt is prefilled by the first step after it joins, in the same forward pass as
-// the other requests' verification.
+// A request's prompt is prefilled by the steps after it joins, in chunks of at most
+// GenerateOptions::prefill_chunk tokens, in the same forward passes as the other requests'
+// verification (chunked prefill: a long prompt never stalls the batch, and no step's attention
+// grows with the square of a whole prompt).
 
 #include <ATen/ATen.h>
 
@@ -52,6 +54,7 @@ struct GenerateOptions {
   std::int64_t max_context = 0;       ///< prompt + output at most; 0 means the model's max_seq_len()
   std::optional<SamplingOptions> sampling;  ///< for requests without their own; unset: greedy decoding
   SamplingPath sampling_path = SamplingPath::kAuto;  ///< where sampled steps process the logits (same output)
+  std::int64_t prefill_chunk = 512;  ///< prompt tokens a step prefills per request at most; 0: the whole prompt at once
 };
 
 /// Why a sequence stopped.
@@ -107,6 +110,7 @@ class Session {
     REFDEC_CHECK(defaults_.max_context >= 0, "Session: max_context must be >= 0, got " << defaults_.max_context);
     max_context_ = defaults_.max_context > 0 ? defaults_.max_context : model.max_seq_len();
     check_limits(defaults_.max_new_tokens, defaults_.budget, "Session defaults");
+    REFDEC_CHECK(defaults_.prefill_chunk >= 0, "Session: prefill_chunk must be >= 0, got " << defaults_.prefill_chunk);
     if (defaults_.sampling) defaults_.sampling->validate();
   }
 
@@ -169,8 +173,10 @@ class Session {
     for (std::size_t i = 0; i < B; ++i) {
       Active& r = active_[i];
       aux_[i].clear();
-      if (!r.prefilled) {
-        trees_[i] = LinearTree::chain(std::span<const Token>(r.prompt).first(r.prompt.size() - 1));
+      if (r.prefilled + 1 < r.prompt.size()) {  // the next chunk of the prompt but its last token
+        const std::size_t left = r.prompt.size() - 1 - r.prefilled;
+        const std::size_t chunk = defaults_.prefill_chunk > 0 ? std::min(left, static_cast<std::size_t>(defaults_.prefill_chunk)) : left;
+        trees_[i] = LinearTree::chain(std::span<const Token>(r.prompt).subspan(r.prefilled, chunk));
         prefill_[i] = 1;
         stats_.prefill_tokens += trees_[i].size();
         continue;
@@ -193,7 +199,7 @@ class Session {
     for (std::size_t i = 0; i < B; ++i) {
       Active& r = active_[i];
       if (prefill_[i]) {
-        r.prefilled = true;
+        r.prefilled += static_cast<std::size_t>(trees_[i].size());
         continue;
       }
       // AuxiliaryDrafter's contract: observe() after every step, with no choices when the window
@@ -243,7 +249,7 @@ class Session {
     std::vector<Token> stop_tokens;
     std::int64_t max_new_tokens = 0;
     std::int64_t budget = 0;
-    bool prefilled = false;
+    std::size_t prefilled = 0;  // prompt tokens cached; the last one is the first step's root
     AnyDrafter* drafter = nullptr;
     std::unique_ptr<AnyDrafter> owned;  // set when the session owns the drafter
   };
@@ -274,7 +280,6 @@ class Session {
     r.stop_tokens = request.stop_tokens.value_or(defaults_.stop_tokens);
     r.max_new_tokens = max_new;
     r.budget = budget;
-    r.prefilled = r.prompt.size() == 1;  // a lone token is the first step's root: nothing to prefill
     r.drafter = drafter;
     r.owned = std::move(owned);
     if (max_new == 0) {  // nothing to generate: it leaves at once
