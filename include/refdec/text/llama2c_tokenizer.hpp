@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -36,10 +37,8 @@ class Llama2cTokenizer {
   static Llama2cTokenizer load(const std::filesystem::path& path, std::int32_t vocab_size) {
     REFDEC_CHECK(vocab_size >= 3, "Llama2cTokenizer: vocab_size " << vocab_size << " for " << path
                                       << " must be at least 3 (<unk>, BOS, EOS)");
-    std::ifstream in(path, std::ios::binary);
-    REFDEC_CHECK_IO(in.is_open(), "Llama2cTokenizer: cannot open tokenizer file " << path);
-    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    REFDEC_CHECK_IO(!in.bad(), "Llama2cTokenizer: error reading tokenizer file " << path);
+    const std::string file = read_file_bytes(path, "llama2.c tokenizer file");  // regular files only
+    const std::vector<char> bytes(file.begin(), file.end());
 
     Reader r{bytes, 0};
     std::int32_t max_token_length = 0;
