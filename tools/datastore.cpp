@@ -36,11 +36,7 @@ using json = nlohmann::json;
 fs::path default_tokenizer() { return data_dir_or(REFDEC_DEFAULT_DATA_DIR) / "tokenizers" / "llama2.model"; }
 
 std::string read_file(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  REFDEC_CHECK_IO(f.is_open(), "cannot open input " << path);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
+  return read_file_bytes(path, "input");  // regular files only, never blocks
 }
 
 // One step of a JSON field path: a key, every element ("[*]") or one element ("[N]").
@@ -160,6 +156,11 @@ int run_build(const BuildArgs& a) {
   const auto t0 = Clock::now();
   std::vector<Tokens> docs;
   std::int32_t vocab = a.vocab_size;
+  // The output is never one of the inputs nor a device: checked now, before a long tokenisation,
+  // and again by the builder when it writes.
+  std::vector<fs::path> inputs(a.inputs.begin(), a.inputs.end());
+  if (a.tokens.empty()) inputs.push_back(a.tokenizer.empty() ? default_tokenizer() : a.tokenizer);
+  check_output_path(a.output, "datastore", inputs);
   if (!a.tokens.empty()) {
     REFDEC_CHECK(vocab > 0, "--tokens needs --vocab-size");
     for (const auto& in : a.inputs) read_token_file(in, a.tokens, docs);
@@ -189,6 +190,7 @@ int run_build(const BuildArgs& a) {
   }
   const double read_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   DatastoreBuildOptions opt;
+  opt.inputs = inputs;
   if (!a.quiet)
     opt.progress = [](std::string_view stage, std::uint64_t done, std::uint64_t total) {
       std::fprintf(stderr, "\r%-8.*s %12llu / %llu tokens", static_cast<int>(stage.size()), stage.data(),

@@ -166,7 +166,7 @@ TEST(OutputFile, LeftoversOfAKilledRunDoNotBreakLaterRuns) {
 
 TEST(OutputFile, UnwritableDirectoryIsAnIoError) {
   TempDir dir;
-  expect_error([&] { OutputFile{dir / "no" / "such" / "dir" / "out.txt", "trajectories"}; }, "cannot create trajectories");
+  expect_error([&] { OutputFile{dir / "no" / "such" / "dir" / "out.txt", "trajectories"}; }, "cannot write trajectories");
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "refdec/core/config.hpp"
 
@@ -128,6 +129,27 @@ inline bool same_file(const std::filesystem::path& a, const std::filesystem::pat
          sa.st_ino == sb.st_ino;
 }
 
+/// Checks that `path` may be written as an output: it does not exist or is a regular file, and it
+/// is none of `inputs` (same device and inode, so hard and symbolic links count). Throws
+/// refdec::IoError naming `kind` and `path` otherwise. OutputFile checks this itself; a tool calls
+/// it first to fail before a long computation.
+inline void check_output_path(const std::filesystem::path& path, std::string_view kind,
+                              std::span<const std::filesystem::path> inputs = {}) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    REFDEC_CHECK_IO(errno == ENOENT, "cannot use " << kind << " " << path << ": " << std::strerror(errno));
+    return;  // a new file
+  }
+  REFDEC_CHECK_IO(S_ISREG(st.st_mode), kind << " " << path << " exists and is not a regular file"
+                                            << (S_ISDIR(st.st_mode) ? " (it is a directory)" : "")
+                                            << "; refusing to replace it");
+  for (const auto& in : inputs) {
+    struct stat si {};
+    REFDEC_CHECK_IO(::stat(in.c_str(), &si) != 0 || si.st_dev != st.st_dev || si.st_ino != st.st_ino,
+                    kind << " " << path << " is the same file as the input " << in << "; refusing to overwrite it");
+  }
+}
+
 /// A file written atomically: the bytes go to a unique temporary beside `path` (created with
 /// O_EXCL, so concurrent writers never share one), and commit() renames it over `path`. Without
 /// commit() (an error, an exception) the temporary is removed. Not for sharing across threads.
@@ -138,10 +160,10 @@ class OutputFile {
   /// such as /dev/null, a FIFO, a directory), or its directory is not writable.
   explicit OutputFile(const std::filesystem::path& path, std::string_view kind = "output",
                       std::span<const std::filesystem::path> inputs = {})
-      : path_(path), kind_(kind) {
+      : path_(path), kind_(kind), inputs_(inputs.begin(), inputs.end()) {
     REFDEC_CHECK_IO(!path.empty(), "the " << kind << " path is empty");
     REFDEC_CHECK_IO(path.has_filename(), kind << " " << path << " names a directory, not a file");
-    check_target(inputs);
+    check_output_path(path_, kind_, inputs_);
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
     std::random_device rd;
     std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid()));
@@ -160,8 +182,8 @@ class OutputFile {
         temp_ = tmp;
         return;
       }
-      REFDEC_CHECK_IO(errno == EEXIST, "cannot create " << kind << " " << path << " (temporary " << tmp
-                                                        << "): " << std::strerror(errno));
+      REFDEC_CHECK_IO(errno == EEXIST, "cannot write " << kind << " " << path << ": cannot create a temporary in "
+                                                       << dir << ": " << std::strerror(errno));
     }
     REFDEC_CHECK_IO(false, "cannot create a temporary for " << kind << " " << path);
   }
@@ -181,7 +203,8 @@ class OutputFile {
     write_at(data, n, static_cast<std::int64_t>(offset));
   }
 
-  /// Closes the temporary and renames it over the target (checked again just before).
+  /// Closes the temporary and renames it over the target (checked again just before, against the
+  /// same inputs).
   void commit() {
     REFDEC_CHECK_IO(fd_.get() >= 0, kind_ << " " << path_ << " was already committed or discarded");
     if (fd_.reset() != 0) {
@@ -190,7 +213,7 @@ class OutputFile {
       REFDEC_CHECK_IO(false, "cannot write " << kind_ << " " << path_ << ": " << std::strerror(err));
     }
     try {
-      check_target({});
+      check_output_path(path_, kind_, inputs_);
     } catch (...) {
       discard();
       throw;
@@ -211,22 +234,6 @@ class OutputFile {
   }
 
  private:
-  void check_target(std::span<const std::filesystem::path> inputs) const {
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) != 0) {
-      REFDEC_CHECK_IO(errno == ENOENT, "cannot use " << kind_ << " " << path_ << ": " << std::strerror(errno));
-      return;  // a new file
-    }
-    REFDEC_CHECK_IO(S_ISREG(st.st_mode), kind_ << " " << path_ << " exists and is not a regular file"
-                                               << (S_ISDIR(st.st_mode) ? " (it is a directory)" : "")
-                                               << "; refusing to replace it");
-    for (const auto& in : inputs) {
-      struct stat si {};
-      REFDEC_CHECK_IO(::stat(in.c_str(), &si) != 0 || si.st_dev != st.st_dev || si.st_ino != st.st_ino,
-                      kind_ << " " << path_ << " is the same file as the input " << in << "; refusing to overwrite it");
-    }
-  }
-
   void write_at(const void* data, std::size_t n, std::int64_t offset) {
     REFDEC_CHECK_IO(fd_.get() >= 0, kind_ << " " << path_ << " was already committed or discarded");
     const auto* p = static_cast<const char*>(data);
@@ -244,6 +251,7 @@ class OutputFile {
 
   std::filesystem::path path_;
   std::string kind_;
+  std::vector<std::filesystem::path> inputs_;
   std::filesystem::path temp_;
   FileDescriptor fd_;
 };
