@@ -206,8 +206,11 @@ int run_build(const BuildArgs& a) {
   return 0;
 }
 
-int run_stats(const fs::path& file, bool verify, bool as_json) {
-  const auto ds = Datastore::open(file, DatastoreOpenOptions{verify});
+int run_stats(const fs::path& file, bool verify, bool verify_order, bool as_json) {
+  DatastoreOpenOptions options;
+  options.verify = verify;
+  options.verify_order = verify_order;
+  const auto ds = Datastore::open(file, options);
   const auto& h = ds.header();
   json j = {{"file", file.string()},
             {"version", h.version},
@@ -221,7 +224,8 @@ int run_stats(const fs::path& file, bool verify, bool as_json) {
             {"suffix_offset", h.suffix_offset},
             {"file_bytes", h.file_bytes},
             {"data_checksum", h.data_checksum},
-            {"verified", verify}};
+            {"verified", verify},
+            {"order_verified", verify_order ? "all" : "sampled"}};
   if (as_json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -311,10 +315,12 @@ int main(int argc, char** argv) {
   build->add_flag("-q,--quiet", b.quiet, "no progress on stderr");
 
   fs::path stats_file;
-  bool no_verify = false, stats_json = false;
+  bool no_verify = false, stats_verify_order = false, stats_json = false;
   auto* stats = app.add_subcommand("stats", "print a datastore's header");
   stats->add_option("file", stats_file, "datastore file")->required();
   stats->add_flag("--no-verify", no_verify, "skip the checksum and range checks");
+  stats->add_flag("--verify-order", stats_verify_order,
+                  "check the order of the whole suffix array, not only a sample (slower on repetitive corpora)");
   stats->add_flag("--json", stats_json, "print JSON");
 
   QueryArgs q;
@@ -337,7 +343,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*build) return run_build(b);
-    if (*stats) return run_stats(stats_file, !no_verify, stats_json);
+    if (*stats) return run_stats(stats_file, !no_verify, stats_verify_order, stats_json);
     if (*text_opt) q.text = text;
     q.verify = !query_no_verify;
     REFDEC_CHECK(*ids_opt || *text_opt, "query needs --ids or --text");
