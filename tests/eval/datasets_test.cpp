@@ -141,6 +141,9 @@ TEST(GenericTraces, NonRegularFilesAreRejectedWithoutBlocking) {
   ASSERT_EQ(::mkfifo((dir / "pipe.jsonl").c_str(), 0600), 0);
   EXPECT_THROW(load_generic_traces(dir / "pipe.jsonl", nullptr), IoError);
   EXPECT_THROW(read_jsonl(dir.path()), IoError);
+  // The SentencePiece model too: read by refdec (never blocking), parsed from memory.
+  EXPECT_THROW(SentencePieceTokenizer::load(dir / "pipe.jsonl"), IoError);
+  EXPECT_THROW(SentencePieceTokenizer::load(dir.path()), IoError);
 }
 
 TEST_F(WithTokenizer, GenericTracesEncodeTextAndCheckTheVocabulary) {
