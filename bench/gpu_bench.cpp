@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/torch/dtype.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
@@ -90,9 +91,7 @@ struct TrajectorySet {
 };
 
 TrajectorySet load_trajectories(const std::string& path) {
-  std::ifstream in(path);
-  REFDEC_CHECK(in.good(), "cannot open trajectories " << path);
-  const auto j = nlohmann::json::parse(in);
+  const auto j = nlohmann::json::parse(read_file_bytes(path, "trajectories file"));  // regular files only
   TrajectorySet set;
   set.name = j.at("drafter").get<std::string>() + " @" + std::to_string(j.at("budget").get<std::int64_t>());
   for (const auto& t : j.at("traces")) {
@@ -204,9 +203,10 @@ int main(int argc, char** argv) {
     // Rewritten after each part, so that a later failure (e.g. out of memory) keeps what was measured.
     const auto write_json = [&] {
       if (json_path.empty()) return;
-      std::ofstream out(json_path);
-      REFDEC_CHECK(out.good(), "cannot write " << json_path);
-      out << report.dump(2) << '\n';
+      OutputFile out(json_path, "--json file");  // replaced whole, never a device or FIFO
+      out.write(report.dump(2));
+      out.write("\n");
+      out.commit();
     };
 
     // 1. Memory bandwidth, weights, plain decoding at batch 1 against the roofline.

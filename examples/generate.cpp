@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "eval/data_dir.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "refdec/torch/dtype.hpp"
@@ -131,11 +132,8 @@ int main(int argc, char** argv) {
       request.prompt = {static_cast<Token>(model->config().bos_id)};
     }
     for (const auto& file : reference_files) {
-      std::ifstream in(file);
-      REFDEC_CHECK(in.good(), "cannot read reference file " << file);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      request.references.push_back(tokenizer ? tokenizer->encode(ss.str(), false, false) : parse_ids(ss.str()));
+      const std::string text = refdec::read_file_bytes(file, "reference file");  // regular files only, never blocks
+      request.references.push_back(tokenizer ? tokenizer->encode(text, false, false) : parse_ids(text));
     }
 
     GenerateOptions options;

@@ -203,6 +203,9 @@ class Model {
   /// fp32 weights. Throws Error for a missing, unreadable, truncated or oversized file and for a
   /// header that describes no valid model.
   static Model load(const std::filesystem::path& path) {
+    // stat() first: opening a FIFO (or a device) for reading could block forever.
+    if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path))
+      detail::fail("plain_engine: checkpoint ", path, " is not a regular file");
     std::ifstream in(path, std::ios::binary);
     if (!in) detail::fail("plain_engine: cannot open checkpoint ", path);
     std::error_code ec;

@@ -36,11 +36,7 @@ using json = nlohmann::json;
 fs::path default_tokenizer() { return data_dir_or(REFDEC_DEFAULT_DATA_DIR) / "tokenizers" / "llama2.model"; }
 
 std::string read_file(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  REFDEC_CHECK_IO(f.is_open(), "cannot open input " << path);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
+  return read_file_bytes(path, "input");  // regular files only, never blocks
 }
 
 // One step of a JSON field path: a key, every element ("[*]") or one element ("[N]").
@@ -160,6 +156,11 @@ int run_build(const BuildArgs& a) {
   const auto t0 = Clock::now();
   std::vector<Tokens> docs;
   std::int32_t vocab = a.vocab_size;
+  // The output is never one of the inputs nor a device: checked now, before a long tokenisation,
+  // and again by the builder when it writes.
+  std::vector<fs::path> inputs(a.inputs.begin(), a.inputs.end());
+  if (a.tokens.empty()) inputs.push_back(a.tokenizer.empty() ? default_tokenizer() : a.tokenizer);
+  check_output_path(a.output, "datastore", inputs);
   if (!a.tokens.empty()) {
     REFDEC_CHECK(vocab > 0, "--tokens needs --vocab-size");
     for (const auto& in : a.inputs) read_token_file(in, a.tokens, docs);
@@ -189,6 +190,7 @@ int run_build(const BuildArgs& a) {
   }
   const double read_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   DatastoreBuildOptions opt;
+  opt.inputs = inputs;
   if (!a.quiet)
     opt.progress = [](std::string_view stage, std::uint64_t done, std::uint64_t total) {
       std::fprintf(stderr, "\r%-8.*s %12llu / %llu tokens", static_cast<int>(stage.size()), stage.data(),
@@ -204,8 +206,11 @@ int run_build(const BuildArgs& a) {
   return 0;
 }
 
-int run_stats(const fs::path& file, bool verify, bool as_json) {
-  const auto ds = Datastore::open(file, DatastoreOpenOptions{verify});
+int run_stats(const fs::path& file, bool verify, bool verify_order, bool as_json) {
+  DatastoreOpenOptions options;
+  options.verify = verify;
+  options.verify_order = verify_order;
+  const auto ds = Datastore::open(file, options);
   const auto& h = ds.header();
   json j = {{"file", file.string()},
             {"version", h.version},
@@ -219,7 +224,8 @@ int run_stats(const fs::path& file, bool verify, bool as_json) {
             {"suffix_offset", h.suffix_offset},
             {"file_bytes", h.file_bytes},
             {"data_checksum", h.data_checksum},
-            {"verified", verify}};
+            {"verified", verify},
+            {"order_verified", verify_order ? "all" : "sampled"}};
   if (as_json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -309,10 +315,12 @@ int main(int argc, char** argv) {
   build->add_flag("-q,--quiet", b.quiet, "no progress on stderr");
 
   fs::path stats_file;
-  bool no_verify = false, stats_json = false;
+  bool no_verify = false, stats_verify_order = false, stats_json = false;
   auto* stats = app.add_subcommand("stats", "print a datastore's header");
   stats->add_option("file", stats_file, "datastore file")->required();
   stats->add_flag("--no-verify", no_verify, "skip the checksum and range checks");
+  stats->add_flag("--verify-order", stats_verify_order,
+                  "check the order of the whole suffix array, not only a sample (slower on repetitive corpora)");
   stats->add_flag("--json", stats_json, "print JSON");
 
   QueryArgs q;
@@ -335,7 +343,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*build) return run_build(b);
-    if (*stats) return run_stats(stats_file, !no_verify, stats_json);
+    if (*stats) return run_stats(stats_file, !no_verify, stats_verify_order, stats_json);
     if (*text_opt) q.text = text;
     q.verify = !query_no_verify;
     REFDEC_CHECK(*ids_opt || *text_opt, "query needs --ids or --text");

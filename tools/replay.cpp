@@ -14,12 +14,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "eval/data_dir.hpp"
 #include "eval/datasets.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -191,14 +193,19 @@ void print_row(const std::string& name, const ReplayStats& st) {
 }
 
 int run(const Settings& s) {
-  // Opened first so that an unwritable path fails at once, not after loading and a long replay.
-  std::ofstream trajectories_file;
-  if (!s.trajectories.empty()) {
-    trajectories_file.open(s.trajectories);
-    REFDEC_CHECK_IO(trajectories_file.is_open(), "--trajectories: cannot write '" << s.trajectories << "'");
-  }
   const fs::path data = s.data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(s.data_dir);
   const fs::path tok_path = s.tokenizer.empty() ? data / "tokenizers" / "llama2.model" : fs::path(s.tokenizer);
+  // Created first so that an unwritable path fails at once, not after loading and a long replay;
+  // written to a temporary and renamed at the end, never over an input (the dataset, the
+  // tokenizer, the datastore) nor over a device or FIFO.
+  std::optional<OutputFile> trajectories_file;
+  if (!s.trajectories.empty()) {
+    std::vector<fs::path> inputs = {tok_path, data / "data/spec_bench/question.jsonl",
+                                    data / "data/spec_bench/vicuna-7b-v1.3-greedy.jsonl", data / "data/llma/rag.jsonl"};
+    if (s.dataset != "specbench" && s.dataset != "llma-rag") inputs.emplace_back(s.dataset);
+    if (!s.datastore.empty()) inputs.emplace_back(s.datastore);
+    trajectories_file.emplace(s.trajectories, "--trajectories file", inputs);
+  }
   const auto load_start = std::chrono::steady_clock::now();
   std::vector<Trace> traces;
   if (s.dataset == "specbench" || s.dataset == "llma-rag") {
@@ -232,9 +239,8 @@ int run(const Settings& s) {
   getrusage(RUSAGE_SELF, &usage);
   const double peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
   if (options.record_steps) {
-    trajectories_file << trajectories_json(s, drafter.name(), report.overall).dump() << "\n";
-    trajectories_file.close();
-    REFDEC_CHECK_IO(!trajectories_file.fail(), "--trajectories: writing '" << s.trajectories << "' failed");
+    trajectories_file->write(trajectories_json(s, drafter.name(), report.overall).dump() + "\n");
+    trajectories_file->commit();
   }
 
   if (s.json) {

@@ -6,6 +6,7 @@
 #include "refdec/datastore/retrieval.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "common/expect_error.hpp"
 
@@ -333,8 +334,11 @@ TEST_F(BadDatastore, SuffixArrayEntryOutOfRange) {
   std::memcpy(b.data() + header_.suffix_offset + 4 * 5, &huge, 4);
   put_header(b, header_, true);
   refdec_test::expect_error([&] { Datastore::open(write(b)); }, "suffix array entry 5");
-  // Without verification the file opens, and reading the entry is still an error, not a crash.
-  const Datastore ds = Datastore::open(write(b), DatastoreOpenOptions{.verify = false});
+  // Without verification (and without the sampled order check, which range-checks the entries it
+  // samples) the file opens, and reading the entry is still an error, not a crash.
+  refdec_test::expect_error([&] { Datastore::open(write(b), DatastoreOpenOptions{.verify = false}); },
+                            "suffix array entry 5");
+  const Datastore ds = Datastore::open(write(b), DatastoreOpenOptions{.verify = false, .order_samples = 0});
   refdec_test::expect_error([&] { (void)ds.suffix(5); }, "suffix array entry 5");
   refdec_test::expect_error(
       [&] {
@@ -342,6 +346,68 @@ TEST_F(BadDatastore, SuffixArrayEntryOutOfRange) {
         for (std::uint64_t r = 0; r < ds.size(); ++r) (void)ds.suffix(r);
       },
       "suffix array entry 5");
+}
+
+// Swaps suffix array entries `i` and `j` (index width 4) and rewrites the checksums the way the
+// builder does, so that only the order is wrong.
+std::vector<std::uint8_t> swap_suffixes(std::vector<std::uint8_t> b, const DatastoreHeader& h, std::uint64_t i,
+                                        std::uint64_t j) {
+  EXPECT_EQ(h.index_width, 4u);
+  std::uint32_t x, y;
+  std::memcpy(&x, b.data() + h.suffix_offset + 4 * i, 4);
+  std::memcpy(&y, b.data() + h.suffix_offset + 4 * j, 4);
+  std::memcpy(b.data() + h.suffix_offset + 4 * i, &y, 4);
+  std::memcpy(b.data() + h.suffix_offset + 4 * j, &x, 4);
+  put_header(b, h, true);
+  return b;
+}
+
+// A valid checksum over a suffix array that is out of order would silently match nothing: the
+// order is checked at open, even without `verify`.
+TEST_F(BadDatastore, ShuffledSuffixArrayWithValidChecksumIsRejected) {
+  const auto n = header_.num_tokens;
+  const auto swapped = swap_suffixes(bytes_, header_, 3, n - 4);
+  refdec_test::expect_error([&] { Datastore::open(write(swapped)); }, "suffix array is not sorted");
+  refdec_test::expect_error([&] { Datastore::open(write(swapped), DatastoreOpenOptions{.verify = false}); },
+                            "suffix array is not sorted");
+  refdec_test::expect_error([&] { Datastore::open(write(swapped), DatastoreOpenOptions{.verify_order = true}); },
+                            "suffix array is not sorted");
+  // A position given twice (the checksum again valid).
+  auto twice = bytes_;
+  std::memcpy(twice.data() + header_.suffix_offset + 4 * 10, twice.data() + header_.suffix_offset + 4 * 40, 4);
+  put_header(twice, header_, true);
+  refdec_test::expect_error([&] { Datastore::open(write(twice), DatastoreOpenOptions{.verify_order = true}); },
+                            "corrupt datastore");
+  // The good file passes every check.
+  EXPECT_NO_THROW(Datastore::open(file_, DatastoreOpenOptions{.verify_order = true}));
+}
+
+// A datastore larger than the sample: a shuffled array is caught by the sampled check; one swapped
+// pair that the sample can miss is caught by the full check.
+TEST(DatastoreOrder, SampledCheckCatchesAShuffleAndTheFullCheckASingleSwap) {
+  TempDir dir;
+  std::mt19937 rng(5);
+  const auto docs = random_corpus(rng, 300, 60, 400);
+  const auto path = dir / "big.ds";
+  build_datastore(docs, 300, path);
+  const auto good = read_bytes(path);
+  const DatastoreHeader h = header_of(good);
+  ASSERT_GT(h.num_tokens, 4 * 1024u);
+  ASSERT_EQ(h.index_width, 4u);
+  // Shuffle the whole suffix array.
+  auto shuffled = good;
+  std::vector<std::uint32_t> sa(h.num_tokens);
+  std::memcpy(sa.data(), shuffled.data() + h.suffix_offset, 4 * sa.size());
+  std::shuffle(sa.begin(), sa.end(), rng);
+  std::memcpy(shuffled.data() + h.suffix_offset, sa.data(), 4 * sa.size());
+  put_header(shuffled, h, true);
+  write_bytes(dir / "shuffled.ds", shuffled);
+  refdec_test::expect_error([&] { Datastore::open(dir / "shuffled.ds"); }, "suffix array is not sorted");
+  // One swap of two distant entries: the full check always finds it.
+  write_bytes(dir / "swapped.ds", swap_suffixes(good, h, 100, h.num_tokens - 100));
+  refdec_test::expect_error([&] { Datastore::open(dir / "swapped.ds", DatastoreOpenOptions{.verify_order = true}); },
+                            "suffix array is not sorted");
+  EXPECT_NO_THROW(Datastore::open(path, DatastoreOpenOptions{.verify_order = true}));
 }
 
 TEST_F(BadDatastore, TokenCodeOutOfRange) {
@@ -389,6 +455,60 @@ TEST(DatastoreBuild, UnwritablePath) {
   refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"); }, "cannot create");
   EXPECT_THROW(build_datastore(std::vector<Tokens>{{1}}, 10, dir / "no" / "such" / "dir.ds"), IoError);
   EXPECT_THROW(build_datastore(std::vector<Tokens>{}, 10, dir / "ds"), ArgumentError);
+}
+
+// The files in `dir` other than `keep` (temporaries left behind).
+std::vector<std::string> stray_files(const std::filesystem::path& dir, const std::vector<std::string>& keep) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (std::find(keep.begin(), keep.end(), e.path().filename().string()) == keep.end())
+      names.push_back(e.path().filename().string());
+  return names;
+}
+
+TEST(DatastoreBuild, RefusesToOverwriteAnInput) {
+  TempDir dir;
+  const auto input = dir / "corpus.txt";
+  write_bytes(input, {'1', ' ', '2', '\n'});
+  const auto before = read_bytes(input);
+  DatastoreBuildOptions opt;
+  opt.inputs = {input};
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1, 2}}, 10, input, opt); },
+                            "same file as the input");
+  std::filesystem::create_symlink(input, dir / "link.ds");
+  EXPECT_THROW(build_datastore(std::vector<Tokens>{{1, 2}}, 10, dir / "link.ds", opt), IoError);
+  EXPECT_EQ(read_bytes(input), before);
+  EXPECT_TRUE(stray_files(dir.path(), {"corpus.txt", "link.ds"}).empty());
+}
+
+TEST(DatastoreBuild, RefusesToReplaceANonRegularFile) {
+  TempDir dir;
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, "/dev/null"); }, "not a regular file");
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  ASSERT_EQ(::mkfifo((dir / "pipe.ds").c_str(), 0600), 0);
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, dir / "pipe.ds"); }, "not a regular file");
+  refdec_test::expect_error([&] { build_datastore(std::vector<Tokens>{{1}}, 10, dir.path()); }, "is a directory");
+  // A FIFO given as a datastore to open is rejected at once instead of blocking.
+  refdec_test::expect_error([&] { Datastore::open(dir / "pipe.ds"); }, "not a regular file");
+}
+
+// Builds of one path running at once never mix: each writes its own temporary, so the file is
+// always one whole datastore; a killed build's leftover (old or new naming) does not get in the way.
+TEST(DatastoreBuild, ConcurrentBuildsOfOnePathNeverMix) {
+  TempDir dir;
+  const auto path = dir / "shared.ds";
+  std::filesystem::create_directory(dir / "shared.ds.tmp");  // a leftover the old fixed name would trip on
+  std::mt19937 rng(21);
+  const std::vector<std::vector<Tokens>> corpora = {random_corpus(rng, 50, 40, 300), random_corpus(rng, 70, 30, 200)};
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] { build_datastore(corpora[static_cast<std::size_t>(t % 2)], t % 2 ? 70 : 50, path); });
+    for (auto& t : threads) t.join();
+    const Datastore ds = Datastore::open(path, DatastoreOpenOptions{.verify = true, .verify_order = true});
+    EXPECT_TRUE(ds.vocab_size() == 50 || ds.vocab_size() == 70);
+  }
+  EXPECT_TRUE(stray_files(dir.path(), {"shared.ds", "shared.ds.tmp"}).empty());
 }
 
 TEST(DatastoreBuild, ReportsProgress) {

@@ -5,6 +5,7 @@
 #include "eval/datasets.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -109,6 +110,40 @@ TEST(GenericTraces, BadRowsAreClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("-3"), std::string::npos) << e.what();
   }
+}
+
+// A field of the wrong type is named with the file and its line (blank lines counted).
+TEST(GenericTraces, WrongTypesNameFileAndLine) {
+  refdec_test::TempDir dir;
+  const auto path = dir / "typed.jsonl";
+  auto expect = [&](const std::string& row, const std::string& needle) {
+    std::ofstream(path) << R"({"context": [1], "output": [2]})" << "\n\n" << row << "\n";
+    try {
+      load_generic_traces(path, nullptr);
+      ADD_FAILURE() << "no error for " << row;
+    } catch (const IoError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path.string() + ":3"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    }
+  };
+  expect(R"({"context": [1], "output": [2], "category": 7})", "\"category\" must be a string, got 7");
+  expect(R"({"context": [1], "output": [2], "category": ["a"]})", "\"category\" must be a string");
+  expect(R"({"context": [1], "output": [2], "references": 5})", "\"references\" must be an array");
+  // null means absent
+  std::ofstream(path) << R"({"context": [1], "output": [2], "category": null})" << "\n";
+  EXPECT_EQ(load_generic_traces(path, nullptr).at(0).category, "");
+}
+
+// A FIFO or a directory given as a dataset is rejected at once (the open must not block).
+TEST(GenericTraces, NonRegularFilesAreRejectedWithoutBlocking) {
+  refdec_test::TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "pipe.jsonl").c_str(), 0600), 0);
+  EXPECT_THROW(load_generic_traces(dir / "pipe.jsonl", nullptr), IoError);
+  EXPECT_THROW(read_jsonl(dir.path()), IoError);
+  // The SentencePiece model too: read by refdec (never blocking), parsed from memory.
+  EXPECT_THROW(SentencePieceTokenizer::load(dir / "pipe.jsonl"), IoError);
+  EXPECT_THROW(SentencePieceTokenizer::load(dir.path()), IoError);
 }
 
 TEST_F(WithTokenizer, GenericTracesEncodeTextAndCheckTheVocabulary) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,6 +15,8 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +70,54 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// The encoder before the O(n log n) merge, kept as the reference: llama2.c's algorithm with the
+// quadratic merge loop (scan every pair for the best score, leftmost on ties, merge, repeat).
+std::vector<Token> reference_encode(const Llama2cTokenizer& tok, std::string_view text, bool bos, bool eos) {
+  std::unordered_map<std::string, Token> ids;
+  for (Token id = 0; id < tok.vocab_size(); ++id) ids.emplace(std::string(tok.piece(id)), id);
+  auto lookup = [&](const std::string& s) {
+    const auto it = ids.find(s);
+    return it == ids.end() ? Token{-1} : it->second;
+  };
+  std::vector<Token> tokens;
+  auto push = [&](const std::string& s) {
+    if (const Token id = lookup(s); id >= 0) {
+      tokens.push_back(id);
+      return;
+    }
+    for (const char c : s) tokens.push_back(static_cast<Token>(static_cast<unsigned char>(c)) + 3);
+  };
+  auto is_continuation = [](char c) { return (static_cast<unsigned char>(c) & 0xC0u) == 0x80u; };
+  if (bos) tokens.push_back(1);
+  if (!text.empty()) push(" ");
+  std::string buf;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (!is_continuation(text[i])) buf.clear();
+    buf.push_back(text[i]);
+    if (i + 1 < text.size() && is_continuation(text[i + 1]) && buf.size() < 4) continue;
+    push(buf);
+    buf.clear();
+  }
+  while (tokens.size() >= 2) {
+    float best_score = -1e10f;
+    std::size_t best = tokens.size();
+    Token best_id = -1;
+    for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
+      const Token id = lookup(std::string(tok.piece(tokens[i])) + std::string(tok.piece(tokens[i + 1])));
+      if (id >= 0 && tok.score(id) > best_score) {
+        best_score = tok.score(id);
+        best = i;
+        best_id = id;
+      }
+    }
+    if (best == tokens.size()) break;
+    tokens[best] = best_id;
+    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  }
+  if (eos) tokens.push_back(2);
+  return tokens;
 }
 
 // A small vocabulary whose scores pin down every merge decision.
@@ -318,6 +369,82 @@ TEST_F(Tok512, RoundTripsArbitraryBytes) {
     }
     EXPECT_EQ(tok_->decode(tok_->encode(text, true, true)), text) << it;
   }
+}
+
+// ---- The O(n log n) merge against the quadratic reference ------------------------------------
+
+// Random vocabularies over a small alphabet, with many tied scores (ties go to the leftmost pair),
+// scores at the -1e10 floor, duplicated pieces and byte fallback: the tokens equal the reference's.
+TEST(Llama2cTokenizerMerge, MatchesTheQuadraticReferenceOnRandomVocabularies) {
+  std::mt19937 rng(11);
+  TempDir dir;
+  const std::string alphabet = "abcd ";
+  for (int v = 0; v < 30; ++v) {
+    std::vector<std::pair<float, std::string>> vocab = {{0.0f, "<unk>"}, {0.0f, "<s>"}, {0.0f, "</s>"}};
+    for (int b = 0; b < 256; ++b) {
+      char piece[8];
+      std::snprintf(piece, sizeof(piece), "<0x%02X>", b);
+      vocab.emplace_back(0.0f, piece);
+    }
+    for (const char c : alphabet) vocab.emplace_back(0.0f, std::string(1, c));
+    const int extra = 10 + static_cast<int>(rng() % 60);
+    for (int e = 0; e < extra; ++e) {
+      std::string piece;
+      const int len = 2 + static_cast<int>(rng() % 4);
+      for (int k = 0; k < len; ++k) piece.push_back(alphabet[rng() % alphabet.size()]);
+      const auto r = rng() % 10;
+      const float score = r == 0 ? -1e10f : r == 1 ? -3e10f : -static_cast<float>(rng() % 4);  // ties common
+      vocab.emplace_back(score, piece);
+    }
+    const auto path = write_file(dir.path() / ("v" + std::to_string(v) + ".bin"), tokenizer_bytes(vocab));
+    const auto tok = Llama2cTokenizer::load(path, static_cast<std::int32_t>(vocab.size()));
+    for (int t = 0; t < 40; ++t) {
+      std::string text;
+      const int len = static_cast<int>(rng() % 300);
+      for (int k = 0; k < len; ++k)
+        text.push_back(rng() % 50 == 0 ? static_cast<char>(1 + rng() % 255) : alphabet[rng() % alphabet.size()]);
+      const bool bos = rng() % 2 == 0;
+      ASSERT_EQ(tok.encode(text, bos, false), reference_encode(tok, text, bos, false)) << "vocab " << v << " text " << t;
+    }
+  }
+}
+
+// Real text (the stories tokenizer on the datasets' JSONL, which is English prose plus JSON
+// punctuation) in pieces of many sizes, and random text.
+TEST_F(Tok512, MergeMatchesTheQuadraticReferenceOnRealText) {
+  std::string corpus;
+  for (const char* name : {"data/llma/rag.jsonl", "data/spec_bench/question.jsonl"})
+    if (const auto p = refdec_test::data_file(name); !p.empty()) corpus += read_file(p).substr(0, 40000);
+  corpus += "Once upon a time, there was a little girl named Lily. She liked to play in the park with her dog.";
+  std::mt19937 rng(3);
+  for (int it = 0; it < 40; ++it) {
+    const std::size_t len = rng() % 800;
+    const std::size_t start = rng() % corpus.size();
+    const std::string text = corpus.substr(start, len);
+    ASSERT_EQ(tok_->encode(text, true, false), reference_encode(*tok_, text, true, false)) << it;
+  }
+  for (int it = 0; it < 60; ++it) {
+    std::string text;
+    const int len = static_cast<int>(rng() % 500);
+    for (int k = 0; k < len; ++k) {
+      const auto r = rng() % 10;
+      text.push_back(r < 6 ? static_cast<char>('a' + rng() % 26) : r < 8 ? ' ' : static_cast<char>(1 + rng() % 255));
+    }
+    ASSERT_EQ(tok_->encode(text, false, true), reference_encode(*tok_, text, false, true)) << it;
+  }
+}
+
+// A 200 KB input encodes (the quadratic merge took tens of seconds on it; no timing is asserted)
+// and round-trips.
+TEST_F(Tok512, Encodes200KBInput) {
+  std::string text;
+  if (const auto p = refdec_test::data_file("data/llma/rag.jsonl"); !p.empty()) text = read_file(p);
+  if (text.empty()) text = "Once upon a time, there was a little girl named Lily. She liked to play.\n";
+  while (text.size() < 200000) text += text;
+  text.resize(200000);
+  const auto ids = tok_->encode(text, true, true);
+  EXPECT_LT(ids.size(), text.size());
+  EXPECT_EQ(tok_->decode(ids), text);
 }
 
 }  // namespace

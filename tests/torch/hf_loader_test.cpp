@@ -3,6 +3,7 @@
 // the rotary permutation from llama2.c, and the errors for malformed files.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -472,6 +473,37 @@ TEST(HfLoader, ConfigAndWeightErrorsNameTheProblem) {
   fs::remove(config_path);
   expect_error(load, {"cannot open Hugging Face config", "config.json"});
   expect_error([&] { load_hf_llama(dir / "nowhere"); }, {"is not a directory"});
+}
+
+// bos/eos ids outside the vocabulary, and a config.json that is a directory or a FIFO, give a
+// clear error naming the file (a FIFO must not block).
+TEST(HfLoader, OutOfVocabularyIdsAndNonRegularConfigAreRejected) {
+  TempDir dir;
+  const auto model = LlamaModel::random(small_config(false, RopeStyle::kHalf), 16);
+  save_hf_llama(model, dir.path());
+  const auto config_path = dir / "config.json";
+  const auto good = read_json(config_path);
+  const auto load = [&] { load_hf_llama(dir.path()); };
+  const std::int64_t vocab = model.config().vocab_size;
+  auto j = good;
+  j["eos_token_id"] = vocab;
+  write_json(config_path, j);
+  expect_error(load, {"config.json", "\"eos_token_id\" " + std::to_string(vocab), "outside the vocabulary"});
+  j = good;
+  j["bos_token_id"] = -1;
+  write_json(config_path, j);
+  expect_error(load, {"\"bos_token_id\" -1", "outside the vocabulary"});
+  j = good;
+  j["eos_token_id"] = {vocab + 5, 2};
+  write_json(config_path, j);
+  expect_error(load, {"\"eos_token_id\"", "outside the vocabulary"});
+
+  fs::remove(config_path);
+  fs::create_directory(config_path);
+  expect_error(load, {"Hugging Face config", "config.json", "is a directory"});
+  fs::remove(config_path);
+  ASSERT_EQ(::mkfifo(config_path.c_str(), 0600), 0);
+  expect_error(load, {"Hugging Face config", "config.json", "not a regular file"});
 }
 
 TEST(HfLoader, ShardErrorsNameTheProblem) {

@@ -2,6 +2,7 @@
 // The reference Llama model, the llama2.c loader, the KV cache and the step inputs.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -180,6 +181,32 @@ TEST(Llama2cLoader, RejectsMissingTruncatedAndInvalidFiles) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
+}
+
+// A header whose sizes multiply past 2^63 is an impossible header, not a wrapped (small) size,
+// and a FIFO or directory given as the checkpoint is rejected at once instead of blocking.
+TEST(Llama2cLoader, OverflowingHeaderAndNonRegularFilesAreRejected) {
+  const refdec_test::TempDir tmp;
+  const auto& dir = tmp.path();
+  {
+    std::ofstream f(dir / "huge.bin", std::ios::binary);
+    const std::int32_t header[7] = {1 << 30, 1 << 30, 1 << 30, 1, 1, -(1 << 30), 1 << 30};
+    f.write(reinterpret_cast<const char*>(header), sizeof(header));
+  }
+  try {
+    load_llama2c(dir / "huge.bin");
+    ADD_FAILURE() << "an overflowing header loaded";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("impossible header"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(::mkfifo((dir / "pipe.bin").c_str(), 0600), 0);
+  try {
+    load_llama2c(dir / "pipe.bin");
+    ADD_FAILURE() << "a FIFO loaded";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_llama2c(dir), IoError);
 }
 
 TEST(LlamaModel, RejectsInconsistentConfigAndWeights) {

@@ -9,30 +9,45 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/replay/replay.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Every row of a JSONL file (blank lines skipped); a bad row is a refdec::IoError naming the file
-/// and line.
-inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  REFDEC_CHECK_IO(in.good(), "cannot open " << path);
-  std::vector<nlohmann::json> rows;
+/// One row of a JSONL file and its line number (from 1).
+struct JsonlRow {
+  std::size_t line = 0;
+  nlohmann::json value;
+};
+
+/// Every row of a JSONL file with its line number (blank lines skipped); a bad row is a
+/// refdec::IoError naming the file and line. Only regular files are read (a FIFO is rejected at
+/// once, see open_input_file).
+inline std::vector<JsonlRow> read_jsonl_rows(const std::filesystem::path& path) {
+  std::istringstream in(read_file_bytes(path, "JSONL file"));
+  std::vector<JsonlRow> rows;
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      rows.push_back(nlohmann::json::parse(line));
+      rows.push_back({number, nlohmann::json::parse(line)});
     } catch (const nlohmann::json::exception& e) {
       REFDEC_CHECK_IO(false, path << ":" << number << ": invalid JSON: " << e.what());
     }
   }
+  return rows;
+}
+
+/// Every row of a JSONL file (blank lines skipped); see read_jsonl_rows.
+inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> rows;
+  for (auto& row : read_jsonl_rows(path)) rows.push_back(std::move(row.value));
   return rows;
 }
 
@@ -129,17 +144,24 @@ inline std::vector<Trace> load_llma_rag(const std::filesystem::path& path, const
 inline std::vector<Trace> load_generic_traces(const std::filesystem::path& path, const SentencePieceTokenizer* tokenizer) {
   std::vector<Trace> traces;
   std::size_t row_number = 0;
-  for (const auto& row : read_jsonl(path)) {
+  for (const auto& [line, row] : read_jsonl_rows(path)) {
     ++row_number;
-    const std::string where = path.string() + " row " + std::to_string(row_number);
+    const std::string where = path.string() + ":" + std::to_string(line);  // file:line, as compilers do
     REFDEC_CHECK_IO(row.is_object() && row.contains("context") && row.contains("output"),
                     where << ": needs \"context\" and \"output\"");
     Trace t;
     t.id = row.contains("id") ? row["id"].dump() : std::to_string(row_number);
-    t.category = row.value("category", "");
+    if (const auto c = row.find("category"); c != row.end() && !c->is_null()) {
+      REFDEC_CHECK_IO(c->is_string(), where << ": \"category\" must be a string, got " << c->dump());
+      t.category = c->get<std::string>();
+    }
     t.context = detail::tokens_of(row["context"], tokenizer, where + " context");
     t.output = detail::tokens_of(row["output"], tokenizer, where + " output");
     REFDEC_CHECK_IO(!t.context.empty(), where << ": empty context");
+    if (row.contains("references")) {
+      REFDEC_CHECK_IO(row["references"].is_array(), where << ": \"references\" must be an array, got "
+                                                          << row["references"].dump());
+    }
     if (row.contains("references"))
       for (const auto& r : row["references"]) t.references.push_back(detail::tokens_of(r, tokenizer, where + " reference"));
     traces.push_back(std::move(t));

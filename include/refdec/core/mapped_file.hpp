@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -24,22 +25,13 @@ class MappedFile {
  public:
   MappedFile() = default;
   /// Maps `path`; with `populate`, reads it all in now (MAP_POPULATE) instead of on first touch.
+  /// Only regular files are accepted, and opening never blocks (see open_input_file).
   /// Throws refdec::IoError when it cannot be opened or mapped; `kind` names what the file was
   /// meant to be in that message ("datastore", ...).
   explicit MappedFile(const std::filesystem::path& path, bool populate = false, std::string_view kind = "file") {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    REFDEC_CHECK_IO(fd >= 0, "cannot open " << kind << " " << path << ": " << std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      REFDEC_CHECK_IO(false, "cannot stat " << kind << " " << path << ": " << std::strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      REFDEC_CHECK_IO(false, kind << " " << path << " is not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
+    InputFile file = open_input_file(path, kind);  // regular files only, never blocks
+    const int fd = file.fd.get();
+    size_ = static_cast<std::size_t>(file.size);
     if (size_ > 0) {  // mmap rejects empty lengths; an empty file maps to nothing
       int flags = MAP_SHARED;  // read-only: shared pages serve every process mapping the file
 #ifdef MAP_POPULATE
@@ -49,11 +41,9 @@ class MappedFile {
 #endif
       void* addr = ::mmap(nullptr, size_, PROT_READ, flags, fd, 0);
       const int err = errno;
-      ::close(fd);  // the mapping keeps the file alive
+      file.fd.reset();  // the mapping keeps the file alive
       REFDEC_CHECK_IO(addr != MAP_FAILED, "cannot memory-map " << kind << " " << path << ": " << std::strerror(err));
       data_ = static_cast<const std::uint8_t*>(addr);
-    } else {
-      ::close(fd);
     }
   }
   MappedFile(const MappedFile&) = delete;

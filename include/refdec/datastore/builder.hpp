@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <span>
@@ -29,6 +28,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/core/mapped_file.hpp"
 #include "refdec/datastore/format.hpp"
 
@@ -39,6 +39,8 @@ struct DatastoreBuildOptions {
   /// Called now and then with a stage name ("encode", "sort", "write", "checksum"), the tokens
   /// done and the total (array positions, separators included); may be empty.
   std::function<void(std::string_view stage, std::uint64_t done, std::uint64_t total)> progress;
+  /// The files the corpus was read from: the output must be none of them (same device and inode).
+  std::vector<std::filesystem::path> inputs;
 };
 
 /// What build_datastore did.
@@ -52,28 +54,20 @@ struct DatastoreBuildStats {
   double tokens_per_second() const { return seconds > 0 ? static_cast<double>(num_tokens) / seconds : 0.0; }
 };
 
-namespace detail {
-
-// Writes `n` bytes of `data` to `f`.
-inline void datastore_write_bytes(std::ofstream& f, const void* data, std::uint64_t n,
-                                  const std::filesystem::path& path) {
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-  REFDEC_CHECK_IO(f.good(), "cannot write datastore " << path << ": " << std::strerror(errno));
-}
-
-}  // namespace detail
-
 /// Builds the datastore file `path` from `documents` (token ids in [0, vocab_size)); every document
 /// ends with a separator, so no match or continuation crosses from one into the next. Empty
 /// documents are kept (they add only a separator). Throws refdec::ArgumentError for an empty corpus
 /// (no tokens at all), an invalid vocab_size or a token out of range (naming the token, its
-/// document and position), and refdec::IoError for a write failure. The file is written under a
-/// temporary name and renamed.
+/// document and position), and refdec::IoError for a write failure or an unusable `path`: one of
+/// `options.inputs`, or an existing path that is not a regular file (a device, a FIFO, a
+/// directory). The file is written to a unique temporary beside `path` and renamed over it, so
+/// concurrent builds of the same path never mix and a killed build leaves `path` untouched.
 inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> documents, std::int32_t vocab_size,
                                            const std::filesystem::path& path, const DatastoreBuildOptions& options = {}) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   REFDEC_CHECK(vocab_size >= 1, "datastore vocab_size must be at least 1, got " << vocab_size);
+  check_output_path(path, "datastore", options.inputs);  // before the sort, which may take minutes
   DatastoreBuildStats stats;
   stats.num_documents = documents.size();
   for (std::size_t d = 0; d < documents.size(); ++d) {
@@ -168,66 +162,47 @@ inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> d
     REFDEC_CHECK(j == n, "internal error: " << j << " token suffixes for " << n << " tokens");
   }
 
-  // Write under a temporary name: header placeholder, codes (little-endian), suffix array.
-  const std::filesystem::path tmp_path = path.string() + ".tmp";
-  try {
-    {
-      std::ofstream f(tmp_path, std::ios::binary | std::ios::trunc);
-      REFDEC_CHECK_IO(f.is_open(), "cannot create datastore " << tmp_path << ": " << std::strerror(errno));
-      const std::vector<std::uint8_t> zeros(kDatastoreAlignment + kDatastoreHeaderBytes, 0);
-      detail::datastore_write_bytes(f, zeros.data(), h.tokens_offset, tmp_path);
-      std::vector<std::uint8_t> buf;
-      buf.reserve(chunk * w);
-      std::uint64_t written = 0;
-      auto flush = [&] {
-        detail::datastore_write_bytes(f, buf.data(), buf.size(), tmp_path);
-        written += buf.size() / w;
-        buf.clear();
-        progress("write", written, n);
-      };
-      auto put = [&](std::uint32_t c) {
-        for (std::uint32_t b = 0; b < w; ++b) buf.push_back(static_cast<std::uint8_t>(c >> (8 * b)));
-        if (buf.size() >= chunk * w) flush();
-      };
-      for (const auto& doc : documents) {
-        for (const Token t : doc) put(static_cast<std::uint32_t>(t) + 1);
-        put(0);
-      }
-      flush();
-      detail::datastore_write_bytes(f, zeros.data(), h.suffix_offset - (h.tokens_offset + h.tokens_bytes), tmp_path);
-      detail::datastore_write_bytes(f, sa.data(), h.suffix_bytes, tmp_path);
-      f.close();
-      REFDEC_CHECK_IO(!f.fail(), "cannot write datastore " << tmp_path);
+  // Write a unique temporary: header placeholder, codes (little-endian), suffix array.
+  OutputFile out(path, "datastore", options.inputs);  // removed unless committed
+  const std::vector<std::uint8_t> zeros(kDatastoreAlignment + kDatastoreHeaderBytes, 0);
+  out.write(zeros.data(), h.tokens_offset);
+  {
+    std::vector<std::uint8_t> buf;
+    buf.reserve(chunk * w);
+    std::uint64_t written = 0;
+    auto flush = [&] {
+      out.write(buf.data(), buf.size());
+      written += buf.size() / w;
+      buf.clear();
+      progress("write", written, n);
+    };
+    auto put = [&](std::uint32_t c) {
+      for (std::uint32_t b = 0; b < w; ++b) buf.push_back(static_cast<std::uint8_t>(c >> (8 * b)));
+      if (buf.size() >= chunk * w) flush();
+    };
+    for (const auto& doc : documents) {
+      for (const Token t : doc) put(static_cast<std::uint32_t>(t) + 1);
+      put(0);
     }
-    std::vector<std::uint8_t>().swap(sa);
-
-    // Checksums: hash the data as written, then fill in the header.
-    progress("checksum", 0, n);
-    {
-      MappedFile map(tmp_path, false, "datastore");
-      REFDEC_CHECK_IO(map.size() == h.file_bytes, "datastore " << tmp_path << " has " << map.size()
-                                                               << " bytes, expected " << h.file_bytes);
-      h.data_checksum = datastore_hash(std::span<const std::uint8_t>(map.data() + h.tokens_offset, h.file_bytes - h.tokens_offset));
-    }
-    h.header_checksum = datastore_hash(
-        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(&h), offsetof(DatastoreHeader, header_checksum)));
-    {
-      std::fstream f(tmp_path, std::ios::binary | std::ios::in | std::ios::out);
-      REFDEC_CHECK_IO(f.is_open(), "cannot reopen datastore " << tmp_path);
-      f.seekp(0);
-      f.write(reinterpret_cast<const char*>(&h), sizeof(h));
-      f.close();
-      REFDEC_CHECK_IO(!f.fail(), "cannot write the header of datastore " << tmp_path);
-    }
-    progress("checksum", n, n);
-    std::error_code ec;
-    std::filesystem::rename(tmp_path, path, ec);
-    REFDEC_CHECK_IO(!ec, "cannot rename " << tmp_path << " to " << path << ": " << ec.message());
-  } catch (...) {
-    std::error_code ignored;  // leave no partial file behind
-    std::filesystem::remove(tmp_path, ignored);
-    throw;
+    flush();
   }
+  out.write(zeros.data(), h.suffix_offset - (h.tokens_offset + h.tokens_bytes));
+  out.write(sa.data(), h.suffix_bytes);
+  std::vector<std::uint8_t>().swap(sa);
+
+  // Checksums: hash the data as written, then fill in the header.
+  progress("checksum", 0, n);
+  {
+    MappedFile map(out.temp_path(), false, "datastore");
+    REFDEC_CHECK_IO(map.size() == h.file_bytes, "datastore " << out.temp_path() << " has " << map.size()
+                                                             << " bytes, expected " << h.file_bytes);
+    h.data_checksum = datastore_hash(std::span<const std::uint8_t>(map.data() + h.tokens_offset, h.file_bytes - h.tokens_offset));
+  }
+  h.header_checksum = datastore_hash(
+      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(&h), offsetof(DatastoreHeader, header_checksum)));
+  out.pwrite(&h, sizeof(h), 0);
+  progress("checksum", n, n);
+  out.commit();
   stats.file_bytes = h.file_bytes;
   stats.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return stats;

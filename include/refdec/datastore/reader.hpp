@@ -30,7 +30,23 @@ struct DatastoreOpenOptions {
   /// Load the whole file and map all of it at open (MAP_POPULATE), so that no query pays for a
   /// page fault; `verify` touches every page anyway. Off: pages are faulted in on first use.
   bool populate = false;
+  /// Check that the whole suffix array is sorted: every adjacent pair of suffixes is compared in
+  /// full and every position must occur once. One pass over the suffix array plus the comparisons,
+  /// whose cost grows with the length of the repeats in the corpus (a corpus of one repeated token
+  /// is quadratic): for an untrusted file of moderate size. Off (the default), the order is
+  /// checked on `order_samples` adjacent pairs only (see below).
+  bool verify_order = false;
+  /// The sampled order check, always done (with or without `verify`, bounded cost): this many
+  /// adjacent pairs of suffix array entries, drawn at fixed pseudo-random ranks (all pairs when
+  /// the array has fewer), are range-checked and compared over their first kDatastoreSampleCompare
+  /// tokens. A file with a valid checksum but a shuffled or otherwise unsorted suffix array, which
+  /// would silently match nothing, is rejected with high probability; a single swapped pair in a
+  /// large file needs `verify_order`. 0 turns it off.
+  std::uint32_t order_samples = 1024;
 };
+
+/// Tokens compared per pair by the sampled suffix order check of Datastore::open.
+inline constexpr std::uint64_t kDatastoreSampleCompare = 1024;
 
 /// The suffix array ranks [begin, end) of the suffixes that start with a searched string.
 struct SuffixRange {
@@ -47,8 +63,9 @@ class Datastore {
  public:
   /// Maps and validates the datastore file `path`. Throws refdec::IoError naming the file and the
   /// bad field for a missing or unreadable file, wrong magic or version, a corrupt or truncated
-  /// header, sizes or offsets that do not add up, a checksum mismatch, and (with `verify`) a token
-  /// or suffix array entry out of range.
+  /// header, sizes or offsets that do not add up, a checksum mismatch, (with `verify`) a token
+  /// or suffix array entry out of range, and a suffix array out of order (sampled, or in full with
+  /// `verify_order`; see DatastoreOpenOptions).
   static Datastore open(const std::filesystem::path& path, DatastoreOpenOptions options = {}) {
     Datastore ds;
     ds.path_ = path;
@@ -279,7 +296,10 @@ class Datastore {
     // Searches rely on the final separator to stop comparisons inside the array.
     REFDEC_CHECK_IO(code(h.num_tokens - 1) == 0, "corrupt datastore " << path_ << ": the token array does not end with "
                                                                        << "a document separator");
-    if (!options.verify) return;
+    if (!options.verify) {
+      check_order(options);
+      return;
+    }
     const std::uint64_t data_hash = datastore_hash(std::span<const std::uint8_t>(tokens_, file_size - h.tokens_offset));
     REFDEC_CHECK_IO(data_hash == h.data_checksum, "datastore " << path_ << " is corrupt: data_checksum is "
                                                                << h.data_checksum << ", the data hashes to " << data_hash);
@@ -299,6 +319,60 @@ class Datastore {
       const std::uint64_t pos = raw_suffix(r);
       REFDEC_CHECK_IO(pos < h.num_tokens, "corrupt datastore " << path_ << ": suffix array entry " << r << " is " << pos
                                                                << ", out of range [0, " << h.num_tokens << ")");
+    }
+    check_order(options);
+  }
+
+  // -1, 0 or 1 as the suffix at `a` sorts before, equal to (only when a == b, or within `limit`
+  // tokens) or after the suffix at `b`, comparing at most `limit` tokens: the order of the build's
+  // sort, where a suffix that ends first (a proper prefix of the other) sorts first.
+  int compare_suffixes(std::uint64_t a, std::uint64_t b, std::uint64_t limit) const {
+    const std::uint64_t n = header_.num_tokens;
+    for (std::uint64_t i = 0; i < limit; ++i) {
+      const bool a_end = a + i >= n, b_end = b + i >= n;
+      if (a_end || b_end) return a_end == b_end ? 0 : (a_end ? -1 : 1);
+      const std::uint32_t ca = code(a + i), cb = code(b + i);
+      if (ca != cb) return ca < cb ? -1 : 1;
+    }
+    return 0;
+  }
+
+  // Rejects a suffix array whose adjacent entries at `rank` - 1 and `rank` are out of order.
+  void check_pair(std::uint64_t rank, std::uint64_t limit) const {
+    const std::uint64_t a = checked_suffix(rank - 1), b = checked_suffix(rank);
+    const int c = a == b ? 1 : compare_suffixes(a, b, limit);
+    REFDEC_CHECK_IO(c <= 0, "corrupt datastore " << path_ << ": the suffix array is not sorted (entries " << rank - 1
+                                                 << " and " << rank << ", positions " << a << " and " << b
+                                                 << ", are out of order)");
+  }
+
+  void check_order(const DatastoreOpenOptions& options) const {
+    const std::uint64_t n = header_.num_tokens;
+    if (n < 2) return;
+    if (options.verify_order) {
+      std::vector<bool> seen(n, false);
+      for (std::uint64_t r = 0; r < n; ++r) {
+        const std::uint64_t pos = checked_suffix(r);
+        REFDEC_CHECK_IO(!seen[pos], "corrupt datastore " << path_ << ": position " << pos
+                                                         << " occurs twice in the suffix array");
+        seen[pos] = true;
+        if (r > 0) check_pair(r, n);
+      }
+      return;
+    }
+    if (options.order_samples == 0) return;
+    if (n - 1 <= options.order_samples) {
+      for (std::uint64_t r = 1; r < n; ++r) check_pair(r, kDatastoreSampleCompare);
+      return;
+    }
+    std::uint64_t state = 0x9e3779b97f4a7c15ULL ^ n;  // splitmix64: the same ranks on every open
+    for (std::uint32_t i = 0; i < options.order_samples; ++i) {
+      state += 0x9e3779b97f4a7c15ULL;
+      std::uint64_t z = state;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      check_pair(1 + z % (n - 1), kDatastoreSampleCompare);
     }
   }
 

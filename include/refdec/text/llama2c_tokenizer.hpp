@@ -8,8 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
+#include <limits>
+#include <queue>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -36,10 +38,8 @@ class Llama2cTokenizer {
   static Llama2cTokenizer load(const std::filesystem::path& path, std::int32_t vocab_size) {
     REFDEC_CHECK(vocab_size >= 3, "Llama2cTokenizer: vocab_size " << vocab_size << " for " << path
                                       << " must be at least 3 (<unk>, BOS, EOS)");
-    std::ifstream in(path, std::ios::binary);
-    REFDEC_CHECK_IO(in.is_open(), "Llama2cTokenizer: cannot open tokenizer file " << path);
-    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    REFDEC_CHECK_IO(!in.bad(), "Llama2cTokenizer: error reading tokenizer file " << path);
+    const std::string file = read_file_bytes(path, "llama2.c tokenizer file");  // regular files only
+    const std::vector<char> bytes(file.begin(), file.end());
 
     Reader r{bytes, 0};
     std::int32_t max_token_length = 0;
@@ -106,7 +106,8 @@ class Llama2cTokenizer {
   /// scores above -1e10 count), until no pair merges; EOS if `eos`. Malformed UTF-8 is split as
   /// llama2.c splits it (a lead byte plus at most 3 continuation bytes). Unlike llama2.c, a NUL
   /// byte does not end the text, and a missing " " token falls back to its byte token. Throws
-  /// refdec::Error when a needed byte token is beyond the vocabulary.
+  /// refdec::Error when a needed byte token is beyond the vocabulary. O(n log n) in the length
+  /// of `text` (llama2.c's merge loop is quadratic).
   std::vector<Token> encode(std::string_view text, bool bos, bool eos) const {
     std::vector<Token> tokens;
     tokens.reserve(text.size() + 3);
@@ -231,28 +232,59 @@ class Llama2cTokenizer {
     return lookup(buf);
   }
 
+  // llama2.c's merge loop (repeatedly merge the best-scoring adjacent pair, the leftmost on ties)
+  // in O(n log n) instead of its O(n^2): the symbols form a linked list in which a merged symbol
+  // keeps the index of its left part, so index order is sequence order, and the candidate merges
+  // sit in a heap ordered by score, then index. A candidate is stale once either symbol changed
+  // or was merged away (per-symbol versions) and is dropped when it surfaces. The merges, and so
+  // the tokens, are exactly those of the quadratic loop.
   void merge(std::vector<Token>& tokens, std::string& buf) const {
-    if (tokens.size() < 2) return;
-    // pair[i] caches the merge of (tokens[i], tokens[i+1]) so that each step looks up only the two
-    // pairs a merge changes, instead of every pair as llama2.c does; the chosen merges are the same.
-    std::vector<Token> pair(tokens.size() - 1);
-    for (std::size_t i = 0; i + 1 < tokens.size(); ++i) pair[i] = pair_token(tokens[i], tokens[i + 1], buf);
-    while (true) {
-      float best_score = -1e10f;  // llama2.c's floor: a merge must score strictly above it
-      std::size_t best = pair.size();
-      for (std::size_t i = 0; i < pair.size(); ++i) {
-        if (pair[i] >= 0 && scores_[static_cast<std::size_t>(pair[i])] > best_score) {
-          best_score = scores_[static_cast<std::size_t>(pair[i])];
-          best = i;
-        }
-      }
-      if (best == pair.size()) break;
-      tokens[best] = pair[best];
-      tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-      pair.erase(pair.begin() + static_cast<std::ptrdiff_t>(best));
-      if (best < pair.size()) pair[best] = pair_token(tokens[best], tokens[best + 1], buf);
-      if (best > 0) pair[best - 1] = pair_token(tokens[best - 1], tokens[best], buf);
+    const std::size_t n = tokens.size();
+    if (n < 2) return;
+    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    std::vector<std::size_t> next(n), prev(n);  // [n] neighbours in the current sequence, kNone at the ends
+    std::vector<std::uint32_t> version(n, 0);   // [n] bumped when a symbol changes or disappears
+    for (std::size_t i = 0; i < n; ++i) {
+      next[i] = i + 1 < n ? i + 1 : kNone;
+      prev[i] = i > 0 ? i - 1 : kNone;
     }
+    struct Candidate {
+      float score;
+      std::size_t left, right;
+      std::uint32_t left_version, right_version;
+      Token merged;
+    };
+    const auto worse = [](const Candidate& a, const Candidate& b) {
+      return a.score != b.score ? a.score < b.score : a.left > b.left;
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
+    const auto consider = [&](std::size_t left) {  // the pair starting at symbol `left`, if it merges
+      const std::size_t right = next[left];
+      if (right == kNone) return;
+      const Token merged = pair_token(tokens[left], tokens[right], buf);
+      if (merged < 0) return;
+      const float score = scores_[static_cast<std::size_t>(merged)];
+      if (!(score > -1e10f)) return;  // llama2.c's floor: a merge must score strictly above it
+      heap.push(Candidate{score, left, right, version[left], version[right], merged});
+    };
+    for (std::size_t i = 0; i + 1 < n; ++i) consider(i);
+    while (!heap.empty()) {
+      const Candidate c = heap.top();
+      heap.pop();
+      if (next[c.left] != c.right || version[c.left] != c.left_version || version[c.right] != c.right_version)
+        continue;  // stale
+      tokens[c.left] = c.merged;
+      ++version[c.left];
+      ++version[c.right];
+      next[c.left] = next[c.right];
+      if (next[c.right] != kNone) prev[next[c.right]] = c.left;
+      next[c.right] = prev[c.right] = kNone;
+      if (prev[c.left] != kNone) consider(prev[c.left]);
+      consider(c.left);
+    }
+    std::size_t out = 0;  // symbol 0 is never merged away (only right parts are)
+    for (std::size_t i = 0; i != kNone; i = next[i]) tokens[out++] = tokens[i];
+    tokens.resize(out);
   }
 
   std::vector<std::string> pieces_;                   // [vocab_size]

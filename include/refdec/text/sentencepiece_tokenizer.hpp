@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -22,10 +23,12 @@ class SentencePieceTokenizer {
  public:
   /// Loads a `.model` file; throws refdec::IoError naming the path when it is missing or invalid.
   static SentencePieceTokenizer load(const std::filesystem::path& path) {
-    REFDEC_CHECK_IO(std::filesystem::is_regular_file(path), "SentencePiece model not found: " << path);
+    REFDEC_CHECK_IO(std::filesystem::exists(path), "SentencePiece model not found: " << path);
+    // Read here (regular files only, never blocking on a FIFO), parsed from memory.
+    const std::string bytes = read_file_bytes(path, "SentencePiece model");
     SentencePieceTokenizer t;
     t.sp_ = std::make_shared<sentencepiece::SentencePieceProcessor>();
-    const auto status = t.sp_->Load(path.string());
+    const auto status = t.sp_->LoadFromSerializedProto(bytes);
     REFDEC_CHECK_IO(status.ok(), "cannot load SentencePiece model " << path << ": " << status.ToString());
     return t;
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/safetensors.hpp"
 
@@ -27,11 +28,10 @@ REFDEC_NAMESPACE_BEGIN
 namespace detail {
 
 inline nlohmann::json read_json_file(const std::filesystem::path& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  REFDEC_CHECK_IO(in.good(), "cannot open " << what << " " << path);
+  const std::string text = read_file_bytes(path, what);  // regular files only: a directory is named as such
   nlohmann::json value;
   try {
-    value = nlohmann::json::parse(in);
+    value = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     REFDEC_CHECK_IO(false, what << " " << path << " is not valid JSON: " << e.what());
   }
@@ -131,6 +131,14 @@ inline LlamaConfig read_hf_llama_config(const std::filesystem::path& path) {
   c.tied_embeddings = r.boolean("tie_word_embeddings", false);
   c.bos_id = r.token("bos_token_id", c.bos_id);
   c.eos_id = r.token("eos_token_id", c.eos_id);
+  // Ids the file gives must lie in the vocabulary (the defaults are left to LlamaConfig).
+  for (const char* field : {"bos_token_id", "eos_token_id"}) {
+    if (r.find(field) == nullptr) continue;
+    const std::int64_t id = r.token(field, 0);
+    REFDEC_CHECK_IO(id >= 0 && id < c.vocab_size, "Hugging Face config " << path << ": \"" << field << "\" " << id
+                                                                         << " is outside the vocabulary [0, "
+                                                                         << c.vocab_size << ")");
+  }
   c.rope_style = RopeStyle::kHalf;
   if (c.n_heads > 0 && r.find("head_dim") != nullptr) {
     const auto head_dim = r.integer("head_dim");

@@ -7,10 +7,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <initializer_list>
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/torch/llama.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -21,12 +22,11 @@ REFDEC_NAMESPACE_BEGIN
 /// Throws refdec::IoError for a missing, truncated or oversized file or an impossible header.
 inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType dtype = at::kFloat,
                                at::Device device = at::kCPU) {
-  std::ifstream in(path, std::ios::binary);
-  REFDEC_CHECK_IO(in.good(), "cannot open llama2.c checkpoint " << path);
-  const auto file_size = static_cast<std::int64_t>(std::filesystem::file_size(path));
+  InputFile file = open_input_file(path, "llama2.c checkpoint");  // regular files only, never blocks
+  const auto file_size = static_cast<std::int64_t>(file.size);
   std::int32_t header[7] = {};
   REFDEC_CHECK_IO(file_size >= static_cast<std::int64_t>(sizeof(header)) &&
-                      in.read(reinterpret_cast<char*>(header), sizeof(header)),
+                      read_fully(file.fd.get(), header, sizeof(header), path, "llama2.c checkpoint") == sizeof(header),
                   "llama2.c checkpoint " << path << " is too short for its header (" << file_size << " bytes)");
   LlamaConfig c;
   c.dim = header[0];
@@ -43,34 +43,48 @@ inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType
   } catch (const Error& e) {
     REFDEC_CHECK_IO(false, "llama2.c checkpoint " << path << " has an invalid header: " << e.what());
   }
-  const std::int64_t d = c.dim, hd = c.head_dim(), L = c.n_layers, kvd = c.n_kv_heads * hd;
-  // Sizes in floats, in file order.
+  // Sizes in floats, in file order. The header holds arbitrary int32 values, so every product and
+  // sum is checked: an impossible header is an error, never a wrapped size.
+  bool overflow = false;
+  auto mul = [&](std::initializer_list<std::int64_t> factors) {
+    std::int64_t p = 1;
+    for (const auto f : factors) overflow |= __builtin_mul_overflow(p, f, &p);
+    return overflow ? std::int64_t{0} : p;
+  };
+  const std::int64_t d = c.dim, hd = c.head_dim(), L = c.n_layers, kvd = mul({c.n_kv_heads, hd});
   const std::vector<std::int64_t> sizes = {
-      c.vocab_size * d,  // token embedding
-      L * d,             // attention rms
-      L * d * d,         // wq
-      L * d * kvd,       // wk
-      L * d * kvd,       // wv
-      L * d * d,         // wo
-      L * d,             // ffn rms
-      L * d * c.hidden_dim,  // w1
-      L * c.hidden_dim * d,  // w2
-      L * d * c.hidden_dim,  // w3
-      d,                     // final rms
-      c.max_seq_len * hd / 2,  // freq_cis_real (unused: rotary is recomputed)
-      c.max_seq_len * hd / 2,  // freq_cis_imag
-      c.tied_embeddings ? 0 : c.vocab_size * d,  // classifier
+      mul({c.vocab_size, d}),            // token embedding
+      mul({L, d}),                       // attention rms
+      mul({L, d, d}),                    // wq
+      mul({L, d, kvd}),                  // wk
+      mul({L, d, kvd}),                  // wv
+      mul({L, d, d}),                    // wo
+      mul({L, d}),                       // ffn rms
+      mul({L, d, c.hidden_dim}),         // w1
+      mul({L, c.hidden_dim, d}),         // w2
+      mul({L, d, c.hidden_dim}),         // w3
+      d,                                 // final rms
+      mul({c.max_seq_len, hd / 2}),      // freq_cis_real (unused: rotary is recomputed)
+      mul({c.max_seq_len, hd / 2}),      // freq_cis_imag
+      c.tied_embeddings ? 0 : mul({c.vocab_size, d}),  // classifier
   };
   std::int64_t floats = 0;
-  for (const auto s : sizes) floats += s;
-  const std::int64_t expected = static_cast<std::int64_t>(sizeof(header)) + floats * 4;
+  for (const auto s : sizes) overflow |= __builtin_add_overflow(floats, s, &floats);
+  std::int64_t expected = 0;
+  overflow |= __builtin_mul_overflow(floats, std::int64_t{4}, &expected) ||
+              __builtin_add_overflow(expected, static_cast<std::int64_t>(sizeof(header)), &expected);
+  REFDEC_CHECK_IO(!overflow, "llama2.c checkpoint " << path << " has an impossible header (dim " << d << ", hidden_dim "
+                                                    << c.hidden_dim << ", " << L << " layers, vocab " << c.vocab_size
+                                                    << ", seq_len " << c.max_seq_len
+                                                    << "): its weights would exceed 2^63 bytes");
   REFDEC_CHECK_IO(file_size == expected, "llama2.c checkpoint " << path << " has " << file_size
                                              << " bytes; its header (dim " << d << ", " << L << " layers, vocab "
                                              << c.vocab_size << ") implies " << expected
                                              << (file_size < expected ? " (truncated?)" : " (not a v0 checkpoint?)"));
   auto all = at::empty({floats}, at::kFloat);
-  REFDEC_CHECK_IO(in.read(reinterpret_cast<char*>(all.data_ptr<float>()), floats * 4),
-                  "failed to read the weights of " << path);
+  REFDEC_CHECK_IO(read_fully(file.fd.get(), all.data_ptr<float>(), static_cast<std::size_t>(floats) * 4, path,
+                              "llama2.c checkpoint") == static_cast<std::size_t>(floats) * 4,
+                  "failed to read the weights of " << path << " (the file shrank while loading?)");
   std::int64_t off = 0;
   std::size_t part = 0;
   auto next = [&](std::vector<std::int64_t> shape) {  // the next block of the file, as `shape`

@@ -318,31 +318,16 @@ inline void write_safetensors(const std::filesystem::path& path,
   text.append((8 - text.size() % 8) % 8, ' ');
   const auto header_size = static_cast<std::uint64_t>(text.size());
 
-  auto tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    REFDEC_CHECK_IO(out.good(), "write_safetensors: cannot create " << tmp);
-    out.write(reinterpret_cast<const char*>(&header_size), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, tensor] : tensors) {
-      const auto cpu = tensor.detach().to(at::kCPU).contiguous();
-      out.write(static_cast<const char*>(cpu.data_ptr()), static_cast<std::streamsize>(cpu.nbytes()));
-    }
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      REFDEC_CHECK_IO(false, "write_safetensors: failed to write " << tmp);
-    }
+  // A unique temporary beside `path`, renamed over it: concurrent writers never mix, a failed
+  // write leaves `path` as it was, and `path` is refused when it is a device or a FIFO.
+  OutputFile out(path, "safetensors file");
+  out.write(&header_size, 8);
+  out.write(text);
+  for (const auto& [name, tensor] : tensors) {
+    const auto cpu = tensor.detach().to(at::kCPU).contiguous();
+    out.write(cpu.data_ptr(), cpu.nbytes());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    const auto reason = ec.message();
-    std::filesystem::remove(tmp, ec);
-    REFDEC_CHECK_IO(false, "write_safetensors: cannot rename " << tmp << " to " << path << ": " << reason);
-  }
+  out.commit();
 }
 
 REFDEC_NAMESPACE_END
