@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -70,9 +72,9 @@ std::vector<PathStep> parse_field_path(const std::string& path) {
       if (inner == "*") {
         s.all = true;
       } else {
-        REFDEC_CHECK(!inner.empty() && inner.find_first_not_of("0123456789") == std::string::npos,
-                     "field path \"" << path << "\": bad index [" << inner << "]");
-        s.index = std::stoull(inner);
+        const auto [stop, ec] = std::from_chars(inner.data(), inner.data() + inner.size(), s.index);
+        REFDEC_CHECK(!inner.empty() && ec == std::errc{} && stop == inner.data() + inner.size(),
+                     "field path \"" << path << "\": bad index [" << inner << "] (expected * or an index below 2^64)");
       }
       steps.push_back(s);
       i = close + 1;
