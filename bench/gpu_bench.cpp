@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "eval/cli.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/torch/dtype.hpp"
@@ -185,13 +186,19 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
   app.add_option("--trajectories", trajectory_files,
                  "refdec-replay --trajectories files (one per drafter and budget; default: a synthetic pattern)");
-  app.add_option("--plain-tokens", plain_tokens, "tokens of plain decoding timed at batch 1")->capture_default_str();
-  app.add_option("--context", context, "cached tokens before the timed steps (at most; a trace's own prompt length when known)")->capture_default_str()->check(CLI::Range(1, 3000));
-  app.add_option("--bandwidth-mib", bandwidth_mib, "buffer copied to measure memory bandwidth")->capture_default_str();
-  app.add_option("--max-traces", max_traces, "traces per category replayed through the model")->capture_default_str();
-  app.add_option("--max-steps", max_steps, "steps per trace")->capture_default_str();
-  app.add_option("--batches", batches, "batch sizes of the sweep")->capture_default_str();
-  app.add_option("--sweep-steps", sweep_steps, "steps timed per batch size in the sweep")->capture_default_str();
+  app.add_option("--plain-tokens", plain_tokens, "tokens of plain decoding timed at batch 1")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--context", context, "cached tokens before the timed steps (at most; a trace's own prompt length when known)")->capture_default_str()->transform(cli::integer_in(1, 3000));
+  app.add_option("--bandwidth-mib", bandwidth_mib, "buffer copied to measure memory bandwidth")->capture_default_str()
+      ->transform(cli::integer_in(1, 65536));
+  app.add_option("--max-traces", max_traces, "traces per category replayed through the model")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxCount));
+  app.add_option("--max-steps", max_steps, "steps per trace")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--batches", batches, "batch sizes of the sweep")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("--sweep-steps", sweep_steps, "steps timed per batch size in the sweep")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -66,15 +66,22 @@ void usage(std::ostream& os, const char* argv0) {
   os << "usage: " << argv0 << " [--model PATH] [--max-new-tokens N] [--budget N] [--ids-only]\n"
      << "  --model PATH        llama2.c v0 checkpoint (default: $REFDEC_DATA_DIR or " << REFDEC_DEFAULT_DATA_DIR
      << ", then models/stories260K/stories260K.bin)\n"
-     << "  --max-new-tokens N  tokens to generate per sequence at most (default 256)\n"
-     << "  --budget N          draft tokens verified per step; 0 is plain greedy decoding (default 16)\n"
+     << "  --max-new-tokens N  tokens to generate per sequence at most, in [0, 2^20] (default 256)\n"
+     << "  --budget N          draft tokens verified per step, in [0, 4096]; 0 is plain greedy decoding (default 16)\n"
      << "  --ids-only          print only the generated token ids, one `ids:` line per sequence\n";
 }
 
-bool parse_count(std::string_view text, std::int64_t& out) {
+// The bounds of the options (as refdec's tools): budget at most 4096, token limit at most 2^20.
+constexpr std::int64_t kMaxBudget = 4096;
+constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
+
+bool parse_count(std::string_view text, std::int64_t max, std::int64_t& out) {
   const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return ec == std::errc() && ptr == end && out >= 0;
+  std::int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || ptr != end || v < 0 || v > max) return false;
+  out = v;
+  return true;
 }
 
 // Plain argv parsing keeps the example free of dependencies. Returns nullopt after a usage error.
@@ -92,8 +99,9 @@ std::optional<Options> parse(int argc, char** argv) {
       o.model = argv[++i];
     } else if ((arg == "--max-new-tokens" || arg == "--budget") && has_value) {
       std::int64_t& target = arg == "--budget" ? o.budget : o.max_new_tokens;
-      if (!parse_count(argv[++i], target)) {
-        std::cerr << "error: " << arg << " needs a non-negative integer, got '" << argv[i] << "'\n";
+      const std::int64_t max = arg == "--budget" ? kMaxBudget : kMaxTokens;
+      if (!parse_count(argv[++i], max, target)) {
+        std::cerr << "error: " << arg << " needs an integer in [0, " << max << "], got '" << argv[i] << "'\n";
         return std::nullopt;
       }
     } else if (arg == "--model" || arg == "--max-new-tokens" || arg == "--budget") {

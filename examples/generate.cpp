@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/drafters/llma.hpp"
@@ -29,19 +31,20 @@ using namespace refdec;
 
 namespace {
 
-std::vector<Token> parse_ids(const std::string& text) {
+// Whitespace-separated token ids of `what` (the prompt, a reference file), each in [0, vocab).
+std::vector<Token> parse_ids(const std::string& text, std::int64_t vocab, const std::string& what) {
   std::vector<Token> ids;
   std::istringstream in(text);
   std::string word;
   while (in >> word) {
-    std::size_t used = 0;
-    long value = 0;
-    try {
-      value = std::stol(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    REFDEC_CHECK(used == word.size(), "not a token id: '" << word << "'");
+    // Too large for int64_t is out of range too: nothing is truncated (it used to be, modulo 2^32).
+    const std::size_t sign = word[0] == '-' || word[0] == '+' ? 1 : 0;
+    const bool digits = word.size() > sign && word.find_first_not_of("0123456789", sign) == std::string::npos;
+    REFDEC_CHECK(digits, what << ": not a token id: '" << word << "'");
+    std::int64_t value = -1;
+    const bool fits = cli::parse_integer(word, value);
+    REFDEC_CHECK(fits && value >= 0 && value < vocab, what << ": token id " << word << " at index " << ids.size()
+                                                           << " is out of range [0, " << vocab << ")");
     ids.push_back(static_cast<Token>(value));
   }
   return ids;
@@ -56,7 +59,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> reference_files;
   bool from_first_run = false, json = false, self_reference = true;
   std::size_t n = 1, k = 16, m = 1;
-  std::int64_t budget = -1, max_new_tokens = 256, max_context = 0;
+  std::int64_t budget = 0, max_new_tokens = 256, max_context = 0;
   std::uint64_t seed = 1;
   app.add_option("--model", model_path, "llama2.c checkpoint file or Hugging Face model directory "
                                         "(default: stories260K from the data directory, else a random model)");
@@ -67,17 +70,21 @@ int main(int argc, char** argv) {
   app.add_option("--reference", reference_files, "reference file: text (with a tokenizer) or token ids; repeatable");
   app.add_flag("--reference-from-first-run", from_first_run, "decode plainly first, then use that output as a reference");
   app.add_option("--drafter", drafter, "none or llma")->check(CLI::IsMember({"none", "llma"}));
-  app.add_option("-n", n, "LLMA: shortest suffix match that triggers a copy")->check(CLI::PositiveNumber);
-  app.add_option("-k", k, "LLMA: tokens copied per span")->check(CLI::PositiveNumber);
-  app.add_option("-m", m, "LLMA: spans proposed as a tree")->check(CLI::PositiveNumber);
+  app.add_option("-n", n, "LLMA: shortest suffix match that triggers a copy")->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("-k", k, "LLMA: tokens copied per span")->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("-m", m, "LLMA: spans proposed as a tree")->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_flag("--self-reference,!--no-self-reference", self_reference,
                "LLMA: also copy from the prompt and output so far (default on)");
-  app.add_option("--budget", budget, "draft tokens verified per step (default k * m; 0 = plain decoding)");
-  app.add_option("--max-new-tokens", max_new_tokens, "tokens to generate at most");
-  app.add_option("--max-context", max_context, "prompt + output at most (default: the model's context)");
+  auto* budget_opt = app.add_option("--budget", budget, "draft tokens verified per step (default k * m; 0 = plain decoding)")
+                         ->transform(cli::integer_in(0, cli::kMaxBudget));
+  app.add_option("--max-new-tokens", max_new_tokens, "tokens to generate at most")
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--max-context", max_context, "prompt + output at most (default, 0: the model's context)")
+      ->transform(cli::integer_in(0, cli::kMaxTokens));
   app.add_option("--dtype", dtype, "fp32, fp64, fp16 or bf16");
   app.add_option("--device", device, "cpu or cuda");
-  app.add_option("--seed", seed, "seed of the random model used when no checkpoint is found");
+  app.add_option("--seed", seed, "seed of the random model used when no checkpoint is found")
+      ->transform(cli::integer_in(0, std::numeric_limits<std::int64_t>::max()));
   app.add_flag("--json", json, "print one JSON object instead of text");
   CLI11_PARSE(app, argc, argv);
 
@@ -127,19 +134,25 @@ int main(int argc, char** argv) {
       REFDEC_CHECK(tokenizer.has_value(), "--prompt needs a tokenizer (--tokenizer); use --prompt-ids otherwise");
       request.prompt = tokenizer->encode(prompt, true, false);
     } else if (!prompt_ids.empty()) {
-      request.prompt = parse_ids(prompt_ids);
+      request.prompt = parse_ids(prompt_ids, model->vocab_size(), "--prompt-ids");
     } else {
       request.prompt = {static_cast<Token>(model->config().bos_id)};
     }
     for (const auto& file : reference_files) {
       const std::string text = refdec::read_file_bytes(file, "reference file");  // regular files only, never blocks
-      request.references.push_back(tokenizer ? tokenizer->encode(text, false, false) : parse_ids(text));
+      request.references.push_back(tokenizer ? tokenizer->encode(text, false, false)
+                                             : parse_ids(text, model->vocab_size(), "reference " + file));
     }
 
     GenerateOptions options;
     options.max_new_tokens = max_new_tokens;
     options.max_context = max_context;
-    options.budget = budget >= 0 ? budget : static_cast<std::int64_t>(k * m);
+    // k, m <= kMaxSpan: their product cannot overflow, but may exceed the budget bound.
+    const auto default_budget = static_cast<std::int64_t>(k * m);
+    REFDEC_CHECK(budget_opt->count() > 0 || default_budget <= cli::kMaxBudget,
+                 "the default budget k * m = " << k << " * " << m << " = " << default_budget << " exceeds "
+                                               << cli::kMaxBudget << ": give --budget");
+    options.budget = budget_opt->count() > 0 ? budget : default_budget;
     options.stop_tokens = {static_cast<Token>(model->config().eos_id)};
     if (llama2c) options.stop_tokens.push_back(static_cast<Token>(model->config().bos_id));  // as llama2.c's run
     auto make_drafter = [&]() -> AnyDrafter {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -12,12 +13,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
+#include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
 #include "eval/datasets.hpp"
 #include "refdec/datastore/builder.hpp"
@@ -63,9 +68,9 @@ std::vector<PathStep> parse_field_path(const std::string& path) {
       if (inner == "*") {
         s.all = true;
       } else {
-        REFDEC_CHECK(!inner.empty() && inner.find_first_not_of("0123456789") == std::string::npos,
-                     "field path \"" << path << "\": bad index [" << inner << "]");
-        s.index = std::stoull(inner);
+        const auto [stop, ec] = std::from_chars(inner.data(), inner.data() + inner.size(), s.index);
+        REFDEC_CHECK(!inner.empty() && ec == std::errc{} && stop == inner.data() + inner.size(),
+                     "field path \"" << path << "\": bad index [" << inner << "] (expected * or an index below 2^64)");
       }
       steps.push_back(s);
       i = close + 1;
@@ -79,24 +84,33 @@ std::vector<PathStep> parse_field_path(const std::string& path) {
   return steps;
 }
 
-// Every string under the node that `steps` lead to from `j`.
-void collect_strings(const json& j, const std::vector<PathStep>& steps, std::size_t at, std::vector<std::string>& out) {
-  if (at == steps.size()) {
-    if (j.is_string()) {
-      out.push_back(j.get<std::string>());
-    } else if (j.is_array() || j.is_object()) {
-      for (const auto& v : j) collect_strings(v, steps, at, out);
+// Every string under the node that `steps` lead to from `root`, in document order. Iterative
+// (an explicit stack): a JSONL row nested a million levels deep must not overflow the call stack.
+void collect_strings(const json& root, const std::vector<PathStep>& steps, std::vector<std::string>& out) {
+  std::vector<std::pair<const json*, std::size_t>> stack{{&root, 0}};  // [pending] node, path step
+  while (!stack.empty()) {
+    const auto [j, at] = stack.back();
+    stack.pop_back();
+    if (at == steps.size()) {
+      if (j->is_string()) {
+        out.push_back(j->get<std::string>());
+      } else if (j->is_array() || j->is_object()) {
+        for (auto it = j->rbegin(); it != j->rend(); ++it) stack.emplace_back(&*it, at);  // reversed: popped in order
+      }
+      continue;
     }
-    return;
-  }
-  const PathStep& s = steps[at];
-  if (!s.key.empty()) {
-    if (j.is_object() && j.contains(s.key)) collect_strings(j[s.key], steps, at + 1, out);
-  } else if (j.is_array()) {
-    if (s.all) {
-      for (const auto& v : j) collect_strings(v, steps, at + 1, out);
-    } else if (s.index < j.size()) {
-      collect_strings(j[s.index], steps, at + 1, out);
+    const PathStep& s = steps[at];
+    if (!s.key.empty()) {
+      if (j->is_object()) {
+        const auto it = j->find(s.key);
+        if (it != j->end()) stack.emplace_back(&*it, at + 1);
+      }
+    } else if (j->is_array()) {
+      if (s.all) {
+        for (auto it = j->rbegin(); it != j->rend(); ++it) stack.emplace_back(&*it, at + 1);
+      } else if (s.index < j->size()) {
+        stack.emplace_back(&(*j)[s.index], at + 1);
+      }
     }
   }
 }
@@ -177,7 +191,7 @@ int run_build(const BuildArgs& a) {
       if (in.extension() == ".jsonl") {
         for (const json& j : read_jsonl(in)) {
           std::vector<std::string> texts;
-          for (const auto& f : fields) collect_strings(j, f, 0, texts);
+          for (const auto& f : fields) collect_strings(j, f, texts);
           for (const auto& t : texts) docs.push_back(tokenizer.encode(t));
         }
       } else {
@@ -307,7 +321,8 @@ int main(int argc, char** argv) {
                     "inputs are token files: 'ids' (whitespace-separated ids, one document per line) or 'int32' "
                     "(little-endian int32, -1 ends a document)")
       ->check(CLI::IsMember({"ids", "int32"}));
-  build->add_option("--vocab-size", b.vocab_size, "vocabulary size (required with --tokens; default: the tokenizer's)");
+  build->add_option("--vocab-size", b.vocab_size, "vocabulary size (required with --tokens; default: the tokenizer's)")
+      ->transform(cli::integer_in(1, std::numeric_limits<std::int32_t>::max()));
   build->add_option("--tokenizer", b.tokenizer,
                     "SentencePiece model (default $REFDEC_DATA_DIR/tokenizers/llama2.model, else the build's data dir)");
   build->add_option("--field", b.fields, "JSONL field path, repeatable, e.g. text or choices[*].turns[*]")
@@ -331,11 +346,16 @@ int main(int argc, char** argv) {
   auto* text_opt = query->add_option("--text", text, "context text (tokenised with --tokenizer)");
   ids_opt->excludes(text_opt);
   query->add_option("--tokenizer", q.tokenizer, "SentencePiece model for --text");
-  query->add_option("--n-max", q.rest.n_max, "longest context suffix searched")->capture_default_str();
-  query->add_option("-m", q.rest.m, "continuation length")->capture_default_str();
-  query->add_option("-c", q.rest.c, "draft nodes kept")->capture_default_str();
-  query->add_option("-k,--max-occurrences", q.rest.max_occurrences, "occurrences read")->capture_default_str();
-  query->add_option("--budget", q.budget, "draft node budget")->capture_default_str();
+  query->add_option("--n-max", q.rest.n_max, "longest context suffix searched")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalMatch));
+  query->add_option("-m", q.rest.m, "continuation length")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalContinuation));
+  query->add_option("-c", q.rest.c, "draft nodes kept")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalNodes));
+  query->add_option("-k,--max-occurrences", q.rest.max_occurrences, "occurrences read")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalOccurrences));
+  query->add_option("--budget", q.budget, "draft node budget")->capture_default_str()
+      ->transform(cli::integer_in(0, cli::kMaxBudget));
   query->add_flag("--json", q.json_out, "print JSON");
   bool query_no_verify = false;
   query->add_flag("--no-verify", query_no_verify, "skip the checksum and range checks at open (huge files)");

@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
@@ -79,8 +80,10 @@ Spec parse_spec(const std::string& text) {
   return s;
 }
 
-// The integer option `key` of `s`, or `fallback`; `s` may only carry the options in `known`.
-int arg(const Spec& s, const std::string& key, int fallback, std::initializer_list<const char*> known) {
+// The integer option `key` of `s` (in [lo, hi]), or `fallback`; `s` may only carry the options in
+// `known`.
+int arg(const Spec& s, const std::string& key, int fallback, std::initializer_list<const char*> known, int lo = 1,
+        int hi = static_cast<int>(cli::kMaxSpan)) {
   for (const auto& [k, v] : s.args)
     REFDEC_CHECK(std::any_of(known.begin(), known.end(), [&](const char* name) { return k == name; }),
                  "drafter '" << s.name << "' has no option '" << k << "'");
@@ -95,6 +98,8 @@ int arg(const Spec& s, const std::string& key, int fallback, std::initializer_li
   }
   REFDEC_CHECK(used > 0 && used == it->second.size(),
                "drafter '" << s.name << "': option " << key << "=" << it->second << " is not an integer");
+  REFDEC_CHECK(value >= lo && value <= hi, "drafter '" << s.name << "': option " << key << "=" << value
+                                                       << " is out of range [" << lo << ", " << hi << "]");
   return value;
 }
 
@@ -117,8 +122,8 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
     return AnyDrafter(RestDrafter(stores[i]));
   }
   if (s.name == "lookahead")
-    return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15, {"W", "N", "G"}),
-                                        .ngram = arg(s, "N", 5, {"W", "N", "G"}),
+    return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15, {"W", "N", "G"}, 0),
+                                        .ngram = arg(s, "N", 5, {"W", "N", "G"}, 2),
                                         .guesses = arg(s, "G", 15, {"W", "N", "G"})}));
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
@@ -147,12 +152,16 @@ int main(int argc, char** argv) {
                  "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:k,m], ngram-trie, rest "
                  "(datastore of the other prompts' outputs), lookahead[:W,N,G], mixture:a+b+c; repeatable")
       ->capture_default_str();
-  app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")->check(CLI::Range(1, 12));
-  app.add_option("--max-new-tokens", max_new_tokens, "tokens per prompt")->capture_default_str();
-  app.add_option("--budget", budget, "draft nodes verified per step")->capture_default_str();
+  app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")
+      ->transform(cli::integer_in(1, static_cast<std::int64_t>(kPrompts.size())));
+  app.add_option("--max-new-tokens", max_new_tokens, "tokens per prompt")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--budget", budget, "draft nodes verified per step")->capture_default_str()
+      ->transform(cli::integer_in(0, cli::kMaxBudget));
   app.add_option("--temperature", temperatures,
                  "sampling temperatures to run (0 = greedy); prompt i samples with seed i; repeatable")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(cli::finite_in(0.0, 100.0));
   app.add_flag("--calibrate", calibrate,
                "time the model's steps at start-up and let mixtures size their trees by that cost (default: flat cost)");
   CLI11_PARSE(app, argc, argv);

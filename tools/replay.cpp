@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
 #include "eval/datasets.hpp"
 #include "refdec/core/file_io.hpp"
@@ -288,35 +289,52 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
   app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | mixture")->capture_default_str();
-  app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str();
-  app.add_option("--limit", s.limit, "replay only the first N traces (0: all)");
+  app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str()
+      ->transform(cli::integer_in(0, cli::kMaxBudget));
+  app.add_option("--limit", s.limit, "replay only the first N traces (0: all)")
+      ->transform(cli::integer_in(0, cli::kMaxCount));
   app.add_flag("--json", s.json, "print one JSON object");
   app.add_flag("--markdown", s.markdown, "print a Markdown table row (τ per category, overall, latency)");
   app.add_option("--trajectories", s.trajectories,
                  "also write FILE: JSON of each trace's steps as [draft nodes, accepted draft tokens] (forced trajectories)");
-  app.add_option("--max-ngram", s.lookup.max_ngram, "prompt lookup: longest suffix looked up")->capture_default_str();
-  app.add_option("--min-ngram", s.lookup.min_ngram, "prompt lookup: shortest suffix looked up")->capture_default_str();
+  app.add_option("--max-ngram", s.lookup.max_ngram, "prompt lookup: longest suffix looked up")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("--min-ngram", s.lookup.min_ngram, "prompt lookup: shortest suffix looked up")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_flag("--full-span-only,!--partial-spans", s.lookup.full_span_only,
                "prompt lookup: skip matches whose continuation runs past the end")->capture_default_str();
-  app.add_option("--lookup-k", s.lookup.k, "prompt lookup: tokens copied")->capture_default_str();
-  app.add_option("-n", s.llma.n, "llma: shortest match")->capture_default_str();
-  app.add_option("-k", s.llma.k, "llma: tokens copied per span")->capture_default_str();
-  app.add_option("-m", s.llma.m, "llma: spans per step")->capture_default_str();
+  app.add_option("--lookup-k", s.lookup.k, "prompt lookup: tokens copied")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("-n", s.llma.n, "llma: shortest match")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("-k", s.llma.k, "llma: tokens copied per span")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("-m", s.llma.m, "llma: spans per step")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_flag("--self-reference,!--no-self-reference", s.llma.self_reference,
                "llma: also copy from the context and output so far")->capture_default_str();
-  app.add_option("--trie-n", s.trie.n, "ngram-trie: window length")->capture_default_str();
-  app.add_option("--prefix-len", s.trie.prefix_len, "ngram-trie: window prefix length L_p")->capture_default_str();
-  app.add_option("--num-draft", s.trie.num_draft, "ngram-trie: draft nodes per step")->capture_default_str();
+  app.add_option("--trie-n", s.trie.n, "ngram-trie: window length")->capture_default_str()
+      ->transform(cli::integer_in(2, cli::kMaxSpan));
+  app.add_option("--prefix-len", s.trie.prefix_len, "ngram-trie: window prefix length L_p")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("--num-draft", s.trie.num_draft, "ngram-trie: draft nodes per step")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxBudget));
   app.add_flag("--grow,!--frozen", s.trie.grow, "ngram-trie: index accepted tokens too (--frozen: the paper's trie)")
       ->capture_default_str();
-  app.add_option("--pool-n", s.pool.ngram, "ngram-pool: n-gram size N (candidates are N-1 tokens)")->capture_default_str();
+  app.add_option("--pool-n", s.pool.ngram, "ngram-pool: n-gram size N (candidates are N-1 tokens)")->capture_default_str()
+      ->transform(cli::integer_in(2, cli::kMaxSpan));
   app.add_option("--pool-g", s.pool.guesses, "ngram-pool: n-grams kept per first token and verified per step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_option("--datastore", s.datastore, "rest: datastore file (refdec-datastore build)");
-  app.add_option("--n-max", s.rest.n_max, "rest: longest context suffix searched")->capture_default_str();
-  app.add_option("--rest-m", s.rest.m, "rest: continuation length")->capture_default_str();
-  app.add_option("--rest-c", s.rest.c, "rest: draft nodes kept")->capture_default_str();
-  app.add_option("--max-occurrences", s.rest.max_occurrences, "rest: occurrences read per step")->capture_default_str();
+  app.add_option("--n-max", s.rest.n_max, "rest: longest context suffix searched")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalMatch));
+  app.add_option("--rest-m", s.rest.m, "rest: continuation length")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalContinuation));
+  app.add_option("--rest-c", s.rest.c, "rest: draft nodes kept")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalNodes));
+  app.add_option("--max-occurrences", s.rest.max_occurrences, "rest: occurrences read per step")->capture_default_str()
+      ->transform(cli::integer_in(1, kMaxRetrievalOccurrences));
   app.add_option("--sources", s.sources, "mixture: its source drafters, comma-separated, each set by its own flags")
       ->capture_default_str();
   app.add_option("--prior-mean", s.mixture.prior_mean, "mixture: prior acceptance of a node given its parent's")
@@ -325,7 +343,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--half-life", s.mixture.half_life, "mixture: steps after which an observation weighs half (0: never)")
       ->capture_default_str();
-  app.add_option("--max-depth", s.mixture.max_depth, "mixture: depths with statistics of their own")->capture_default_str();
+  app.add_option("--max-depth", s.mixture.max_depth, "mixture: depths with statistics of their own")->capture_default_str()
+      ->transform(cli::integer_in(1, 1024));
   app.add_option("--combine", s.combine, "mixture: estimates of agreeing sources, max | noisy-or")
       ->check(CLI::IsMember({"max", "noisy-or"}))
       ->capture_default_str();

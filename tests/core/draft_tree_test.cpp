@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/expect_error.hpp"
+
 namespace {
 
 using namespace refdec;
@@ -66,6 +68,50 @@ TEST(LinearTree, ChainIsACausalBlock) {
   for (std::int32_t i = 0; i < 3; ++i)
     for (std::int32_t j = 0; j < 3; ++j) EXPECT_EQ(c.attends(i, j), j <= i) << i << "," << j;
   EXPECT_EQ(LinearTree::chain({}).size(), 0);
+}
+
+TEST(LinearTree, AddNodeRejectsParentsThatAreNotExistingNodes) {
+  LinearTree t;
+  refdec_test::expect_error([&] { t.add_node(5, 0, 0.0f); }, "needs parent -1, got 0");
+  EXPECT_EQ(t.size(), 0);
+  t.add_node(5, -1, 0.0f);
+  refdec_test::expect_error([&] { t.add_node(6, -1, 0.0f); }, "parent index -1 of node 1");
+  refdec_test::expect_error([&] { t.add_node(6, 1, 0.0f); }, "parent index 1 of node 1");
+  refdec_test::expect_error([&] { t.add_node(6, std::numeric_limits<std::int32_t>::max(), 0.0f); }, "parent index 2147483647");
+  t.add_node(6, 0, 0.0f);
+  t.add_node(7, 1, 0.0f);
+  EXPECT_EQ(t.size(), 3);
+  t.finish();
+  EXPECT_EQ(t.depth, (std::vector<std::int32_t>{0, 1, 2}));
+}
+
+TEST(LinearTree, FinishRejectsParentLinksEditedOutOfRange) {
+  LinearTree t = LinearTree::chain(std::vector<Token>{1, 2, 3});
+  t.parent[2] = 7;
+  refdec_test::expect_error([&] { t.finish(); }, "parent 7 of node 2");
+  t.parent[2] = 2;  // itself: not an earlier node
+  refdec_test::expect_error([&] { t.finish(); }, "parent 2 of node 2");
+  t.parent[2] = 1;
+  t.parent[0] = 0;
+  refdec_test::expect_error([&] { t.finish(); }, "node 0 is the root");
+  t.parent[0] = -1;
+  t.depth.pop_back();
+  refdec_test::expect_error([&] { t.finish(); }, "3 tokens but 3 parents, 2 depths");
+  t.depth.push_back(2);
+  t.finish();
+  EXPECT_TRUE(t.attends(2, 0));
+}
+
+TEST(LinearTree, AttendsRejectsIndicesOutsideTheTree) {
+  const LinearTree empty;
+  refdec_test::expect_error([&] { (void)empty.attends(0, 0); }, "must be in [0, 0)");
+  const LinearTree c = LinearTree::chain(std::vector<Token>{1, 2});
+  EXPECT_TRUE(c.attends(1, 0));
+  refdec_test::expect_error([&] { (void)c.attends(2, 0); }, "attends(2, 0)");
+  refdec_test::expect_error([&] { (void)c.attends(0, -1); }, "attends(0, -1)");
+  LinearTree unfinished;
+  unfinished.add_node(1, -1, 0.0f);
+  refdec_test::expect_error([&] { (void)unfinished.attends(0, 0); }, "not finished");
 }
 
 TEST(DraftTree, AddChildBuildsTheSameTrieAsInsert) {

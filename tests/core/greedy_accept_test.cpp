@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "common/expect_error.hpp"
+
 namespace {
 
 using namespace refdec;
@@ -44,6 +46,20 @@ TEST(GreedyAccept, WalkIsBoundedOnMalformedTrees) {
   std::vector<std::int32_t> one(1, -1);
   EXPECT_EQ(greedy_walk(same.data(), self_child.data(), no_sibling.data(), same.data(), 2, one.data()), 1);
   EXPECT_EQ(one[0], 1);
+}
+
+TEST(GreedyAccept, RejectsEmptyAndUnfinishedTrees) {
+  Acceptance a;
+  const LinearTree empty;
+  refdec_test::expect_error([&] { greedy_accept(empty, {}, a); }, "the tree is empty");
+  LinearTree unfinished;
+  unfinished.add_node(3, -1, 0.0f);
+  unfinished.add_node(4, 0, 0.0f);
+  const std::vector<Token> target = {4, 9};
+  refdec_test::expect_error([&] { greedy_accept(unfinished, target, a); }, "not finished");
+  unfinished.finish();
+  greedy_accept(unfinished, target, a);
+  EXPECT_EQ(a.tokens, (std::vector<Token>{4, 9}));
 }
 
 // Against a brute force: the accepted path is the longest tree path equal to the target chain.

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -172,6 +173,39 @@ TEST(Datastore, ContinuationStopsAtDocumentEnd) {
   EXPECT_EQ(ds.continuation(5, 1, out), 1u);
   EXPECT_EQ(out, (Tokens{8}));
   EXPECT_EQ(ds.num_corpus_tokens(), 7u);
+}
+
+TEST(Datastore, ContinuationPastTheEndIsEmpty) {
+  TempDir dir;
+  build_datastore(std::vector<Tokens>{{5, 6, 7}}, 10, dir / "ds");
+  const Datastore ds = Datastore::open(dir / "ds");
+  Tokens out;
+  // UINT64_MAX + 1 used to wrap to position 0 and read the first document.
+  EXPECT_EQ(ds.continuation(std::numeric_limits<std::uint64_t>::max(), 10, out), 0u);
+  EXPECT_EQ(ds.continuation(ds.size(), 10, out), 0u);
+  EXPECT_EQ(ds.continuation(ds.size() - 1, 10, out), 0u);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(Retrieval, RejectsOptionsAboveTheirBounds) {
+  TempDir dir;
+  build_datastore(std::vector<Tokens>{{1, 2, 3, 1, 2, 4}}, 5, dir / "ds");
+  const Datastore ds = Datastore::open(dir / "ds");
+  DraftTree tree;
+  const Tokens context = {1, 2};
+  const auto max = std::numeric_limits<std::size_t>::max();
+  // continuation = SIZE_MAX used to wrap the trie path buffer (assign(m + 1)) and crash.
+  refdec_test::expect_error([&] { retrieve(ds, context, RetrievalOptions{.continuation = max}, 64, tree); },
+                            "continuation must be at most 1024");
+  refdec_test::expect_error([&] { retrieve(ds, context, RetrievalOptions{.continuation = 1025}, 64, tree); },
+                            "got 1025");
+  refdec_test::expect_error([&] { retrieve(ds, context, RetrievalOptions{.max_match = max}, 64, tree); },
+                            "max_match must be at most 1024");
+  refdec_test::expect_error([&] { retrieve(ds, context, RetrievalOptions{.max_nodes = 65537}, 64, tree); },
+                            "max_nodes must be at most 65536");
+  const auto res = retrieve(ds, context, RetrievalOptions{.max_match = 1024, .continuation = 1024}, 64, tree);
+  EXPECT_EQ(res.match_length, 2u);
+  EXPECT_EQ(tree.size(), 5u);  // 3 1 2 4 and 4: whole continuations, to the document end
 }
 
 TEST(Datastore, QueriesLongerThanTheDatastore) {

@@ -61,6 +61,19 @@ TEST(AnyDrafter, ForwardsCallsAndRecordsStatistics) {
   EXPECT_EQ(d.stats().steps, 0);
 }
 
+TEST(AnyDrafter, EmptyAcceptIsIgnored) {
+  std::vector<Token> seen;
+  AnyDrafter d(FixedDrafter{{4, 5}, &seen});
+  d.begin(std::vector<Token>{1}, {});
+  d.accept({});  // nothing appended: neither forwarded nor recorded (it used to record -1 accepted)
+  EXPECT_EQ(seen, (std::vector<Token>{1}));
+  EXPECT_EQ(d.stats().accepted_tokens, 0);
+  EXPECT_TRUE(d.stats().accepted_at_depth.empty());
+  d.accept(std::vector<Token>{4, 7});
+  EXPECT_EQ(d.stats().accepted_tokens, 1);
+  EXPECT_EQ(seen, (std::vector<Token>{1, 4, 7}));
+}
+
 TEST(AnyDrafter, DefaultIsPlainDecoding) {
   AnyDrafter d;
   EXPECT_EQ(d.name(), "none");

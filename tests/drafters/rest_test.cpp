@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <span>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "refdec/datastore/builder.hpp"
+#include "common/expect_error.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "test_data.hpp"
 
@@ -270,6 +272,24 @@ TEST(Rest, RejectsBadInput) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("prompt token 7 at index 0"), std::string::npos) << e.what();
   }
+}
+
+TEST(Rest, RejectsOptionsAboveTheirBounds) {
+  TempDir dir;
+  build_datastore(std::vector<Tokens>{{1, 2, 3}}, 5, dir / "ds");
+  const auto ds = Datastore::open_shared(dir / "ds");
+  const auto max = std::numeric_limits<std::size_t>::max();
+  // m = SIZE_MAX (what "--rest-m -1" became) used to wrap the path buffer and crash.
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.m = max}); }, "m (continuation length) must be in [1, 1024]");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.m = 1000000000}); }, "got 1000000000");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.n_max = max}); }, "n_max (longest suffix) must be in [1, 1024]");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.c = 65537}); }, "c (draft nodes) must be in [1, 65536]");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.max_occurrences = max}); }, "max_occurrences must be in [1, 2^31]");
+  RestDrafter edge(ds, RestOptions{.n_max = 1024, .m = 1024, .c = 65536, .max_occurrences = std::size_t{1} << 31});
+  edge.begin(Tokens{1, 2}, {});
+  DraftTree out;
+  edge.propose(64, out);
+  EXPECT_EQ(out.size(), 1u);  // 3, then the document ends
 }
 
 TEST(Rest, WorksThroughAnyDrafter) {

@@ -37,8 +37,15 @@ struct LinearTree {
   std::int32_t max_depth() const {
     return depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end());
   }
-  /// True when node `i` may attend to node `j` (j is i or one of its ancestors).
+  /// True when node `i` may attend to node `j` (j is i or one of its ancestors). Both must be nodes
+  /// of the finished tree (an empty tree has none): anything else throws refdec::ArgumentError.
   bool attends(std::int32_t i, std::int32_t j) const {
+    const std::int32_t n = size();
+    REFDEC_CHECK(i >= 0 && i < n && j >= 0 && j < n,
+                 "LinearTree::attends(" << i << ", " << j << "): node indices must be in [0, " << n << ")");
+    REFDEC_CHECK(mask.size() == static_cast<std::size_t>(n) * static_cast<std::size_t>(mask_words) &&
+                     mask_words == (n + 63) / 64,
+                 "LinearTree::attends: the tree of " << n << " nodes is not finished (call finish())");
     return (mask[static_cast<std::size_t>(i) * mask_words + j / 64] >> (j % 64)) & 1U;
   }
 
@@ -58,17 +65,45 @@ struct LinearTree {
     return t;
   }
 
-  /// Appends a node; `parent` must be an existing node. Call finish() after the last one.
+  /// Appends a node; `parent_index` must be -1 for the first node (the root) and an existing node,
+  /// in [0, size()), for every later one (refdec::ArgumentError otherwise). Call finish() after the
+  /// last one.
   void add_node(Token token, std::int32_t parent_index, float node_score) {
+    const std::int32_t n = size();
+    if (n == 0)
+      REFDEC_CHECK(parent_index == -1, "LinearTree::add_node: the first node is the root and needs parent -1, got "
+                                           << parent_index);
+    else
+      REFDEC_CHECK(parent_index >= 0 && parent_index < n, "LinearTree::add_node: parent index "
+                                                              << parent_index << " of node " << n
+                                                              << " is not an existing node [0, " << n << ")");
+    REFDEC_CHECK(parent.size() == tokens.size() && depth.size() == tokens.size() && score.size() == tokens.size(),
+                 "LinearTree::add_node: the node arrays have different lengths (tokens "
+                     << tokens.size() << ", parent " << parent.size() << ", depth " << depth.size() << ", score "
+                     << score.size() << ")");
     tokens.push_back(token);
     parent.push_back(parent_index);
     depth.push_back(parent_index < 0 ? 0 : depth[static_cast<std::size_t>(parent_index)] + 1);
     score.push_back(node_score);
   }
 
-  /// Derives the child/sibling arrays and the ancestor mask from `parent`.
+  /// Derives the child/sibling arrays and the ancestor mask from `parent`. Checks the links first:
+  /// `parent`, `depth` and `score` one entry per node, node 0 the root (parent -1), every other node's
+  /// parent an earlier node (refdec::ArgumentError naming the node otherwise, e.g. after the
+  /// public arrays were edited by hand).
   void finish() {
     const std::int32_t n = size();
+    REFDEC_CHECK(parent.size() == tokens.size() && depth.size() == tokens.size() && score.size() == tokens.size(),
+                 "LinearTree::finish: " << tokens.size() << " tokens but " << parent.size() << " parents, "
+                                        << depth.size() << " depths and " << score.size() << " scores");
+    for (std::int32_t i = 0; i < n; ++i) {
+      const std::int32_t p = parent[static_cast<std::size_t>(i)];
+      if (i == 0)
+        REFDEC_CHECK(p == -1, "LinearTree::finish: node 0 is the root and needs parent -1, got " << p);
+      else
+        REFDEC_CHECK(p >= 0 && p < i, "LinearTree::finish: parent " << p << " of node " << i
+                                                                    << " is not an earlier node [0, " << i << ")");
+    }
     first_child.assign(static_cast<std::size_t>(n), -1);
     next_sibling.assign(static_cast<std::size_t>(n), -1);
     for (std::int32_t i = n - 1; i >= 1; --i) {  // backwards so that siblings keep their order

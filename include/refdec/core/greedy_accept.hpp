@@ -27,7 +27,9 @@ REFDEC_HOST_DEVICE std::int32_t greedy_walk(const Token* tokens,              //
 }
 
 /// Greedy acceptance over `tree` given the target's token at each node (`target`, [num_nodes]).
+/// The tree must be finished and hold at least its root (refdec::ArgumentError otherwise).
 inline void greedy_accept(const LinearTree& tree, std::span<const Token> target, Acceptance& out) {
+  REFDEC_CHECK(tree.size() > 0, "greedy_accept: the tree is empty; it needs at least its root node");
   REFDEC_CHECK(static_cast<std::int32_t>(target.size()) == tree.size(),
                "greedy_accept: " << target.size() << " target tokens for a tree of " << tree.size() << " nodes");
   ChoiceArray choose{target.data()};

@@ -137,9 +137,11 @@ class Datastore {
   }
 
   /// Appends to `out` the up to `max_length` tokens that follow array position `pos` (exclusive),
-  /// stopping at the end of its document. Returns how many were appended.
+  /// stopping at the end of its document. Returns how many were appended: none for a `pos` at or
+  /// past the last position (any uint64_t is safe, UINT64_MAX included).
   std::size_t continuation(std::uint64_t pos, std::size_t max_length, std::vector<Token>& out) const {
     const std::size_t before = out.size();
+    if (pos >= size()) return 0;  // pos + 1 would wrap for UINT64_MAX
     for (std::uint64_t p = pos + 1; p < size() && out.size() - before < max_length; ++p) {
       const std::uint32_t c = code(p);
       if (c == 0) break;

@@ -17,7 +17,14 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Settings of retrieve() (the REST retrieval step).
+/// Upper bounds of RetrievalOptions (and of RestOptions): retrieve() rejects larger values, which
+/// would only spend memory and time (REST uses n_max 16, m 10, c 64).
+inline constexpr std::size_t kMaxRetrievalMatch = 1024;           ///< max_match (n_max)
+inline constexpr std::size_t kMaxRetrievalContinuation = 1024;    ///< continuation (m)
+inline constexpr std::size_t kMaxRetrievalNodes = 65536;          ///< max_nodes (c)
+inline constexpr std::size_t kMaxRetrievalOccurrences = std::size_t{1} << 31;  ///< max_occurrences (K)
+
+/// Settings of retrieve() (the REST retrieval step). Each is at most its bound above.
 struct RetrievalOptions {
   std::size_t max_match = 16;          ///< longest context suffix searched (REST's n_max)
   std::size_t continuation = 10;       ///< tokens read after each occurrence (REST's m)
@@ -65,14 +72,21 @@ inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> c
                                 RetrievalScratch& scratch) {
   out.clear();
   RetrievalResult result;
+  REFDEC_CHECK(options.max_match <= kMaxRetrievalMatch,
+               "retrieval: max_match must be at most " << kMaxRetrievalMatch << ", got " << options.max_match);
+  REFDEC_CHECK(options.continuation <= kMaxRetrievalContinuation, "retrieval: continuation must be at most "
+                                                                      << kMaxRetrievalContinuation << ", got "
+                                                                      << options.continuation);
+  REFDEC_CHECK(options.max_nodes <= kMaxRetrievalNodes,
+               "retrieval: max_nodes must be at most " << kMaxRetrievalNodes << ", got " << options.max_nodes);
+  REFDEC_CHECK(options.max_occurrences <= kMaxRetrievalOccurrences,
+               "retrieval: max_occurrences must be at most 2^31, got " << options.max_occurrences);
   // Not a structured binding: the lambdas below capture `range`, which clang before 16 refuses.
   const auto match = store.longest_suffix_match(context, options.max_match);
   const auto len = match.first;
   const auto range = match.second;
   result.match_length = len;
   result.range = range;
-  REFDEC_CHECK(options.max_occurrences <= (std::size_t{1} << 31),
-               "retrieval: max_occurrences must be at most 2^31, got " << options.max_occurrences);
   const std::size_t keep_nodes = std::min(options.max_nodes, budget);
   if (len == 0 || keep_nodes == 0 || options.continuation == 0 || options.max_occurrences == 0) return result;
   const std::uint64_t n = range.size();

@@ -134,7 +134,11 @@ class AnyDrafter {
   void record_proposal(const LinearTree& tree) {
     stats_.record_proposal(tree.num_drafts(), tree.max_depth());
   }
+  /// Passes the step's appended tokens to the drafter and records how many drafts were accepted
+  /// (all but the bonus token). An empty span is ignored: nothing was appended, so the drafter is
+  /// not called and nothing is recorded (a step always appends at least its bonus token).
   void accept(std::span<const Token> tokens) {
+    if (tokens.empty()) return;
     const auto t0 = Clock::now();
     impl_->accept(tokens);
     stats_.accept_seconds += seconds_since(t0);

@@ -18,14 +18,15 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Settings of RestDrafter (REST's defaults).
+/// Settings of RestDrafter (REST's defaults); RestDrafter rejects values outside the ranges given.
 struct RestOptions {
-  std::size_t n_max = 16;               ///< longest sequence suffix searched
-  std::size_t m = 10;                   ///< continuation length read after each occurrence
-  std::size_t c = 64;                   ///< draft nodes kept (the most frequent prefixes)
+  std::size_t n_max = 16;               ///< longest sequence suffix searched, in [1, 1024]
+  std::size_t m = 10;                   ///< continuation length read after each occurrence, in [1, 1024]
+  std::size_t c = 64;                   ///< draft nodes kept (the most frequent prefixes), in [1, 65536]
   /// K: occurrences read, sampled evenly by suffix rank when there are more. Each costs a cache
   /// and TLB miss on a large datastore; on Spec-Bench with the MT-Bench datastore, K = 64, 256,
   /// 1024 and 100000 replay to the same tau (1.787-1.791), while the p99 step grows with K.
+  /// In [1, 2^31].
   std::size_t max_occurrences = 256;
 };
 
@@ -40,10 +41,14 @@ class RestDrafter {
   explicit RestDrafter(std::shared_ptr<const Datastore> datastore, RestOptions options = {})
       : store_(std::move(datastore)), opt_(options) {
     REFDEC_CHECK(store_ != nullptr, "REST: the datastore must not be null");
-    REFDEC_CHECK(opt_.n_max >= 1, "REST: n_max (longest suffix) must be at least 1, got " << opt_.n_max);
-    REFDEC_CHECK(opt_.m >= 1, "REST: m (continuation length) must be at least 1, got " << opt_.m);
-    REFDEC_CHECK(opt_.c >= 1, "REST: c (draft nodes) must be at least 1, got " << opt_.c);
-    REFDEC_CHECK(opt_.max_occurrences >= 1 && opt_.max_occurrences <= (std::size_t{1} << 31),
+    REFDEC_CHECK(opt_.n_max >= 1 && opt_.n_max <= kMaxRetrievalMatch,
+                 "REST: n_max (longest suffix) must be in [1, " << kMaxRetrievalMatch << "], got " << opt_.n_max);
+    REFDEC_CHECK(opt_.m >= 1 && opt_.m <= kMaxRetrievalContinuation, "REST: m (continuation length) must be in [1, "
+                                                                         << kMaxRetrievalContinuation << "], got "
+                                                                         << opt_.m);
+    REFDEC_CHECK(opt_.c >= 1 && opt_.c <= kMaxRetrievalNodes,
+                 "REST: c (draft nodes) must be in [1, " << kMaxRetrievalNodes << "], got " << opt_.c);
+    REFDEC_CHECK(opt_.max_occurrences >= 1 && opt_.max_occurrences <= kMaxRetrievalOccurrences,
                  "REST: max_occurrences must be in [1, 2^31], got " << opt_.max_occurrences);
   }
 
