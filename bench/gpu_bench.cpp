@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "eval/cli.hpp"
+#include "refdec/torch/errors.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/torch/dtype.hpp"
@@ -359,7 +360,7 @@ int main(int argc, char** argv) {
     write_json();
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "refdec-gpu-bench: " << e.what() << '\n';
+    std::cerr << "refdec-gpu-bench: " << describe(e) << '\n';  // no libtorch stack trace
     return 1;
   }
 }

@@ -17,6 +17,7 @@
 
 #include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
+#include "refdec/torch/errors.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
     }
     return identical ? 0 : 3;
   } catch (const std::exception& e) {
-    std::cerr << "refdec-generate: " << e.what() << "\n";
+    std::cerr << "refdec-generate: " << describe(e) << "\n";  // no libtorch stack trace
     return 1;
   }
 }

@@ -22,6 +22,7 @@
 
 #include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
+#include "refdec/torch/errors.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
     }
     return all_lossless ? 0 : 2;
   } catch (const std::exception& e) {
-    std::cerr << "refdec-decode-eval: " << e.what() << '\n';
+    std::cerr << "refdec-decode-eval: " << describe(e) << '\n';  // no libtorch stack trace
     return 1;
   }
 }

@@ -22,6 +22,7 @@
 #include "refdec/torch/node_draws.hpp"
 #include "refdec/torch/verifier.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
+#include "refdec/torch/errors.hpp"
 #include "refdec/torch/paged_kv_store.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "common/expect_error.hpp"
@@ -561,6 +562,18 @@ TEST(Calibration, MeasuresEveryStepSize) {
   EXPECT_THROW(measure_step_cost(model, {.tokens = {}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.tokens = {0, 2}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.repeats = 0}), Error);
+}
+
+// Programs print libtorch's own errors as one sentence, without its C++ stack trace.
+TEST(Errors, DescribeDropsLibtorchStackTraces) {
+  try {
+    TORCH_CHECK(false, "a libtorch check failed");  // what libtorch's inline checks throw
+  } catch (const c10::Error& e) {
+    const std::string message = describe(e);
+    EXPECT_EQ(message.find("a libtorch check failed"), 0u) << message;
+    EXPECT_EQ(message.find("frame #"), std::string::npos) << message;
+  }
+  EXPECT_EQ(describe(std::runtime_error("plain")), "plain");
 }
 
 TEST(LlamaModel, HalfPrecisionRunsCloseToFloat) {

@@ -256,6 +256,7 @@ TEST(Session, RejectsBadRequestsAndTheOthersGoOn) {
   refdec_test::expect_error([&] { session.add(Request{{1, 111}, {}}); }, "prompt token 1 has id 111 outside the vocabulary [0, 111)");
   refdec_test::expect_error([&] { session.add(Request{{1, -2}, {}}); }, "has id -2 outside the vocabulary");
   refdec_test::expect_error([&] { session.add(Request{{}, {}}); }, "the prompt is empty");
+  refdec_test::expect_error([&] { session.add(Request{{1}, {{5, 6}, {7, 400}}}); }, "reference 1 token 1 has id 400 outside the vocabulary");
   refdec_test::expect_error([&] { session.add(Request{std::vector<Token>(kContext, 3), {}}); }, "leaves no room in a context of 96");
   Request bad_sampling{{1}, {}};
   bad_sampling.sampling = SamplingOptions{.temperature = -1.0f};

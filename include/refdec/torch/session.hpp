@@ -115,8 +115,8 @@ class Session {
   }
 
   /// Adds a request with a drafter the session owns (default: plain decoding). Checks everything
-  /// about the request first (prompt non-empty, shorter than the context, token ids in the
-  /// vocabulary, limits, sampling settings) and throws refdec::Error without changing the session
+  /// about the request first (prompt non-empty, shorter than the context, prompt and reference ids
+  /// in the vocabulary, limits, sampling settings) and throws refdec::Error without changing the session
   /// when something is wrong. Returns the request's id.
   RequestId add(Request request, AnyDrafter drafter = {}) {
     auto owned = std::make_unique<AnyDrafter>(std::move(drafter));
@@ -268,6 +268,13 @@ class Session {
       REFDEC_CHECK(prompt[i] >= 0 && prompt[i] < model_->vocab_size(),
                    "Session::add: prompt token " << i << " has id " << prompt[i] << " outside the vocabulary [0, "
                                                  << model_->vocab_size() << ")");
+    for (std::size_t d = 0; d < request.references.size(); ++d)
+      for (std::size_t i = 0; i < request.references[d].size(); ++i) {
+        const Token t = request.references[d][i];
+        REFDEC_CHECK(t >= 0 && t < model_->vocab_size(), "Session::add: reference " << d << " token " << i << " has id " << t
+                                                                                   << " outside the vocabulary [0, "
+                                                                                   << model_->vocab_size() << ")");
+      }
     const std::int64_t max_new = request.max_new_tokens.value_or(defaults_.max_new_tokens);
     const std::int64_t budget = request.budget.value_or(defaults_.budget);
     check_limits(max_new, budget, "Session::add");
