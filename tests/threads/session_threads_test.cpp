@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tiny_llama.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/paged_kv_store.hpp"
@@ -20,15 +21,7 @@ using namespace refdec;
 
 TEST(Threads, OneSessionPerThreadOverASharedModel) {
   at::set_num_threads(1);
-  LlamaConfig c;
-  c.dim = 32;
-  c.hidden_dim = 48;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 97;
-  c.max_seq_len = 64;
-  const LlamaModel model = LlamaModel::random(c, 3);
+  const LlamaModel model = LlamaModel::random(refdec_test::tiny_llama_config(2, 97, 64), 3);
   GenerateOptions options;
   options.max_new_tokens = 24;
   const auto decode = [&](int t) {

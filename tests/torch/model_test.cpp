@@ -27,23 +27,14 @@
 #include "refdec/core/step_plan.hpp"
 #include "common/expect_error.hpp"
 #include "core/random_step.hpp"
+#include "common/tiny_llama.hpp"
 #include "test_data.hpp"
 
 namespace {
 
 using namespace refdec;
 
-LlamaConfig small_config() {
-  LlamaConfig c;
-  c.dim = 32;
-  c.hidden_dim = 48;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 111;
-  c.max_seq_len = 128;
-  return c;
-}
+LlamaConfig small_config() { return refdec_test::tiny_llama_config(); }
 
 // Runs the chains `prefixes[b]` (all their tokens) into new sequences of an empty `store`, keeping
 // every entry.

@@ -30,6 +30,7 @@
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"
 #include "refdec/torch/paged_kv_store.hpp"
+#include "common/tiny_llama.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -39,17 +40,7 @@ using namespace refdec;
 constexpr std::int64_t kVocab = 111;
 constexpr std::int64_t kContext = 96;
 
-LlamaConfig session_config(std::int64_t kv_heads) {
-  LlamaConfig c;
-  c.dim = 32;
-  c.hidden_dim = 48;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = kv_heads;
-  c.vocab_size = kVocab;
-  c.max_seq_len = kContext;
-  return c;
-}
+LlamaConfig session_config(std::int64_t kv_heads) { return refdec_test::tiny_llama_config(kv_heads, kVocab, kContext); }
 
 // The drafters of the schedules: every kind, the mixture and the lookahead window included.
 constexpr int kDrafterKinds = 7;

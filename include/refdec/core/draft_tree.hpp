@@ -211,7 +211,8 @@ struct LinearizeScratch {
 /// A trie of candidate continuations of the current sequence. Paths are inserted with scores;
 /// shared prefixes are merged (siblings are distinct tokens) and every node accumulates the scores
 /// of the paths through it, so a node never scores below its descendants. add_child() and
-/// set_score() build a trie node by node instead, with scores of the caller's choosing.
+/// set_score() build a trie node by node instead, with scores of the caller's choosing. A const
+/// tree may be read (linearised) from many threads at once; changing it needs one owner.
 class DraftTree {
  public:
   DraftTree() { clear(); }

@@ -20,7 +20,8 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-/// A whole file mapped read-only into memory; unmapped on destruction. Movable, not copyable.
+/// A whole file mapped read-only into memory; unmapped on destruction. Movable, not copyable;
+/// its bytes may be read from any number of threads.
 class MappedFile {
  public:
   MappedFile() = default;

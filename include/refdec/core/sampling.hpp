@@ -120,7 +120,8 @@ REFDEC_HOST_DEVICE Token sample_from_probs(const float* probs, std::int32_t voca
 
 /// The tokens of a sequence as the penalties see them: which occur in the prompt and how often
 /// each occurs in the output, plus the list of distinct tokens seen, so that applying penalties
-/// costs O(distinct tokens), not O(vocab). One per request, updated as tokens are accepted.
+/// costs O(distinct tokens), not O(vocab). One per request, updated as tokens are accepted; const
+/// reads may be shared across threads.
 class TokenCounts {
  public:
   /// Empty counts over a vocabulary of `vocab_size` tokens.

@@ -19,6 +19,7 @@ REFDEC_NAMESPACE_BEGIN
 /// - flat(): every step costs the same (1), so more draft nodes never hurt: what replay assumes;
 /// - affine(a, b): a + b * tokens, e.g. a fixed launch and weight-read cost plus a per-token cost;
 /// - calibrated(samples): measured (tokens, seconds) pairs, piecewise linear in between.
+/// Immutable once built: may be shared across threads.
 class StepCost {
  public:
   /// The flat model: 1 whatever the step runs.

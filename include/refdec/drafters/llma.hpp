@@ -32,7 +32,7 @@ struct LlmaOptions {
 /// The copy comes from the earliest occurrence of the longest match of at least `n` tokens; a span
 /// that was fully accepted (and whose next reference token was the bonus token) simply continues.
 /// With the prompt as its only reference, or with `self_reference` and no references, this is
-/// prompt-lookup decoding.
+/// prompt-lookup decoding. One per sequence: not for sharing across threads.
 class LlmaDrafter {
  public:
   explicit LlmaDrafter(LlmaOptions options = {}) : opt_(options) {

@@ -32,7 +32,8 @@ struct LookaheadOptions {
 /// and its own column's levels 1..l-1, so that it lies on a causal chain of one token per
 /// position (the paper's Figure 5 mask). The target's greedy choices for the last level close W
 /// n-grams (one per column) that go to the pool; the window then shifts one level. Until N-1
-/// levels exist (the first N-2 steps), the choices become the next level instead.
+/// levels exist (the first N-2 steps), the choices become the next level instead. One per sequence:
+/// not for sharing across threads.
 class LookaheadDrafter {
  public:
   explicit LookaheadDrafter(LookaheadOptions options = {}) : options_(options) {

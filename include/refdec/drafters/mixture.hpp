@@ -178,7 +178,8 @@ class MixtureStatistics {
 /// parent is on the true path is an observation for each source that proposed it.
 ///
 /// Sources that run auxiliary tokens (AuxiliaryDrafter) keep doing so: the mixture concatenates
-/// their blocks in source order and hands each its part of the target's choices.
+/// their blocks in source order and hands each its part of the target's choices. One per sequence
+/// (its learned statistics included): not for sharing across threads.
 class MixtureDrafter {
  public:
   /// A mixture of `sources` (at least one), which it owns.

@@ -57,7 +57,8 @@ struct NgramTrieOptions {
 /// Cost. The trie has suffix links, so appending a token costs one hash probe per new node plus a
 /// walk over at most n existing nodes, and begin() is linear in the context (times n). A
 /// proposal follows at most n suffix links (L_p(L_p + 1) / 2 hash probes when frozen), then scans
-/// the children of the match and of each kept node, of which at most the budget enter a heap.
+/// the children of the match and of each kept node, of which at most the budget enter a heap. One
+/// per sequence: not for sharing across threads.
 class NgramTrieDrafter {
  public:
   explicit NgramTrieDrafter(NgramTrieOptions options = {}) : opt_(options) {

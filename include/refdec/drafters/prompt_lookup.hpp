@@ -27,7 +27,8 @@ struct PromptLookupOptions {
 /// Prompt lookup: for n = max_ngram down to min_ngram, find the earliest occurrence of the
 /// sequence's last n tokens in the sequence (prompt and output so far) that ends at least n tokens
 /// before the sequence does, and propose the k tokens after it as a chain. References are ignored.
-/// A plain scan per step (O(length * n)): LlmaDrafter is the indexed drafter for long contexts.
+/// A plain scan per step (O(length * n)): LlmaDrafter is the indexed drafter for long contexts. One
+/// per sequence: not for sharing across threads.
 class PromptLookupDrafter {
  public:
   explicit PromptLookupDrafter(PromptLookupOptions options = {}) : opt_(options) {

@@ -35,7 +35,7 @@ struct RestOptions {
 /// the m-token continuations of up to K of its occurrences in a trie and returns the min(c, budget)
 /// most frequent prefixes, scored by their counts (see retrieve()). The references given
 /// to begin() are ignored: the datastore is the only source. Cheap to copy; copies share the
-/// datastore.
+/// datastore. One per sequence and thread; the datastore it reads may be shared.
 class RestDrafter {
  public:
   explicit RestDrafter(std::shared_ptr<const Datastore> datastore, RestOptions options = {})

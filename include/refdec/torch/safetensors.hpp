@@ -100,7 +100,8 @@ inline std::optional<std::string> safetensors_dtype_of(at::ScalarType type) {
 }  // namespace detail
 
 /// An open safetensors file: its validated header, and its tensors copied out on request.
-/// Movable, not copyable; the file stays mapped until the object is destroyed.
+/// Movable, not copyable; the file stays mapped until the object is destroyed. Const use (get())
+/// may be shared across threads.
 class SafetensorsFile {
  public:
   /// Opens and validates `path`. Throws refdec::IoError, naming the file and the problem, for a
