@@ -538,18 +538,23 @@ TEST(LlamaModel, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
   }
 }
 
-// Calibration times every requested step size and feeds a usable cost model.
+// Calibration runs every requested step size repeats + 1 times and keeps the median of the timed
+// runs. The clock is injected: reading k returns 0 + 1 + ... + k, so a run whose readings are k
+// and k + 1 lasts k + 1 "seconds" and the samples are known exactly, however fast the machine is.
 TEST(Calibration, MeasuresEveryStepSize) {
   const auto model = LlamaModel::random(small_config(), 2, at::kFloat);
-  const auto samples = measure_step_cost(model, {.tokens = {1, 4, 96}, .batch = 2, .context = 20, .repeats = 3});
+  double t = 0, readings = 0;
+  const auto fake_clock = [&] { return t += readings++; };
+  const auto samples = measure_step_cost(model, {.tokens = {1, 4, 96}, .batch = 2, .context = 20, .repeats = 3, .clock = fake_clock});
   ASSERT_EQ(samples.size(), 3u);
-  EXPECT_EQ(samples[0].first, 1u);
-  EXPECT_EQ(samples[2].first, 96u);
-  for (const auto& [n, s] : samples) EXPECT_GT(s, 0.0) << n;
-  // Timings are noisy: only their structure is checked here (what the cost model makes of
-  // samples is tested with injected timings in tests/core/step_cost_test.cpp).
-  const auto cost = StepCost::calibrated(samples);
-  EXPECT_GE(cost.seconds(4), cost.seconds(1));
+  // Per size: the warm-up run reads the clock once (it is not timed), each of the 3 timed runs
+  // twice, so size i reads 7i .. 7i + 6 and its runs last 7i + 2, 7i + 4, 7i + 6: median 7i + 4.
+  EXPECT_EQ(readings, 3 * 7);
+  const std::vector<std::size_t> sizes = {1, 4, 96};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(samples[i].first, sizes[i]);
+    EXPECT_DOUBLE_EQ(samples[i].second, 7.0 * static_cast<double>(i) + 4.0) << "size " << sizes[i];
+  }
   EXPECT_THROW(measure_step_cost(model, {.tokens = {}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.tokens = {0, 2}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.repeats = 0}), Error);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -29,6 +30,9 @@ struct CalibrationOptions {
   std::int64_t batch = 1;    ///< sequences per step
   std::int64_t context = 256;  ///< cached tokens per sequence before the step
   int repeats = 5;           ///< timed runs per size (the median is kept), after one warm-up run
+  /// Seconds since any fixed origin, read before and after each timed run; empty: the steady
+  /// clock. Tests inject one, so that no assertion depends on how fast the machine is.
+  std::function<double()> clock = {};
 };
 
 /// Median wall time of one forward pass per step size, as (tokens, seconds) samples for
@@ -62,7 +66,10 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
     verify(model, store, plan, verification, times, StepExtras{.prefill = prefill});
     store.commit(verification.keep);
   }
-  using Clock = std::chrono::steady_clock;
+  const auto now = [&options] {
+    if (options.clock) return options.clock();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
   std::vector<std::pair<std::size_t, double>> samples;
   for (const std::size_t n : options.tokens) {
     std::vector<Token> step(n);
@@ -72,10 +79,10 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
     for (int r = 0; r <= options.repeats; ++r) {
       // The verification step a session runs (plan, forward, argmax copied to the host, walk),
       // never committed, so every run sees the same cache.
-      const auto t0 = Clock::now();
+      const double t0 = now();
       plan_step(chains, {}, store.lengths(), model.vocab_size(), plan);
       verify(model, store, plan, verification, times);
-      if (r > 0) times_n.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (r > 0) times_n.push_back(now() - t0);
     }
     std::nth_element(times_n.begin(), times_n.begin() + static_cast<std::ptrdiff_t>(times_n.size() / 2), times_n.end());
     samples.emplace_back(n, times_n[times_n.size() / 2]);
