@@ -168,6 +168,19 @@ void BM_Checksum(benchmark::State& state) {
 }
 BENCHMARK(BM_Checksum)->Arg(64 << 20)->Unit(benchmark::kMillisecond);
 
+// Opening the store with each level of checking (the file in the page cache): 0 none, 1 the
+// sampled suffix-array order check alone, 2 the default (checksum, ranges and the sampled check),
+// 3 everything, the full order check included.
+void BM_Open(benchmark::State& state) {
+  const std::filesystem::path path = store().path();
+  DatastoreOpenOptions options;
+  options.verify = state.range(0) >= 2;
+  options.order_samples = state.range(0) == 0 ? 0 : 1024;
+  options.verify_order = state.range(0) == 3;
+  for (auto _ : state) benchmark::DoNotOptimize(Datastore::open(path, options).size());
+}
+BENCHMARK(BM_Open)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
 // Build throughput (encode, suffix sort, write, checksum) in corpus tokens per second.
 void BM_Build(benchmark::State& state) {
   const auto docs = synthetic_corpus(static_cast<std::size_t>(state.range(0)), 2000, 3);

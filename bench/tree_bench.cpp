@@ -39,11 +39,16 @@ BENCHMARK(BM_BuildAndLinearize)->Args({1, 16})->Args({4, 64})->Args({16, 64})->A
 
 // Cut and linearise alone, from a const tree of `paths` paths of 16 tokens: the per-step cost
 // that a shared, read-only tree pays.
+// A tree of `paths` candidate paths of 16 tokens, scored by rank.
+DraftTree tree_of(int paths) {
+  DraftTree tree;
+  const auto candidate_paths = candidates(paths, 16, 1);
+  for (std::size_t i = 0; i < candidate_paths.size(); ++i) tree.insert(candidate_paths[i], 1.0f / static_cast<float>(i + 1));
+  return tree;
+}
+
 void BM_Linearize(benchmark::State& state) {
-  DraftTree built;
-  const auto paths = candidates(static_cast<int>(state.range(0)), 16, 1);
-  for (std::size_t i = 0; i < paths.size(); ++i) built.insert(paths[i], 1.0f / static_cast<float>(i + 1));
-  const DraftTree& tree = built;
+  const DraftTree tree = tree_of(static_cast<int>(state.range(0)));
   LinearTree lin;
   for (auto _ : state) {
     tree.linearize(0, static_cast<std::size_t>(state.range(1)), lin);
@@ -55,10 +60,7 @@ BENCHMARK(BM_Linearize)->Args({4, 64})->Args({64, 64})->Args({64, 128});
 
 // The same with scratch memory reused across steps, as engines and the replay loop run it.
 void BM_LinearizeReusedScratch(benchmark::State& state) {
-  DraftTree built;
-  const auto paths = candidates(static_cast<int>(state.range(0)), 16, 1);
-  for (std::size_t i = 0; i < paths.size(); ++i) built.insert(paths[i], 1.0f / static_cast<float>(i + 1));
-  const DraftTree& tree = built;
+  const DraftTree tree = tree_of(static_cast<int>(state.range(0)));
   LinearTree lin;
   LinearizeScratch scratch;
   for (auto _ : state) {
