@@ -56,6 +56,7 @@ struct Settings {
   std::string sources = "llma,ngram-trie,rest";  // the mixture's, comma-separated
   MixtureOptions mixture;
   std::vector<double> step_cost;  // the mixture's affine step cost (a, b); empty: flat
+  std::string step_cost_file;     // the mixture's measured step cost (refdec-speed-bench --json); empty: none
   std::string combine = "max";    // the mixture's MixtureCombine
 };
 
@@ -79,6 +80,21 @@ AnyDrafter make_single(const std::string& name, const Settings& s) {
   throw Error("unknown drafter '" + name + "'");
 }
 
+// A measured step cost: the "step_cost" array of (tokens, seconds) pairs that refdec-speed-bench
+// writes to its --json file.
+StepCost read_step_cost(const std::string& path) {
+  const auto j = nlohmann::json::parse(read_file_bytes(path, "--step-cost-file"), nullptr, false);
+  REFDEC_CHECK_IO(!j.is_discarded() && j.is_object() && j.contains("step_cost") && j["step_cost"].is_array(),
+                  path << ": not a refdec-speed-bench --json file with a \"step_cost\" array");
+  std::vector<std::pair<std::size_t, double>> samples;
+  for (const auto& pair : j["step_cost"]) {
+    REFDEC_CHECK_IO(pair.is_array() && pair.size() == 2 && pair[0].is_number_unsigned() && pair[1].is_number(),
+                    path << ": a step_cost entry is not [tokens, seconds]: " << pair.dump());
+    samples.emplace_back(pair[0].get<std::size_t>(), pair[1].get<double>());
+  }
+  return StepCost::calibrated(samples);  // checks the values themselves
+}
+
 // The drafter, and for a mixture the handle on what it learns per source.
 AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatistics>& mixture_stats) {
   if (s.drafter != "mixture") return make_single(s.drafter, s);
@@ -89,6 +105,7 @@ AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatisti
   }
   MixtureOptions options = s.mixture;
   if (!s.step_cost.empty()) options.cost = StepCost::affine(s.step_cost[0], s.step_cost[1]);
+  if (!s.step_cost_file.empty()) options.cost = read_step_cost(s.step_cost_file);
   options.combine = s.combine == "noisy-or" ? MixtureCombine::noisy_or : MixtureCombine::max;
   MixtureDrafter mixture(std::move(sources), options);
   mixture_stats = mixture.statistics();
@@ -120,6 +137,7 @@ nlohmann::json settings_json(const Settings& s) {
   j.update({{"combine", s.combine}, {"prior_mean", s.mixture.prior_mean}, {"prior_strength", s.mixture.prior_strength},
             {"half_life", s.mixture.half_life}, {"max_depth", s.mixture.max_depth}});
   if (!s.step_cost.empty()) j["step_cost"] = s.step_cost;
+  if (!s.step_cost_file.empty()) j["step_cost_file"] = fs::path(s.step_cost_file).filename().string();
   for (const std::string& name : split_sources(s.sources)) j[name] = drafter_json(name, s);
   return j;
 }
@@ -350,6 +368,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--step-cost", s.step_cost, "mixture: affine step cost A B (seconds = A + B * tokens; default flat)")
       ->expected(2);
+  app.add_option("--step-cost-file", s.step_cost_file,
+                 "mixture: the step cost measured on a model (the --json file of refdec-speed-bench)")
+      ->excludes("--step-cost");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(s);

@@ -68,6 +68,7 @@ inline void save_hf_llama(const LlamaModel& model, const std::filesystem::path& 
   const auto& mw = model.weights();
   const char* torch_dtype = detail::hf_torch_dtype(model.dtype());
   REFDEC_CHECK(torch_dtype != nullptr, "save_hf_llama: cannot save a model of type " << model.dtype());
+  REFDEC_CHECK(!model.packed(), "save_hf_llama: the model's linear layers are packed and their weights released");
 
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   tensors.emplace_back("model.embed_tokens.weight", mw.embedding);

@@ -371,11 +371,12 @@ TEST(HfLoader, ShardedSaveLoadsTheSame) {
 
 TEST(HfLoader, Bf16ModelKeepsItsDtypeOnDisk) {
   TempDir dir;
-  const auto model = LlamaModel::random(small_config(true, RopeStyle::kHalf), 14, at::kBFloat16);
+  // at::linear keeps the weights to save and compare (packed models release them).
+  const auto model = LlamaModel::random(small_config(true, RopeStyle::kHalf), 14, at::kBFloat16, at::kCPU, LinearKernel::kAten);
   save_hf_llama(model, dir.path(), 2);
   EXPECT_EQ(read_json(dir / "config.json")["torch_dtype"], "bfloat16");
   EXPECT_EQ(SafetensorsFile(dir / "model-00001-of-00002.safetensors").tensors()[0].dtype, "BF16");
-  const auto loaded = load_hf_llama(dir.path(), at::kBFloat16);
+  const auto loaded = load_hf_llama(dir.path(), at::kBFloat16, at::kCPU, LinearKernel::kAten);
   EXPECT_EQ(loaded.dtype(), at::kBFloat16);
   expect_same_weights(model, loaded);
   // Loading as float32 widens the same values.

@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
@@ -20,6 +21,7 @@
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"
 #include "refdec/torch/node_draws.hpp"
+#include "refdec/torch/packed_linear.hpp"
 #include "refdec/torch/verifier.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/errors.hpp"
@@ -582,6 +584,133 @@ TEST(LlamaModel, HalfPrecisionRunsCloseToFloat) {
   EXPECT_EQ(b.scalar_type(), at::kFloat);
   // bf16 keeps 8 bits of mantissa: a loose bound on the logits, and the same argmax mostly.
   EXPECT_LT((a - b).abs().max().item<double>(), 0.25 * a.abs().max().item<double>());
+}
+
+// ---- PackedLinear (oneDNN, prepacked bf16 weights) against at::linear ----
+
+#define REFDEC_SKIP_WITHOUT_ONEDNN() \
+  if (!REFDEC_HAVE_ONEDNN) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev): PackedLinear is not available"
+
+// x W^T in float64 from the same bf16 values: the reference both kernels approximate.
+at::Tensor linear_reference(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x.to(at::kDouble), w.to(at::kDouble).t()); }
+
+TEST(PackedLinear, EqualsTheProductForEveryRowCount) {
+  REFDEC_SKIP_WITHOUT_ONEDNN();
+  auto gen = at::detail::createCPUGenerator(3);
+  for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{48, 32}, {130, 70}, {256, 512}}) {
+    const auto w = at::randn({out, in}, gen, at::kFloat).to(at::kBFloat16);
+    const PackedLinear packed(w);
+    EXPECT_EQ(packed.in_features(), in);
+    EXPECT_EQ(packed.out_features(), out);
+    EXPECT_GE(packed.bytes(), out * in * 2);  // padded to its blocks where the sizes are not multiples
+    for (const std::int64_t rows : {1, 2, 7, 33, 130}) {
+      const auto x = at::randn({rows, in}, gen, at::kFloat).to(at::kBFloat16);
+      const auto want = linear_reference(x, w);
+      const double scale = want.abs().max().item<double>();
+      // float32 output: only the summation order differs from the reference.
+      const auto f32 = packed(x, at::kFloat);
+      EXPECT_EQ(f32.scalar_type(), at::kFloat);
+      EXPECT_LT((f32.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << out << "x" << in << ", " << rows << " rows";
+      // bf16 output: rounded to 8 bits of mantissa, as at::linear's is.
+      const auto bf16 = packed(x);
+      EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
+      EXPECT_LT((bf16.to(at::kDouble) - want).abs().max().item<double>(), 1e-2 * scale);
+      // Accumulating adds to what the output holds (the residual connection).
+      const auto residual = at::randn({rows, out}, gen, at::kFloat);
+      auto sum = residual.clone();
+      packed.run(x, sum, true);
+      EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale);
+    }
+  }
+}
+
+TEST(PackedLinear, RejectsWhatItCannotRun) {
+  const auto f32 = at::randn({8, 4});
+  EXPECT_FALSE(PackedLinear::supported(f32));
+  EXPECT_FALSE(PackedLinear::supported(at::Tensor()));
+  refdec_test::expect_error([&] { PackedLinear p(f32); }, "PackedLinear: needs a 2-D bf16 CPU weight");
+  REFDEC_SKIP_WITHOUT_ONEDNN();
+  const PackedLinear packed(f32.to(at::kBFloat16));
+  const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
+  refdec_test::expect_error([&] { (void)packed(bf({3, 5})); }, "input must be a contiguous bf16 CPU [rows, 4]");
+  refdec_test::expect_error([&] { (void)packed(at::zeros({3, 4})); }, "input must be a contiguous bf16 CPU");
+  refdec_test::expect_error([&] { (void)packed(bf({4, 3}).t()); }, "input must be a contiguous bf16 CPU");
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8}), false); }, "output must be a contiguous bf16 or float32 CPU [3, 8]");
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble), false); }, "output must be");
+  EXPECT_EQ(packed(bf({0, 4})).size(0), 0);  // no rows: nothing to run
+}
+
+// One packed layer serves several threads at once (each row count's kernel is made once, under a
+// lock); every thread gets what a lone call gives.
+TEST(PackedLinear, ThreadsShareOneLayer) {
+  REFDEC_SKIP_WITHOUT_ONEDNN();
+  auto gen = at::detail::createCPUGenerator(4);
+  const PackedLinear packed(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16));
+  std::vector<at::Tensor> inputs, alone;
+  for (std::int64_t rows = 1; rows <= 24; ++rows) inputs.push_back(at::randn({rows, 96}, gen, at::kFloat).to(at::kBFloat16));
+  const PackedLinear fresh(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16));  // kernels not made yet
+  for (const auto& x : inputs) alone.push_back(fresh(x, at::kFloat));
+  std::vector<std::vector<at::Tensor>> got(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (std::size_t i = 0; i < inputs.size(); ++i) got[t].push_back(packed(inputs[(i + 5 * t) % inputs.size()], at::kFloat));
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t t = 0; t < got.size(); ++t)
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto& x = inputs[(i + 5 * t) % inputs.size()];
+      EXPECT_TRUE(at::equal(got[t][i], packed(x, at::kFloat))) << "thread " << t << ", " << x.size(0) << " rows";
+    }
+  EXPECT_EQ(alone.size(), inputs.size());
+}
+
+// The packed model (fused q/k/v and gate/up, residuals accumulated in the products, float32
+// logits) computes what the at::linear model computes from the same bf16 weights, over trees,
+// auxiliary rows and ragged batches; its weights are released and it says so.
+TEST(LlamaModel, PackedLinearLayersMatchAtLinearInBf16) {
+  REFDEC_SKIP_WITHOUT_ONEDNN();
+  std::mt19937 rng(31);
+  for (int kind = 0; kind < 3; ++kind) {
+    const auto config = attention_config(kind);
+    const auto aten = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16, at::kCPU, LinearKernel::kAten);
+    const auto packed = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16, at::kCPU, LinearKernel::kPacked);
+    const auto automatic = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16);
+    EXPECT_FALSE(aten.packed());
+    EXPECT_TRUE(packed.packed());
+    EXPECT_TRUE(automatic.packed()) << "kAuto packs bf16 CPU weights";
+    EXPECT_GE(packed.step_weight_bytes(), aten.step_weight_bytes());  // blocks may pad
+    EXPECT_FALSE(packed.weights().layers[0].wq.defined()) << "packed projections are released";
+    EXPECT_TRUE(packed.weights().embedding.defined());
+    refdec_test::expect_error([&] { (void)packed.to(at::kFloat, at::kCPU); }, "convert the model before packing");
+    for (int trial = 0; trial < 4; ++trial) {
+      const int B = 1 + static_cast<int>(rng() % 3);
+      std::vector<std::vector<Token>> cached(static_cast<std::size_t>(B));
+      for (auto& c : cached) {
+        c.resize(1 + rng() % 20);
+        for (auto& t : c) t = static_cast<Token>(rng() % 111);
+      }
+      ContiguousKvStore sa(aten.kv_layout(), 64), sp(packed.kv_layout(), 64);
+      prefill(aten, sa, cached);
+      prefill(packed, sp, cached);
+      std::vector<LinearTree> trees;
+      std::vector<AuxBlock> aux;
+      for (int b = 0; b < B; ++b) {
+        trees.push_back(random_plan_tree(rng, static_cast<Token>(rng() % 111), 111));
+        aux.push_back(random_aux(rng, 111));
+      }
+      StepPlan plan;
+      plan_step(trees, aux, sa.lengths(), aten.vocab_size(), plan);
+      const auto a = aten.forward(plan, sa), p = packed.forward(plan, sp);
+      EXPECT_EQ(p.scalar_type(), at::kFloat);
+      // bf16 activations round differently between the kernels: a loose bound, and the same
+      // argmax on nearly every row.
+      EXPECT_LT((a - p).abs().max().item<double>(), 0.1 * a.abs().max().item<double>()) << "kind " << kind << " trial " << trial;
+      EXPECT_GE(a.argmax(-1).eq(p.argmax(-1)).to(at::kDouble).mean().item<double>(), 0.8) << "kind " << kind << " trial " << trial;
+    }
+  }
+  refdec_test::expect_error([] { (void)LlamaModel::random(small_config(), 1, at::kFloat, at::kCPU, LinearKernel::kPacked); },
+                            "LinearKernel::kPacked needs bf16 CPU weights");
 }
 
 // ---- node_draws (include/refdec/torch/node_draws.hpp) against LogitsProcessor on the host ----

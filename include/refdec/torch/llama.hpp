@@ -10,12 +10,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/kv_store.hpp"
+#include "refdec/torch/packed_linear.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -71,6 +73,13 @@ struct LlamaLayerWeights {
   at::Tensor w3;         // [hidden_dim, dim] up
 };
 
+/// Which kernel runs a model's linear layers.
+enum class LinearKernel {
+  kAuto,    ///< kPacked where PackedLinear supports the weights (bf16 on the CPU with oneDNN), else kAten
+  kAten,    ///< at::linear over the weights as given
+  kPacked,  ///< PackedLinear (oneDNN, weights reordered once, q/k/v and gate/up fused); throws where unsupported
+};
+
 /// All weights of a Llama-family model.
 struct LlamaWeights {
   at::Tensor embedding;  // [vocab_size, dim]
@@ -84,8 +93,11 @@ struct LlamaWeights {
 /// per sequence) against any KV store, so one call verifies every sequence's tree.
 class LlamaModel {
  public:
-  /// Takes ownership of `weights` after checking every shape against `config`.
-  LlamaModel(LlamaConfig config, LlamaWeights weights) : config_(std::move(config)), w_(std::move(weights)) {
+  /// Takes ownership of `weights` after checking every shape against `config`. With packed linear
+  /// layers (`kernel`), the projections are reordered once into PackedLinear's layout and the
+  /// tensors given for them are released (weights() then holds the embedding and the norms only).
+  LlamaModel(LlamaConfig config, LlamaWeights weights, LinearKernel kernel = LinearKernel::kAuto)
+      : config_(std::move(config)), w_(std::move(weights)) {
     config_.validate();
     const std::int64_t d = config_.dim, hd = config_.head_dim(), h = config_.hidden_dim;
     check_shape(w_.embedding, {config_.vocab_size, d}, "embedding");
@@ -106,11 +118,16 @@ class LlamaModel {
     }
     inv_freq_ = at::pow(config_.rope_theta,
                         -at::arange(0, hd, 2, at::TensorOptions().dtype(at::kDouble)) / static_cast<double>(hd));
+    const bool can_pack = PackedLinear::supported(w_.embedding);
+    REFDEC_CHECK(kernel != LinearKernel::kPacked || can_pack,
+                 "LlamaModel: LinearKernel::kPacked needs bf16 CPU weights and refdec built with oneDNN (libdnnl-dev), got "
+                     << w_.embedding.toString());
+    if (kernel != LinearKernel::kAten && can_pack) pack();
   }
 
   /// A model with seeded random weights (for tests and for running without a checkpoint).
-  static LlamaModel random(const LlamaConfig& config, std::uint64_t seed,
-                           at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU) {
+  static LlamaModel random(const LlamaConfig& config, std::uint64_t seed, at::ScalarType dtype = at::kFloat,
+                           at::Device device = at::kCPU, LinearKernel kernel = LinearKernel::kAuto) {
     config.validate();
     auto gen = at::detail::createCPUGenerator(seed);
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -138,11 +155,29 @@ class LlamaModel {
     }
     w.final_norm = norm(d);
     w.output = config.tied_embeddings ? w.embedding : linear(config.vocab_size, d);
-    return LlamaModel(config, std::move(w));
+    return LlamaModel(config, std::move(w), kernel);
   }
 
   const LlamaConfig& config() const { return config_; }
+  /// The weights as given; a model with packed linear layers keeps only the embedding and norms here.
   const LlamaWeights& weights() const { return w_; }
+  /// Whether the linear layers run PackedLinear (LinearKernel).
+  bool packed() const { return !packed_.empty(); }
+  /// Bytes of every weight a decoding step reads: projections, norms and the output layer (the
+  /// embedding only where it is the tied output layer: a step gathers just its rows otherwise).
+  std::int64_t step_weight_bytes() const {
+    const auto bytes = [](const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; };
+    std::int64_t n = bytes(w_.final_norm);
+    if (packed()) {
+      n += packed_output_->bytes();
+      for (const auto& l : packed_) n += l.qkv->bytes() + l.o->bytes() + l.gate_up->bytes() + l.down->bytes();
+    } else {
+      n += bytes(w_.output);
+    }
+    for (const auto& l : w_.layers)
+      for (const at::Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w1, &l.w2, &l.w3}) n += bytes(*t);
+    return n;
+  }
   std::int64_t vocab_size() const { return config_.vocab_size; }
   std::int64_t max_seq_len() const { return config_.max_seq_len; }
   at::ScalarType dtype() const { return w_.embedding.scalar_type(); }
@@ -150,6 +185,8 @@ class LlamaModel {
 
   /// A copy of this model with its weights in `dtype` on `device` (ties are kept).
   LlamaModel to(at::ScalarType dtype, at::Device device) const {
+    REFDEC_CHECK(!packed(), "LlamaModel::to: this model's linear layers are packed and their weights released; "
+                            "convert the model before packing (LinearKernel::kAten keeps the weights)");
     auto cv = [&](const at::Tensor& t) { return t.to(device, dtype); };
     LlamaWeights w;
     w.embedding = cv(w_.embedding);
@@ -209,9 +246,19 @@ class LlamaModel {
     for (std::int64_t li = 0; li < config_.n_layers; ++li) {
       const auto& l = w_.layers[static_cast<std::size_t>(li)];
       auto h = rms_norm(x, l.attn_norm, compute);
-      const auto q = rope(at::linear(h, l.wq).view({R, H, D}), cos, sin);
-      const auto k = rope(at::linear(h, l.wk).view({R, KV, D}), cos, sin);
-      const auto v = at::linear(h, l.wv).view({R, KV, D});
+      at::Tensor q, k, v;
+      if (packed()) {  // one fused product, then views of its columns
+        const auto qkv = (*packed_[static_cast<std::size_t>(li)].qkv)(h);
+        q = qkv.narrow(1, 0, H * D).view({R, H, D});
+        k = qkv.narrow(1, H * D, KV * D).view({R, KV, D});
+        v = qkv.narrow(1, (H + KV) * D, KV * D).view({R, KV, D});
+      } else {
+        q = at::linear(h, l.wq).view({R, H, D});
+        k = at::linear(h, l.wk).view({R, KV, D});
+        v = at::linear(h, l.wv).view({R, KV, D});
+      }
+      q = rope(q, cos, sin);
+      k = rope(k, cos, sin);
       store.write(li, k, v);
       for (std::int32_t b = 0; b < plan.batch(); ++b) {
         const std::int64_t n = plan.rows(b), first = plan.indptr[static_cast<std::size_t>(b)];
@@ -227,18 +274,40 @@ class LlamaModel {
                                                  .permute({1, 0, 2})
                                                  .reshape({n, H * D});
       }
-      x = x + at::linear(plan.batch() == 1 ? heads[0] : at::cat(heads, 0), l.wo);
-      h = rms_norm(x, l.ffn_norm, compute);
-      x = x + at::linear(at::silu(at::linear(h, l.w1)) * at::linear(h, l.w3), l.w2);
+      const auto attended = plan.batch() == 1 ? heads[0] : at::cat(heads, 0);
+      if (packed()) {  // residual additions fused into the products: x is this pass's own tensor
+        const auto& p = packed_[static_cast<std::size_t>(li)];
+        p.o->run(attended.contiguous(), x, true);
+        h = rms_norm(x, l.ffn_norm, compute);
+        const auto gate_up = (*p.gate_up)(h);
+        const std::int64_t hidden = config_.hidden_dim;
+        p.down->run(at::silu(gate_up.narrow(1, 0, hidden)) * gate_up.narrow(1, hidden, hidden), x, true);
+      } else {
+        x = x + at::linear(attended, l.wo);
+        h = rms_norm(x, l.ffn_norm, compute);
+        x = x + at::linear(at::silu(at::linear(h, l.w1)) * at::linear(h, l.w3), l.w2);
+      }
     }
     x = rms_norm(x, w_.final_norm, compute);
-    return at::linear(x, w_.output).to(compute);
+    return packed() ? (*packed_output_)(x, at::kFloat) : at::linear(x, w_.output).to(compute);
   }
 
  private:
   static void check_shape(const at::Tensor& t, std::vector<std::int64_t> want, const char* name) {
     REFDEC_CHECK(t.defined(), "LlamaModel: weight " << name << " is missing");
     REFDEC_CHECK(t.sizes() == at::IntArrayRef(want), "LlamaModel: weight " << name << " has shape " << t.sizes() << ", expected " << at::IntArrayRef(want));
+  }
+
+  // Packs every projection (LinearKernel::kPacked) and releases the tensors given for them; the
+  // embedding stays for the token lookup.
+  void pack() {
+    const auto packed = [](const at::Tensor& w) { return std::make_shared<const PackedLinear>(w); };
+    for (auto& l : w_.layers) {
+      packed_.push_back({packed(at::cat({l.wq, l.wk, l.wv}, 0)), packed(l.wo), packed(at::cat({l.w1, l.w3}, 0)), packed(l.w2)});
+      l.wq = l.wk = l.wv = l.wo = l.w1 = l.w2 = l.w3 = at::Tensor();
+    }
+    packed_output_ = packed(w_.output);
+    if (!w_.output.is_same(w_.embedding)) w_.output = at::Tensor();
   }
 
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType compute) const {
@@ -266,8 +335,16 @@ class LlamaModel {
     return at::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
   }
 
+  // One layer's projections for PackedLinear: q, k, v fused into one [(H + 2 KV) D, dim] product,
+  // gate and up into one [2 hidden, dim].
+  struct PackedLayer {
+    std::shared_ptr<const PackedLinear> qkv, o, gate_up, down;
+  };
+
   LlamaConfig config_;
   LlamaWeights w_;
+  std::vector<PackedLayer> packed_;  // empty when the model runs at::linear
+  std::shared_ptr<const PackedLinear> packed_output_;
   at::Tensor inv_freq_;  // [head_dim / 2] float64
 };
 

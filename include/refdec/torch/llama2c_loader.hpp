@@ -18,10 +18,10 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Reads a llama2.c v0 checkpoint: seven int32 header fields (dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size, seq_len; a negative vocab_size means an untied classifier), then fp32
-/// weights. The model uses interleaved rotary pairs, theta 10000, RMSNorm eps 1e-5, BOS 1, EOS 2.
+/// weights, converted to `dtype` on `device`; `kernel` picks the linear layers' kernel. The model uses interleaved rotary pairs, theta 10000, RMSNorm eps 1e-5, BOS 1, EOS 2.
 /// Throws refdec::IoError for a missing, truncated or oversized file or an impossible header.
 inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType dtype = at::kFloat,
-                               at::Device device = at::kCPU) {
+                               at::Device device = at::kCPU, LinearKernel kernel = LinearKernel::kAuto) {
   InputFile file = open_input_file(path, "llama2.c checkpoint");  // regular files only, never blocks
   const auto file_size = static_cast<std::int64_t>(file.size);
   std::int32_t header[7] = {};
@@ -113,7 +113,7 @@ inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType
                         cv(w2[i]), cv(w3[i])});
   w.final_norm = cv(final_norm);
   w.output = c.tied_embeddings ? w.embedding : cv(next({c.vocab_size, d}));
-  return LlamaModel(c, std::move(w));
+  return LlamaModel(c, std::move(w), kernel);
 }
 
 REFDEC_NAMESPACE_END

@@ -1,0 +1,484 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// refdec-speed-bench: decoding speed of a real-shaped model (random weights) on the CPU or a GPU.
+// 1. the read bandwidth (a multi-threaded read-only stream) and the roofline: the bytes a decoding
+//    step must read (weights and KV cache) over that bandwidth;
+// 2. plain decoding at batch 1 in a Session, against the roofline, and the share of the step spent
+//    outside the model's forward pass;
+// 3. the step cost curve (1 .. 128 tokens per step), the calibration the adaptive budget uses
+//    (written to --json for refdec-replay --step-cost-file);
+// 4. forced trajectories (the LLMA paper's method): the steps a replay produced (draft nodes
+//    verified, tokens accepted) run through the model, timed against plain decoding of the same
+//    tokens in the same run;
+// 5. a batch sweep, the budget chosen per batch size by a measured trial (plain decoding included,
+//    so speculation is used only where it pays).
+// With `--shape tiny` it is the smoke test that keeps it working.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "eval/cli.hpp"
+#include "refdec/torch/errors.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/file_io.hpp"
+#include "refdec/torch/dtype.hpp"
+#include "refdec/torch/calibrate.hpp"
+#include "refdec/torch/generate.hpp"
+#include "refdec/torch/llama.hpp"
+#include "refdec/torch/verifier.hpp"
+
+using namespace refdec;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Waits for the device: a one-element copy to the host.
+void sync(const at::Tensor& t) { (void)t.reshape({-1})[0].item<double>(); }
+
+LlamaConfig shape(const std::string& name) {
+  LlamaConfig c;
+  if (name == "7b") {  // Llama-2-7B
+    c.dim = 4096, c.hidden_dim = 11008, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 32, c.vocab_size = 32000;
+    c.max_seq_len = 4096, c.tied_embeddings = false, c.rope_style = RopeStyle::kHalf;
+  } else if (name == "1b") {  // TinyLlama-1.1B
+    c.dim = 2048, c.hidden_dim = 5632, c.n_layers = 22, c.n_heads = 32, c.n_kv_heads = 4, c.vocab_size = 32000;
+    c.max_seq_len = 4096, c.tied_embeddings = false, c.rope_style = RopeStyle::kHalf;
+  } else if (name == "tiny") {  // stories260K's shape
+    c.dim = 64, c.hidden_dim = 172, c.n_layers = 5, c.n_heads = 8, c.n_kv_heads = 4, c.vocab_size = 512;
+    c.max_seq_len = 4096;
+  } else {
+    throw Error("unknown --shape '" + name + "' (tiny, 1b, 7b)");
+  }
+  return c;
+}
+
+
+// Read bandwidth in bytes/s: the best of `repeats` sums over a `bytes`-sized float buffer, a
+// multi-threaded read-only stream (a copy also writes, and understates what a decoding step, which
+// only reads its weights, can get).
+double measure_bandwidth(at::Device device, std::int64_t bytes, int repeats) {
+  const auto buffer = at::ones({bytes / 4}, at::TensorOptions().dtype(at::kFloat).device(device));
+  double best = 0;
+  for (int r = 0; r <= repeats; ++r) {
+    const auto t0 = Clock::now();
+    sync(buffer.sum());
+    if (r > 0) best = std::max(best, static_cast<double>(bytes) / seconds_since(t0));  // r == 0 warms up
+  }
+  return best;
+}
+
+// One replayed trace: per step, draft nodes verified and draft tokens accepted.
+struct Trajectory {
+  std::string id;           // the trace's id: the same trace in sets of one dataset
+  std::string category;
+  std::size_t context = 0;  // prompt tokens of the trace (0: unknown, --context is used)
+  std::int64_t output = 0;  // output tokens of the trace (0: unknown)
+  std::vector<std::pair<std::int32_t, std::int32_t>> steps;  // [steps] (nodes, accepted)
+
+  // Output tokens step s emits: accepted + 1, but a last step may end the output without a bonus.
+  std::int64_t emitted(std::size_t s, std::int64_t done) const {
+    const std::int64_t a = steps[s].second + 1;
+    return output > 0 ? std::min(a, output - done) : a;
+  }
+};
+
+// A replay's trajectories (refdec-replay --trajectories), or a synthetic one; only traces with
+// at least one step.
+struct TrajectorySet {
+  std::string name;     // drafter @budget, "adaptive" when the replay chose budgets by a step cost
+  std::string dataset;  // sets of one dataset hold the same traces
+  std::vector<Trajectory> traces;
+};
+
+TrajectorySet load_trajectories(const std::string& path) {
+  const auto j = nlohmann::json::parse(read_file_bytes(path, "trajectories file"));  // regular files only
+  TrajectorySet set;
+  set.name = j.at("drafter").get<std::string>() + " @" + std::to_string(j.at("budget").get<std::int64_t>());
+  const auto settings = j.value("settings", nlohmann::json::object());
+  if (settings.contains("step_cost") || settings.contains("step_cost_file")) set.name += " adaptive";
+  set.dataset = j.value("dataset", std::string("unknown"));
+  for (const auto& t : j.at("traces")) {
+    Trajectory tr;
+    tr.id = t.value("id", std::string());
+    tr.category = t.value("category", std::string("all"));
+    tr.context = t.value("context_tokens", std::size_t{0});
+    tr.output = t.value("output_tokens", std::int64_t{0});
+    for (const auto& st : t.at("steps")) {
+      const auto n = st.at(0).get<std::int32_t>(), a = st.at(1).get<std::int32_t>();
+      REFDEC_CHECK(n >= 0 && a >= 0 && a <= n, path << ": a step of " << n << " nodes accepting " << a);
+      tr.steps.emplace_back(n, a);
+    }
+    if (!tr.steps.empty()) set.traces.push_back(std::move(tr));
+  }
+  REFDEC_CHECK(!set.traces.empty(), path << " holds no trace with a step");
+  return set;
+}
+
+// A fixed pattern standing in for a replay when none is given (the smoke test): 16 nodes per step,
+// 0..4 accepted in turn.
+TrajectorySet synthetic_trajectories() {
+  TrajectorySet set{"synthetic", "synthetic", {}};
+  for (int t = 0; t < 4; ++t) {
+    Trajectory tr{std::to_string(t), t % 2 == 0 ? "even" : "odd", 0, 0, {}};
+    for (int st = 0; st < 40; ++st) tr.steps.emplace_back(16, (st + t) % 5);
+    set.traces.push_back(std::move(tr));
+  }
+  return set;
+}
+
+// Runs steps through the model exactly as a session does (plan, forward pass, argmax copied to
+// the host, walk, KV commit of the keep plan), with the accepted counts forced: per sequence b a
+// chain of nodes[b] + 1 tokens, of which accepted[b] + 1 are kept.
+class ForcedDecoder {
+ public:
+  // `batch` sequences, each with `context` cached tokens (one prefill step).
+  ForcedDecoder(const LlamaModel& model, std::int64_t batch, std::size_t context, std::int64_t capacity)
+      : model_(model), store_(model.kv_layout(), capacity), batch_(batch) {
+    REFDEC_CHECK(context > 0 && batch > 0, "forced decoding needs a context and a batch of at least one");
+    for (std::int64_t b = 0; b < batch; ++b) store_.add();
+    std::vector<Token> prefix(context);
+    for (std::size_t i = 0; i < prefix.size(); ++i) prefix[i] = token(i);
+    const std::vector<LinearTree> chains(static_cast<std::size_t>(batch), LinearTree::chain(prefix));
+    const std::vector<std::uint8_t> prefill(static_cast<std::size_t>(batch), 1);
+    plan_step(chains, {}, store_.lengths(), model_.vocab_size(), plan_);
+    verify(model_, store_, plan_, verification_, times_, StepExtras{.prefill = prefill});
+    store_.commit(verification_.keep);
+  }
+
+  // A decoder that goes on from `prefilled`'s cache as it is now. The cache buffers are shared,
+  // which is safe for decoders run one after another: a step writes only past a sequence's cached
+  // length, so the shared prefix is never written; it saves each run its own prefill.
+  ForcedDecoder(const ForcedDecoder& prefilled) : model_(prefilled.model_), store_(prefilled.store_), batch_(prefilled.batch_) {}
+
+  // One step; returns its wall time.
+  double step(std::span<const std::int32_t> nodes, std::span<const std::int32_t> accepted) {
+    const auto t0 = Clock::now();
+    std::vector<LinearTree> trees(static_cast<std::size_t>(batch_));
+    for (std::size_t b = 0; b < trees.size(); ++b) {
+      std::vector<Token> chain(static_cast<std::size_t>(nodes[b] + 1));
+      for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = token(i + 7);
+      trees[b] = LinearTree::chain(chain);
+    }
+    plan_step(trees, {}, store_.lengths(), model_.vocab_size(), plan_);
+    verify(model_, store_, plan_, verification_, times_);
+    for (std::size_t b = 0; b < trees.size(); ++b) {  // the forced outcome replaces the walk's
+      auto& path = verification_.accepted[b].nodes;
+      path.resize(static_cast<std::size_t>(std::min(accepted[b], nodes[b])));
+      std::iota(path.begin(), path.end(), 1);
+    }
+    keep_accepted(plan_, verification_.accepted, verification_.keep);
+    store_.commit(verification_.keep);
+    return seconds_since(t0);
+  }
+
+ private:
+  Token token(std::size_t i) const { return static_cast<Token>((i * 7919 + 3) % static_cast<std::size_t>(model_.vocab_size())); }
+  const LlamaModel& model_;
+  ContiguousKvStore store_;
+  std::int64_t batch_;
+  StepPlan plan_;
+  Verification verification_;
+  StepTimes times_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"refdec-speed-bench: plain vs speculative decoding speed of a real-shaped model: roofline, step cost, "
+               "forced trajectories, batch sweep"};
+  std::string shape_name = "1b", device_name = "cpu", dtype_name = "bf16", linear_name = "auto", json_path;
+  std::vector<std::string> trajectory_files;
+  std::int64_t plain_tokens = 64, bandwidth_mib = 1024, threads = std::thread::hardware_concurrency();
+  std::size_t context = 512;
+  std::size_t max_traces = 4, max_tokens = 64, sweep_steps = 128;
+  std::vector<std::int64_t> batches = {1, 4, 16};
+  std::vector<std::size_t> cost_tokens = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+  app.add_option("--shape", shape_name, "tiny (stories260K's shape), 1b (TinyLlama-1.1B) or 7b (Llama-2-7B)")->capture_default_str();
+  app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
+  app.add_option("--dtype", dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
+  app.add_option("--linear", linear_name, "linear layers: auto (packed where supported), aten (at::linear) or packed (oneDNN)")
+      ->capture_default_str();
+  app.add_option("--threads", threads, "intra-op threads (0: libtorch's default, which is 1 on some machines)")->capture_default_str()
+      ->transform(cli::integer_in(0, 1024));
+  app.add_option("--trajectories", trajectory_files,
+                 "refdec-replay --trajectories files (one per drafter and budget; default: a synthetic pattern)");
+  app.add_option("--plain-tokens", plain_tokens, "tokens of plain decoding timed at batch 1")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--context", context, "cached tokens before the timed steps (at most; a trace's own prompt length when known)")->capture_default_str()->transform(cli::integer_in(1, 3000));
+  app.add_option("--bandwidth-mib", bandwidth_mib, "buffer read to measure memory bandwidth")->capture_default_str()
+      ->transform(cli::integer_in(1, 65536));
+  app.add_option("--cost-tokens", cost_tokens, "tokens per step of the step cost curve")->capture_default_str()
+      ->transform(cli::integer_in(1, 1024));
+  app.add_option("--max-traces", max_traces, "traces per category replayed through the model")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxCount));
+  app.add_option("--max-tokens", max_tokens, "output tokens timed per trace")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--batches", batches, "batch sizes of the sweep (none: no sweep)")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("--sweep-steps", sweep_steps, "steps timed per batch size in the sweep")->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--json", json_path, "also write the results as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const at::Device device(device_name);
+    REFDEC_CHECK(!device.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
+    const auto dtype = parse_dtype(dtype_name);
+    const LlamaConfig config = shape(shape_name);
+    REFDEC_CHECK(linear_name == "auto" || linear_name == "aten" || linear_name == "packed",
+                 "--linear must be auto, aten or packed, got '" << linear_name << "'");
+    const LinearKernel linear = linear_name == "aten" ? LinearKernel::kAten
+                                : linear_name == "packed" ? LinearKernel::kPacked : LinearKernel::kAuto;
+    if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+    nlohmann::json report{{"shape", shape_name}, {"device", device_name}, {"dtype", dtype_name}, {"context", context},
+                          {"threads", at::get_num_threads()}};
+    // Rewritten after each part, so that a later failure (e.g. out of memory) keeps what was measured.
+    const auto write_json = [&] {
+      if (json_path.empty()) return;
+      OutputFile out(json_path, "--json file");  // replaced whole, never a device or FIFO
+      out.write(report.dump(2));
+      out.write("\n");
+      out.commit();
+    };
+
+    // 1. Read bandwidth, the model, and the roofline: the bytes a step at batch 1 reads (every
+    // weight, the KV cache of the context) over the bandwidth.
+    const double bandwidth = measure_bandwidth(device, bandwidth_mib << 20, 10);
+    const auto t_init = Clock::now();
+    const LlamaModel model = LlamaModel::random(config, 1, dtype, device, linear);
+    const double init_seconds = seconds_since(t_init);
+    const std::int64_t weight_bytes = model.step_weight_bytes();
+    const auto kv = model.kv_layout();
+    const std::int64_t kv_bytes = 2 * kv.layers * kv.kv_heads * kv.head_dim * static_cast<std::int64_t>(context) *
+                                  static_cast<std::int64_t>(at::elementSize(dtype));
+    const double roofline = bandwidth / static_cast<double>(weight_bytes + kv_bytes);
+    std::cout << std::fixed << std::setprecision(2) << "device " << device_name << " (" << at::get_num_threads()
+              << " threads), " << shape_name << " " << dtype_name << (model.packed() ? ", packed linear layers" : ", at::linear")
+              << ": weights " << static_cast<double>(weight_bytes) / 1e9 << " GB (random init " << init_seconds
+              << " s), KV at context " << context << " " << static_cast<double>(kv_bytes) / 1e6 << " MB; read bandwidth "
+              << bandwidth / 1e9 << " GB/s; roofline " << roofline << " tokens/s\n";
+    report["packed"] = model.packed();
+    report["weight_bytes"] = weight_bytes;
+    report["kv_bytes"] = kv_bytes;
+    report["bandwidth_bytes_per_s"] = bandwidth;
+    report["roofline_tokens_per_s"] = roofline;
+    report["init_seconds"] = init_seconds;
+    write_json();
+
+    // 2. Plain decoding at batch 1 in a Session, timed after the prefill step.
+    GenerateOptions plain_opt;
+    plain_opt.max_new_tokens = plain_tokens;
+    plain_opt.budget = 0;
+    Request req;
+    req.prompt.assign(context, 1);
+    GenerateOptions warm_up = plain_opt;
+    warm_up.max_new_tokens = 4;
+    (void)generate(model, req, AnyDrafter{}, warm_up);
+    Session plain(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + plain_tokens + 1), plain_opt);
+    plain.add(req);
+    plain.step();
+    const GenerateStats after_prefill = plain.stats();
+    const auto t_plain = Clock::now();
+    while (!plain.idle()) plain.step();
+    const double plain_wall = seconds_since(t_plain);
+    const GenerateStats& st = plain.stats();
+    const double batch1_tps = static_cast<double>(st.tokens - after_prefill.tokens) / plain_wall;
+    const double forward_seconds = st.verify.model - after_prefill.verify.model;
+    const double outside = 1.0 - forward_seconds / plain_wall;
+    std::cout << "plain decoding, batch 1, context " << context << ": " << batch1_tps << " tokens/s = "
+              << 100.0 * batch1_tps / roofline << "% of the roofline; " << 100.0 * outside
+              << "% of the step outside the forward pass (and its argmax)\n\n";
+    report["plain_tokens_per_s"] = batch1_tps;
+    report["plain_roofline_fraction"] = batch1_tps / roofline;
+    report["plain_outside_forward_fraction"] = outside;
+    write_json();
+
+    // 3. The step cost curve: one verification step of n tokens after the context, against the
+    // roofline's one-token step. refdec-replay --step-cost-file reads "step_cost" back.
+    CalibrationOptions calibration;
+    calibration.tokens = cost_tokens;
+    calibration.context = static_cast<std::int64_t>(context);
+    calibration.repeats = 3;
+    const auto samples = measure_step_cost(model, calibration);
+    std::cout << "| tokens per step | ms per step | x one token | roofline one-token step ms |\n|---|---|---|---|\n";
+    nlohmann::json cost = nlohmann::json::array();
+    for (const auto& [n, seconds] : samples) {
+      std::cout << std::setprecision(2) << "| " << n << " | " << 1e3 * seconds << " | " << seconds / samples.front().second
+                << " | " << 1e3 / roofline << " |\n";
+      cost.push_back({n, seconds});
+    }
+    std::cout << "\n";
+    report["step_cost"] = cost;
+    write_json();
+
+    // 4. Forced trajectories at batch 1. Per trace (the first --max-traces of each category), the
+    // first --max-tokens output tokens: every set's steps until they are emitted, and plain
+    // decoding of as many tokens, from one prefill of the trace's own prompt (capped at --context).
+    // Speedup = plain seconds / speculative seconds over the same tokens.
+    std::vector<TrajectorySet> sets;
+    for (const auto& f : trajectory_files) sets.push_back(load_trajectories(f));
+    if (sets.empty()) sets.push_back(synthetic_trajectories());
+    const auto trace_context = [&](const Trajectory& t) { return t.context > 0 ? std::min(t.context, context) : context; };
+    struct Timed {
+      double spec = 0, plain = 0;
+      std::int64_t steps = 0, tokens = 0;
+    };
+    std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (set, category or "overall")
+    std::map<std::string, std::vector<std::string>> categories;  // per dataset, in order
+    std::map<std::string, std::vector<std::size_t>> by_dataset;  // set indices
+    for (std::size_t i = 0; i < sets.size(); ++i) by_dataset[sets[i].dataset].push_back(i);
+    for (const auto& [dataset, members] : by_dataset) {
+      std::map<std::string, std::size_t> taken;  // traces per category so far
+      for (const Trajectory& first : sets[members.front()].traces) {
+        if (taken[first.category]++ >= max_traces) continue;
+        if (taken[first.category] == 1) categories[dataset].push_back(first.category);
+        // This trace in every set of the dataset, and the steps that emit its first tokens.
+        std::vector<std::pair<std::size_t, const Trajectory*>> runs;
+        for (const std::size_t i : members)
+          for (const auto& t : sets[i].traces)
+            if (t.id == first.id) runs.emplace_back(i, &t);
+        std::int64_t plain_tokens_needed = 0, widest = 0;
+        std::vector<std::size_t> n_steps;
+        for (const auto& [i, t] : runs) {
+          std::int64_t done = 0;
+          std::size_t s = 0;
+          for (; s < t->steps.size() && done < static_cast<std::int64_t>(max_tokens); ++s) {
+            done += t->emitted(s, done);
+            widest = std::max<std::int64_t>(widest, t->steps[s].first);
+          }
+          n_steps.push_back(s);
+          plain_tokens_needed = std::max(plain_tokens_needed, done);
+        }
+        const std::size_t ctx = trace_context(first);
+        const ForcedDecoder prefilled(model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2);
+        // Plain decoding: the time after each token, so each set is charged the tokens it emitted.
+        std::vector<double> plain_after(static_cast<std::size_t>(plain_tokens_needed) + 1, 0.0);
+        {
+          ForcedDecoder plain_run(prefilled);
+          const std::int32_t zero = 0;
+          for (std::int64_t k = 0; k < plain_tokens_needed; ++k)
+            plain_after[static_cast<std::size_t>(k) + 1] =
+                plain_after[static_cast<std::size_t>(k)] + plain_run.step(std::span(&zero, 1), std::span(&zero, 1));
+        }
+        for (std::size_t r = 0; r < runs.size(); ++r) {
+          const auto [i, t] = runs[r];
+          ForcedDecoder spec(prefilled);
+          Timed run;
+          for (std::size_t s = 0; s < n_steps[r]; ++s) {
+            const auto [n, a] = t->steps[s];
+            run.tokens += t->emitted(s, run.tokens);
+            run.spec += spec.step(std::span(&n, 1), std::span(&a, 1));
+            ++run.steps;
+          }
+          run.plain = plain_after[static_cast<std::size_t>(run.tokens)];
+          for (const std::string& key : {first.category, std::string("overall")}) {
+            Timed& sum = timed[{i, key}];
+            sum.spec += run.spec, sum.plain += run.plain, sum.steps += run.steps, sum.tokens += run.tokens;
+          }
+        }
+      }
+    }
+    nlohmann::json forced = nlohmann::json::array();
+    for (const auto& [dataset, members] : by_dataset) {
+      auto columns = categories[dataset];
+      if (columns.size() > 1) columns.push_back("overall");
+      std::cout << "speedup over plain decoding (tokens per step), " << dataset << ", first " << max_tokens
+                << " tokens of up to " << max_traces << " traces per category:\n\n| trajectories |";
+      for (const auto& c : columns) std::cout << " " << c << " |";
+      std::cout << "\n|---|";
+      for (std::size_t c = 0; c < columns.size(); ++c) std::cout << "---|";
+      std::cout << "\n";
+      for (const std::size_t i : members) {
+        std::cout << "| " << sets[i].name << " |";
+        for (const auto& c : columns) {
+          const Timed& t = timed[{i, c}];
+          const double speedup = t.plain / t.spec, tau = static_cast<double>(t.tokens) / static_cast<double>(t.steps);
+          std::cout << std::setprecision(2) << " " << speedup << " (" << tau << ") |";
+          forced.push_back({{"trajectories", sets[i].name}, {"dataset", dataset}, {"category", c}, {"steps", t.steps},
+                            {"tokens", t.tokens}, {"speculative_seconds", t.spec}, {"plain_seconds", t.plain},
+                            {"speedup", speedup}});
+        }
+        std::cout << "\n";
+      }
+      std::cout << "\n";
+    }
+    report["forced"] = forced;
+    write_json();
+
+    // 5. Batch sweep: B slots run different traces. The budget adapts to the batch size by
+    // measurement: a short trial of plain decoding and of every trajectory set (one per budget),
+    // then the best of them is timed, so speculation is used only where it pays at that B.
+    std::cout << "\n| batch | chosen | plain tokens/s | speculative tokens/s | ratio |\n|---|---|---|---|---|\n";
+    nlohmann::json sweep = nlohmann::json::array();
+    // The steps of B slots, [steps][B] (nodes, accepted): slot b replays traces first + b,
+    // first + b + B, ... of `set` back to back (plain decoding, (0, 0), when `set` is null).
+    using Plan = std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>>;
+    const auto plan_slots = [](const TrajectorySet* set, std::size_t B, std::size_t steps, std::size_t first) {
+      Plan plan(steps, std::vector<std::pair<std::int32_t, std::int32_t>>(B, {0, 0}));
+      if (set == nullptr) return plan;
+      const std::size_t n_traces = set->traces.size();
+      std::vector<std::size_t> trace(B), step(B, 0);
+      for (std::size_t b = 0; b < B; ++b) trace[b] = (first + b) % n_traces;
+      for (std::size_t s = 0; s < steps; ++s)
+        for (std::size_t b = 0; b < B; ++b) {
+          if (step[b] == set->traces[trace[b]].steps.size()) trace[b] = (trace[b] + B) % n_traces, step[b] = 0;
+          plan[s][b] = set->traces[trace[b]].steps[step[b]++];  // every trace has a step
+        }
+      return plan;
+    };
+    // Tokens/s of a plan, in a cache sized to what the plan keeps.
+    const auto run_plan = [&](const Plan& plan) {
+      const std::size_t B = plan.front().size();
+      std::vector<std::int64_t> kept(B, 0);
+      std::int64_t widest = 0;
+      for (const auto& row : plan)
+        for (std::size_t b = 0; b < B; ++b) kept[b] += row[b].second + 1, widest = std::max<std::int64_t>(widest, row[b].first);
+      ForcedDecoder dec(model, static_cast<std::int64_t>(B), context,
+                        static_cast<std::int64_t>(context) + *std::max_element(kept.begin(), kept.end()) + widest + 2);
+      std::vector<std::int32_t> nodes(B), accepted(B);
+      double seconds = 0;
+      for (const auto& row : plan) {
+        for (std::size_t b = 0; b < B; ++b) std::tie(nodes[b], accepted[b]) = row[b];
+        seconds += dec.step(nodes, accepted);
+      }
+      return static_cast<double>(std::accumulate(kept.begin(), kept.end(), std::int64_t{0})) / seconds;
+    };
+    for (const std::int64_t B : batches) {
+      REFDEC_CHECK(B > 0 && B <= 4096, "--batches: batch sizes must be in [1, 4096], got " << B);
+      const auto slots = static_cast<std::size_t>(B);
+      const std::size_t trial = std::max<std::size_t>(4, sweep_steps / 4);
+      const TrajectorySet* chosen = nullptr;
+      double best = run_plan(plan_slots(nullptr, slots, trial, 0));
+      for (const auto& set : sets)
+        if (const double rate = run_plan(plan_slots(&set, slots, trial, set.traces.size() / 2)); rate > best)
+          best = rate, chosen = &set;
+      const double plain_tps = run_plan(plan_slots(nullptr, slots, sweep_steps, 0));
+      const double spec_tps = chosen != nullptr ? run_plan(plan_slots(chosen, slots, sweep_steps, 0)) : plain_tps;
+      const std::string name = chosen != nullptr ? chosen->name : "plain (budget 0)";
+      std::cout << std::setprecision(1) << "| " << B << " | " << name << " | " << plain_tps << " | " << spec_tps << " | "
+                << std::setprecision(3) << spec_tps / plain_tps << " |\n";
+      sweep.push_back({{"batch", B}, {"chosen", name}, {"plain_tokens_per_s", plain_tps}, {"speculative_tokens_per_s", spec_tps}});
+    }
+    report["batch_sweep"] = sweep;
+    write_json();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "refdec-speed-bench: " << describe(e) << '\n';  // no libtorch stack trace
+    return 1;
+  }
+}
