@@ -35,6 +35,9 @@
 #include "refdec/torch/errors.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
+#include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/mixture.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/torch/dtype.hpp"
 #include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"
@@ -71,7 +74,8 @@ LlamaConfig shape(const std::string& name) {
 
 // Read bandwidth in bytes/s: the best of `repeats` sums over a `bytes`-sized float buffer, a
 // multi-threaded read-only stream (a copy also writes, and understates what a decoding step, which
-// only reads its weights, can get).
+// only reads its weights, can get). ATen's vectorised sum keeps independent accumulators: on the
+// development machine it reads as fast as a hand-written AVX-512 loop (69 GB/s both).
 double measure_bandwidth(at::Device device, std::int64_t bytes, int repeats) {
   const auto buffer = at::ones({bytes / 4}, at::TensorOptions().dtype(at::kFloat).device(device));
   double best = 0;
@@ -96,7 +100,33 @@ struct Trajectory {
     const std::int64_t a = steps[s].second + 1;
     return output > 0 ? std::min(a, output - done) : a;
   }
+
+  // The output's length: as recorded, or what the steps emit.
+  std::int64_t length() const {
+    if (output > 0) return output;
+    std::int64_t done = 0;
+    for (std::size_t s = 0; s < steps.size(); ++s) done += emitted(s, done);
+    return done;
+  }
 };
+
+// The steps [begin, end) of a trace that emit its output from token `offset` on (from the first
+// step that starts there) until `tokens` are emitted, and what they emit.
+struct Window {
+  std::size_t begin = 0, end = 0;
+  std::int64_t before = 0;  // output tokens emitted before step `begin`
+  std::int64_t tokens = 0;  // output tokens the window's steps emit
+};
+
+Window window(const Trajectory& t, std::int64_t offset, std::int64_t tokens) {
+  Window w;
+  std::size_t s = 0;
+  for (; s < t.steps.size() && w.before < offset; ++s) w.before += t.emitted(s, w.before);
+  w.begin = s;
+  for (; s < t.steps.size() && w.tokens < tokens; ++s) w.tokens += t.emitted(s, w.before + w.tokens);
+  w.end = s;
+  return w;
+}
 
 // A replay's trajectories (refdec-replay --trajectories), or a synthetic one; only traces with
 // at least one step.
@@ -133,7 +163,7 @@ TrajectorySet load_trajectories(const std::string& path) {
 // A fixed pattern standing in for a replay when none is given (the smoke test): 16 nodes per step,
 // 0..4 accepted in turn.
 TrajectorySet synthetic_trajectories() {
-  TrajectorySet set{"synthetic", "synthetic", {}};
+  TrajectorySet set{"synthetic @16", "synthetic", {}};
   for (int t = 0; t < 4; ++t) {
     Trajectory tr{std::to_string(t), t % 2 == 0 ? "even" : "odd", 0, 0, {}};
     for (int st = 0; st < 40; ++st) tr.steps.emplace_back(16, (st + t) % 5);
@@ -256,9 +286,7 @@ int main(int argc, char** argv) {
       out.commit();
     };
 
-    // 1. Read bandwidth, the model, and the roofline: the bytes a step at batch 1 reads (every
-    // weight, the KV cache of the context) over the bandwidth.
-    const double bandwidth = measure_bandwidth(device, bandwidth_mib << 20, 10);
+    // 1. The model and what a step at batch 1 reads: every weight, the KV cache of the context.
     const auto t_init = Clock::now();
     const LlamaModel model = LlamaModel::random(config, 1, dtype, device, linear);
     const double init_seconds = seconds_since(t_init);
@@ -266,21 +294,18 @@ int main(int argc, char** argv) {
     const auto kv = model.kv_layout();
     const std::int64_t kv_bytes = 2 * kv.layers * kv.kv_heads * kv.head_dim * static_cast<std::int64_t>(context) *
                                   static_cast<std::int64_t>(at::elementSize(dtype));
-    const double roofline = bandwidth / static_cast<double>(weight_bytes + kv_bytes);
     std::cout << std::fixed << std::setprecision(2) << "device " << device_name << " (" << at::get_num_threads()
               << " threads), " << shape_name << " " << dtype_name << (model.packed() ? ", packed linear layers" : ", at::linear")
               << ": weights " << static_cast<double>(weight_bytes) / 1e9 << " GB (random init " << init_seconds
-              << " s), KV at context " << context << " " << static_cast<double>(kv_bytes) / 1e6 << " MB; read bandwidth "
-              << bandwidth / 1e9 << " GB/s; roofline " << roofline << " tokens/s\n";
+              << " s), KV at context " << context << " " << static_cast<double>(kv_bytes) / 1e6 << " MB\n";
     report["packed"] = model.packed();
     report["weight_bytes"] = weight_bytes;
     report["kv_bytes"] = kv_bytes;
-    report["bandwidth_bytes_per_s"] = bandwidth;
-    report["roofline_tokens_per_s"] = roofline;
     report["init_seconds"] = init_seconds;
-    write_json();
 
-    // 2. Plain decoding at batch 1 in a Session, timed after the prefill step.
+    // 2. Plain decoding at batch 1 in a Session, timed after the prefill step, between two
+    // measurements of the read bandwidth: a shared machine's bandwidth drifts over minutes, so the
+    // roofline takes the better of the two (the fraction of it is then the conservative one).
     GenerateOptions plain_opt;
     plain_opt.max_new_tokens = plain_tokens;
     plain_opt.budget = 0;
@@ -293,19 +318,53 @@ int main(int argc, char** argv) {
     plain.add(req);
     plain.step();
     const GenerateStats after_prefill = plain.stats();
+    const double bandwidth_before = measure_bandwidth(device, bandwidth_mib << 20, 10);
     const auto t_plain = Clock::now();
     while (!plain.idle()) plain.step();
     const double plain_wall = seconds_since(t_plain);
+    const double bandwidth_after = measure_bandwidth(device, bandwidth_mib << 20, 10);
+    const double bandwidth = std::max(bandwidth_before, bandwidth_after);
+    const double roofline = bandwidth / static_cast<double>(weight_bytes + kv_bytes);
     const GenerateStats& st = plain.stats();
     const double batch1_tps = static_cast<double>(st.tokens - after_prefill.tokens) / plain_wall;
     const double forward_seconds = st.verify.model - after_prefill.verify.model;
     const double outside = 1.0 - forward_seconds / plain_wall;
-    std::cout << "plain decoding, batch 1, context " << context << ": " << batch1_tps << " tokens/s = "
+    std::cout << "read bandwidth " << bandwidth_before / 1e9 << " GB/s before plain decoding, " << bandwidth_after / 1e9
+              << " after; roofline " << roofline << " tokens/s\n"
+              << "plain decoding, batch 1, context " << context << ": " << batch1_tps << " tokens/s = "
               << 100.0 * batch1_tps / roofline << "% of the roofline; " << 100.0 * outside
-              << "% of the step outside the forward pass (and its argmax)\n\n";
+              << "% of the step outside the forward pass (and its argmax)\n";
+    report["bandwidth_bytes_per_s"] = bandwidth;
+    report["bandwidth_before_after"] = {bandwidth_before, bandwidth_after};
+    report["roofline_tokens_per_s"] = roofline;
     report["plain_tokens_per_s"] = batch1_tps;
     report["plain_roofline_fraction"] = batch1_tps / roofline;
     report["plain_outside_forward_fraction"] = outside;
+    // The same with drafting: a mixture of LLMA and the n-gram trie over a prompt that repeats
+    // itself, budget 16. Random weights accept almost nothing, but every step drafts, plans,
+    // verifies 17 tokens, walks and commits as a real one does.
+    {
+      GenerateOptions spec_opt = plain_opt;
+      spec_opt.budget = 16;
+      Request spec_req;
+      for (std::size_t i = 0; i < context; ++i) spec_req.prompt.push_back(static_cast<Token>(3 + (i * 31) % 97));
+      std::vector<AnyDrafter> sources;
+      sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
+      sources.emplace_back(NgramTrieDrafter());
+      Session spec(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + plain_tokens + 20), spec_opt);
+      spec.add(spec_req, AnyDrafter(MixtureDrafter(std::move(sources))));
+      spec.step();
+      const GenerateStats before = spec.stats();
+      const auto t_spec = Clock::now();
+      while (!spec.idle()) spec.step();
+      const double spec_wall = seconds_since(t_spec);
+      const double spec_outside = 1.0 - (spec.stats().verify.model - before.verify.model) / spec_wall;
+      const double drafting = (spec.stats().draft_seconds - before.draft_seconds) / spec_wall;
+      std::cout << "speculative decoding (mixture of LLMA and the n-gram trie, budget 16), batch 1: " << 100.0 * spec_outside
+                << "% of the step outside the forward pass (drafting " << 100.0 * drafting << "%)\n\n";
+      report["speculative_outside_forward_fraction"] = spec_outside;
+      report["speculative_drafting_fraction"] = drafting;
+    }
     write_json();
 
     // 3. The step cost curve: one verification step of n tokens after the context, against the
@@ -326,10 +385,12 @@ int main(int argc, char** argv) {
     report["step_cost"] = cost;
     write_json();
 
-    // 4. Forced trajectories at batch 1. Per trace (the first --max-traces of each category), the
-    // first --max-tokens output tokens: every set's steps until they are emitted, and plain
-    // decoding of as many tokens, from one prefill of the trace's own prompt (capped at --context).
-    // Speedup = plain seconds / speculative seconds over the same tokens.
+    // 4. Forced trajectories at batch 1. Per trace (the first --max-traces of each category), a
+    // window of --max-tokens output tokens in the middle of its output (the start of an output
+    // copies less than the rest: a window there would understate every drafter): every set's steps
+    // over it, and plain decoding of as many tokens, all from one prefill of the trace's prompt and
+    // the output before the window (capped at --context). Speedup = plain seconds / speculative
+    // seconds over the same tokens.
     std::vector<TrajectorySet> sets;
     for (const auto& f : trajectory_files) sets.push_back(load_trajectories(f));
     if (sets.empty()) sets.push_back(synthetic_trajectories());
@@ -352,19 +413,15 @@ int main(int argc, char** argv) {
         for (const std::size_t i : members)
           for (const auto& t : sets[i].traces)
             if (t.id == first.id) runs.emplace_back(i, &t);
+        const std::int64_t offset = std::max<std::int64_t>(0, (first.length() - static_cast<std::int64_t>(max_tokens)) / 2);
         std::int64_t plain_tokens_needed = 0, widest = 0;
-        std::vector<std::size_t> n_steps;
+        std::vector<Window> windows;
         for (const auto& [i, t] : runs) {
-          std::int64_t done = 0;
-          std::size_t s = 0;
-          for (; s < t->steps.size() && done < static_cast<std::int64_t>(max_tokens); ++s) {
-            done += t->emitted(s, done);
-            widest = std::max<std::int64_t>(widest, t->steps[s].first);
-          }
-          n_steps.push_back(s);
-          plain_tokens_needed = std::max(plain_tokens_needed, done);
+          const Window& w = windows.emplace_back(window(*t, offset, static_cast<std::int64_t>(max_tokens)));
+          for (std::size_t k = w.begin; k < w.end; ++k) widest = std::max<std::int64_t>(widest, t->steps[k].first);
+          plain_tokens_needed = std::max(plain_tokens_needed, w.tokens);
         }
-        const std::size_t ctx = trace_context(first);
+        const std::size_t ctx = std::min(trace_context(first) + static_cast<std::size_t>(offset), context);
         const ForcedDecoder prefilled(model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2);
         // Plain decoding: the time after each token, so each set is charged the tokens it emitted.
         std::vector<double> plain_after(static_cast<std::size_t>(plain_tokens_needed) + 1, 0.0);
@@ -379,12 +436,12 @@ int main(int argc, char** argv) {
           const auto [i, t] = runs[r];
           ForcedDecoder spec(prefilled);
           Timed run;
-          for (std::size_t s = 0; s < n_steps[r]; ++s) {
-            const auto [n, a] = t->steps[s];
-            run.tokens += t->emitted(s, run.tokens);
+          for (std::size_t k = windows[r].begin; k < windows[r].end; ++k) {
+            const auto [n, a] = t->steps[k];
             run.spec += spec.step(std::span(&n, 1), std::span(&a, 1));
             ++run.steps;
           }
+          run.tokens = windows[r].tokens;
           run.plain = plain_after[static_cast<std::size_t>(run.tokens)];
           for (const std::string& key : {first.category, std::string("overall")}) {
             Timed& sum = timed[{i, key}];
@@ -397,8 +454,8 @@ int main(int argc, char** argv) {
     for (const auto& [dataset, members] : by_dataset) {
       auto columns = categories[dataset];
       if (columns.size() > 1) columns.push_back("overall");
-      std::cout << "speedup over plain decoding (tokens per step), " << dataset << ", first " << max_tokens
-                << " tokens of up to " << max_traces << " traces per category:\n\n| trajectories |";
+      std::cout << "speedup over plain decoding (tokens per step), " << dataset << ", " << max_tokens
+                << " tokens in the middle of the output of up to " << max_traces << " traces per category:\n\n| trajectories |";
       for (const auto& c : columns) std::cout << " " << c << " |";
       std::cout << "\n|---|";
       for (std::size_t c = 0; c < columns.size(); ++c) std::cout << "---|";
