@@ -68,6 +68,13 @@ at::Tensor view_of(std::vector<T>& v, at::ScalarType dtype) {
   return at::from_blob(v.data(), {static_cast<std::int64_t>(v.size())}, at::TensorOptions().dtype(dtype));
 }
 
+// A property getter that returns a view of its object's memory: the view keeps the object alive
+// (a property's own extras would not reach its getter).
+template <class F>
+py::cpp_function tensor_view(F getter) {
+  return py::cpp_function(std::move(getter), py::keep_alive<0, 1>());
+}
+
 // A CPU tensor's elements as int32 tokens: the tensor itself when it already is contiguous int32,
 // else one converted copy.
 at::Tensor as_tokens(const at::Tensor& t, std::int64_t want, const char* what) {
@@ -333,23 +340,23 @@ PYBIND11_MODULE(refdec, m) {
       .def("aux_rows", &StepPlan::aux_rows, py::arg("b"), "Auxiliary rows of sequence b (after its tree rows).")
       .def("mask_words", &StepPlan::mask_words, py::arg("b"), "64-bit mask words per row of sequence b.")
       .def("sees", &StepPlan::sees, py::arg("b"), py::arg("i"), py::arg("j"), "True when local row i of sequence b attends to its local row j.")
-      .def_property_readonly("indptr", [](StepPlan& p) { return view_of(p.indptr, at::kInt); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("indptr", tensor_view([](StepPlan& p) { return view_of(p.indptr, at::kInt); }),
                              "[B + 1] int32: sequence b owns rows indptr[b] .. indptr[b + 1] - 1.")
-      .def_property_readonly("num_nodes", [](StepPlan& p) { return view_of(p.num_nodes, at::kInt); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("num_nodes", tensor_view([](StepPlan& p) { return view_of(p.num_nodes, at::kInt); }),
                              "[B] int32: tree rows of each sequence (root included); the rest are auxiliary.")
-      .def_property_readonly("lengths", [](StepPlan& p) { return view_of(p.lengths, at::kLong); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("lengths", tensor_view([](StepPlan& p) { return view_of(p.lengths, at::kLong); }),
                              "[B] int64: cached entries of each sequence before the step.")
-      .def_property_readonly("tokens", [](StepPlan& p) { return view_of(p.tokens, at::kInt); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("tokens", tensor_view([](StepPlan& p) { return view_of(p.tokens, at::kInt); }),
                              "[R] int32: token of each row (the model's input).")
-      .def_property_readonly("positions", [](StepPlan& p) { return view_of(p.positions, at::kLong); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("positions", tensor_view([](StepPlan& p) { return view_of(p.positions, at::kLong); }),
                              "[R] int64: rotary position of each row.")
-      .def_property_readonly("first_child", [](StepPlan& p) { return view_of(p.first_child, at::kInt); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("first_child", tensor_view([](StepPlan& p) { return view_of(p.first_child, at::kInt); }),
                              "[R] int32: local index of a tree row's first child, -1 for none.")
-      .def_property_readonly("next_sibling", [](StepPlan& p) { return view_of(p.next_sibling, at::kInt); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("next_sibling", tensor_view([](StepPlan& p) { return view_of(p.next_sibling, at::kInt); }),
                              "[R] int32: local index of a tree row's next sibling, -1 for none.")
-      .def_property_readonly("mask_indptr", [](StepPlan& p) { return view_of(p.mask_indptr, at::kLong); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("mask_indptr", tensor_view([](StepPlan& p) { return view_of(p.mask_indptr, at::kLong); }),
                              "[B + 1] int64: first mask word of each sequence.")
-      .def_property_readonly("mask", [](StepPlan& p) { return view_of(p.mask, at::kLong); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("mask", tensor_view([](StepPlan& p) { return view_of(p.mask, at::kLong); }),
                              "Packed mask, int64 words holding the uint64 bits: per sequence [rows(b), mask_words(b)]; bit j "
                              "(j % 64 of word j // 64) of local row i is set when row i attends to local row j.")
       .def("__repr__", [](const StepPlan& p) {
@@ -465,11 +472,11 @@ PYBIND11_MODULE(refdec, m) {
                        "lengths_before[b] + 1, ... in order. Tensor properties are views (see StepPlan).")
       .def(py::init<>())
       .def_property_readonly("batch", &KeepPlan::batch, "Number of sequences.")
-      .def_property_readonly("indptr", [](KeepPlan& k) { return view_of(k.indptr, at::kInt); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("indptr", tensor_view([](KeepPlan& k) { return view_of(k.indptr, at::kInt); }),
                              "[B + 1] int32: first entry of each sequence in `rows`.")
-      .def_property_readonly("rows", [](KeepPlan& k) { return view_of(k.rows, at::kInt); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("rows", tensor_view([](KeepPlan& k) { return view_of(k.rows, at::kInt); }),
                              "[K] int32: local step rows kept, increasing per sequence.")
-      .def_property_readonly("lengths", [](KeepPlan& k) { return view_of(k.lengths, at::kLong); }, py::keep_alive<0, 1>(),
+      .def_property_readonly("lengths", tensor_view([](KeepPlan& k) { return view_of(k.lengths, at::kLong); }),
                              "[B] int64: cached entries after the step.")
       .def("kept", [](const KeepPlan& k, std::int32_t b) {
              REFDEC_CHECK(b >= 0 && b < k.batch(), "KeepPlan.kept: sequence " << b << " out of range [0, " << k.batch() << ")");
