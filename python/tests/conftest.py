@@ -30,8 +30,8 @@ def stories_path() -> Path:
     return path
 
 
-def write_llama2c(path: Path, dim=32, hidden=64, layers=2, heads=4, kv_heads=2, vocab=97, seq_len=128, seed=0) -> Path:
-    """A llama2.c v0 checkpoint with seeded random weights (tied embeddings)."""
+def write_llama2c(path: Path, dim=32, hidden=64, layers=2, heads=4, kv_heads=2, vocab=97, seq_len=128, seed=2) -> Path:
+    """A llama2.c v0 checkpoint with seeded random weights (tied embeddings); seed 2 gives varied greedy output."""
     head_dim = dim // heads
     kv_dim = kv_heads * head_dim
     sizes = [vocab * dim, layers * dim, layers * dim * dim, layers * dim * kv_dim, layers * dim * kv_dim,

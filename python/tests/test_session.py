@@ -8,13 +8,22 @@ import refdec
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(tiny_checkpoint):
+    m = refdec.LlamaModel.load_llama2c(tiny_checkpoint, torch.float64)  # float64: exact greedy comparisons
+    assert m.vocab_size == 97 and m.max_seq_len == 128 and m.dtype == torch.float64 and m.config.head_dim == 8
+    return m
+
+
+def test_random_model():
     c = refdec.LlamaConfig()
     c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 32, 64, 2, 4, 2, 61, 96
     c.validate()
-    m = refdec.LlamaModel.random(c, 5, torch.float64)  # float64: exact greedy comparisons
-    assert m.vocab_size == 61 and m.max_seq_len == 96 and m.dtype == torch.float64 and m.config.head_dim == 8
-    return m
+    m = refdec.LlamaModel.random(c, 5)
+    assert m.dtype == torch.float32 and m.config.rope_style == refdec.RopeStyle.interleaved and m.config.n_kv_heads == 2
+    assert len(alone(m, [1, 2], 5)) == 5
+    c.n_kv_heads = 3
+    with pytest.raises(ValueError, match="not a multiple of n_kv_heads"):
+        c.validate()
 
 
 def run(session, ids):
@@ -69,7 +78,7 @@ def test_continuous_batching_equals_each_request_alone(model, kv_store):
     assert stats.prefill_tokens > 0 and stats.auxiliary_tokens > 0 and stats.tokens_per_step >= 1.0
     assert stats.verify.model > 0 and stats.total_seconds > 0 and stats.drafting.steps > 0
     assert drafters[0].stats.steps > 0  # a borrowed drafter's statistics stay with it
-    assert session.last_plan.batch >= 1 and session.model.vocab_size == 61
+    assert session.last_plan.batch >= 1 and session.model.vocab_size == 97
 
 
 def test_sampled_requests_are_plain_sampling_for_their_seed(model):
@@ -89,10 +98,15 @@ def test_request_limits_stop_tokens_and_output(model):
     i = session.add(PROMPTS[2], stop_tokens=[stop], budget=2)
     j = session.add(PROMPTS[2], max_new_tokens=3)
     k = session.add(PROMPTS[2], max_new_tokens=0)
-    session.step()  # prefill: the requests report nothing (k, which asked for no tokens, has left)
-    session.step()
-    assert session.active == 2 and len(session.output(i)) >= 1
+    first = session.step()  # prefill: only k, which asked for no tokens, reports (it has left)
+    assert [(u.id, u.tokens, u.finished) for u in first] == [(k, [], refdec.FinishReason.max_new_tokens)]
+    second = session.step()
+    assert len(session.output(i)) >= 1 and session.output(i) == second[0].tokens
     outputs, finished = run(session, [i, j])
+    for u in second:
+        outputs[u.id][:0] = u.tokens
+        if u.finished is not None:
+            finished[u.id] = u.finished
     assert finished[i] == refdec.FinishReason.stop_token and stop not in outputs[i]
     assert outputs[i] == reference[:reference.index(stop)]
     assert finished[j] == refdec.FinishReason.max_new_tokens and outputs[j] == reference[:3]
@@ -103,7 +117,7 @@ def test_session_errors_leave_the_session_unchanged(model):
     with pytest.raises(ValueError, match="the prompt is empty"):
         session.add([])
     with pytest.raises(ValueError, match="outside the vocabulary"):
-        session.add([1, 61])
+        session.add([1, 97])
     with pytest.raises(ValueError, match="reference 0 token 1"):
         session.add([1], references=[[1, -2]])
     with pytest.raises(ValueError, match="budget must be >= 0"):
