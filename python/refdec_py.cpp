@@ -328,6 +328,80 @@ PYBIND11_MODULE(refdec, m) {
       .def("validate", &AuxBlock::validate, py::arg("vocab_size"), "Raises ValueError unless the block is well formed.")
       .def("append", &AuxBlock::append, py::arg("other"), "Appends another block's tokens after these.");
 
+  // --- sampling -----------------------------------------------------------------------------------
+  py::class_<SamplingOptions>(m, "SamplingOptions",
+                              "Sampling settings of one request (processing order: repetition penalty, presence and frequency "
+                              "penalties, temperature, top-k, top-p, min-p).")
+      .def(py::init([](float temperature, std::int32_t top_k, float top_p, float min_p, float repetition_penalty, float presence_penalty,
+                       float frequency_penalty, std::uint64_t seed) {
+             return SamplingOptions{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed};
+           }),
+           py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
+           py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f, py::arg("frequency_penalty") = 0.0f,
+           py::arg("seed") = 0)
+      .def_readwrite("temperature", &SamplingOptions::temperature, "Divides the logits; 0 is greedy.")
+      .def_readwrite("top_k", &SamplingOptions::top_k, "Keeps the k largest logits; 0 is off.")
+      .def_readwrite("top_p", &SamplingOptions::top_p, "Nucleus mass in (0, 1]; 1 is off.")
+      .def_readwrite("min_p", &SamplingOptions::min_p, "Drops tokens below min_p times the largest probability; 0 is off.")
+      .def_readwrite("repetition_penalty", &SamplingOptions::repetition_penalty, "CTRL rule on prompt and output tokens; 1 is off.")
+      .def_readwrite("presence_penalty", &SamplingOptions::presence_penalty, "Subtracted once from tokens already output.")
+      .def_readwrite("frequency_penalty", &SamplingOptions::frequency_penalty, "Subtracted per earlier occurrence.")
+      .def_readwrite("seed", &SamplingOptions::seed, "Seed of the request's random stream.")
+      .def("validate", &SamplingOptions::validate, "Raises ValueError naming the first invalid setting.")
+      .def_property_readonly("is_greedy", &SamplingOptions::is_greedy, "True for temperature 0 or top_k 1.")
+      .def_property_readonly("has_penalties", &SamplingOptions::has_penalties, "True when a penalty changes logits.");
+
+  py::class_<TokenCounts>(m, "TokenCounts", "The tokens of a sequence as the penalties see them (prompt membership, output counts).")
+      .def(py::init<std::int32_t>(), py::arg("vocab_size") = 0)
+      .def_property_readonly("vocab_size", &TokenCounts::vocab_size, "Vocabulary size.")
+      .def("add_prompt", [](TokenCounts& c, const Tokens& t) { c.add_prompt(t); }, py::arg("tokens"), "Counts prompt tokens.")
+      .def("add_output", [](TokenCounts& c, const Tokens& t) { c.add_output(std::span<const Token>(t)); }, py::arg("tokens"),
+           "Counts output tokens.")
+      .def("in_prompt", [](const TokenCounts& c, Token t) {
+             REFDEC_CHECK(t >= 0 && t < c.vocab_size(), "TokenCounts: token " << t << " outside the vocabulary [0, " << c.vocab_size() << ")");
+             return c.in_prompt(t);
+           }, py::arg("token"), "True when the token occurs in the prompt.")
+      .def("output_count", [](const TokenCounts& c, Token t) {
+             REFDEC_CHECK(t >= 0 && t < c.vocab_size(), "TokenCounts: token " << t << " outside the vocabulary [0, " << c.vocab_size() << ")");
+             return c.output_count(t);
+           }, py::arg("token"), "Occurrences of the token in the output.")
+      .def_property_readonly("present", [](const TokenCounts& c) { return Tokens(c.present().begin(), c.present().end()); },
+                             "Distinct tokens seen, in order of first occurrence.");
+
+  auto float_row = [](const at::Tensor& t, const char* who) {
+    REFDEC_CHECK(t.defined() && t.dim() == 1 && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(),
+                 who << ": expected a contiguous 1-D float32 CPU tensor");
+    return std::span<float>(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()));
+  };
+  py::class_<LogitsProcessor>(m, "LogitsProcessor", "Turns logits into the probabilities a request samples from (one per thread).")
+      .def(py::init<const SamplingOptions&>(), py::arg("options"))
+      .def_property_readonly("options", &LogitsProcessor::options, "The settings.")
+      .def("process", [float_row](LogitsProcessor& p, const at::Tensor& row, const TokenCounts& counts, const Tokens& path) {
+             p.process(float_row(row, "LogitsProcessor.process"), counts, path);
+           }, py::arg("row"), py::arg("counts"), py::arg("path") = Tokens{},
+           "Replaces a row of logits ([vocab] float32) by probabilities, in place; the row follows the counted sequence then `path`.")
+      .def("sample", [float_row](LogitsProcessor& p, const at::Tensor& logits, const TokenCounts& counts, std::uint64_t generated) {
+             return p.sample(float_row(logits, "LogitsProcessor.sample"), counts, generated);
+           }, py::arg("logits"), py::arg("counts"), py::arg("generated"),
+           "Plain sampling: processes `logits` in place and draws output position `generated` with uniform(seed, generated).");
+  m.def("uniform", &uniform, py::arg("seed"), py::arg("counter"),
+        "The uniform number in [0, 1) at position `counter` of the random stream `seed` (Philox4x32-10).");
+  m.def("sample_from_probs", [float_row](const at::Tensor& probs, double u) {
+          const auto s = float_row(probs, "sample_from_probs");
+          return sample_from_probs(s.data(), static_cast<std::int32_t>(s.size()), u);
+        }, py::arg("probs"), py::arg("u"), "Inverse-CDF draw from a row of non-negative weights; -1 when none is positive.");
+
+  py::class_<StepCost>(m, "StepCost", "Seconds a verification step takes by tokens run: flat, affine or calibrated.")
+      .def(py::init<>(), "The flat model (every step costs 1).")
+      .def_static("flat", &StepCost::flat, "Every step costs the same.")
+      .def_static("affine", &StepCost::affine, py::arg("a"), py::arg("b"), "a + b * tokens seconds.")
+      .def_static("calibrated", [](const std::vector<std::pair<std::size_t, double>>& s) { return StepCost::calibrated(s); },
+                  py::arg("samples"), "From measured (tokens, seconds) samples, piecewise linear.")
+      .def("seconds", &StepCost::seconds, py::arg("tokens"), "Cost of a step that runs `tokens` tokens.")
+      .def_property_readonly("is_flat", &StepCost::is_flat, "True for the flat model.");
+  m.def("step_budget", &step_budget, py::arg("room"), py::arg("budget"),
+        "Draft nodes worth verifying for a sequence that may still append `room` tokens: min(room - 1, budget), >= 0.");
+
   // --- the step plan, the walk, the keep plan --------------------------------------------------------
   py::class_<StepPlan>(m, "StepPlan",
                        "One verification step of a batch, ragged and packed (docs/engine.md). The array properties are "
@@ -493,80 +567,6 @@ PYBIND11_MODULE(refdec, m) {
       },
       py::arg("plan"), py::arg("accepted"), py::arg("out") = std::nullopt,
       "The keep plan of a step: per sequence its root, then its accepted nodes. Writes into `out` when given.");
-
-  // --- sampling -----------------------------------------------------------------------------------
-  py::class_<SamplingOptions>(m, "SamplingOptions",
-                              "Sampling settings of one request (processing order: repetition penalty, presence and frequency "
-                              "penalties, temperature, top-k, top-p, min-p).")
-      .def(py::init([](float temperature, std::int32_t top_k, float top_p, float min_p, float repetition_penalty, float presence_penalty,
-                       float frequency_penalty, std::uint64_t seed) {
-             return SamplingOptions{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed};
-           }),
-           py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
-           py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f, py::arg("frequency_penalty") = 0.0f,
-           py::arg("seed") = 0)
-      .def_readwrite("temperature", &SamplingOptions::temperature, "Divides the logits; 0 is greedy.")
-      .def_readwrite("top_k", &SamplingOptions::top_k, "Keeps the k largest logits; 0 is off.")
-      .def_readwrite("top_p", &SamplingOptions::top_p, "Nucleus mass in (0, 1]; 1 is off.")
-      .def_readwrite("min_p", &SamplingOptions::min_p, "Drops tokens below min_p times the largest probability; 0 is off.")
-      .def_readwrite("repetition_penalty", &SamplingOptions::repetition_penalty, "CTRL rule on prompt and output tokens; 1 is off.")
-      .def_readwrite("presence_penalty", &SamplingOptions::presence_penalty, "Subtracted once from tokens already output.")
-      .def_readwrite("frequency_penalty", &SamplingOptions::frequency_penalty, "Subtracted per earlier occurrence.")
-      .def_readwrite("seed", &SamplingOptions::seed, "Seed of the request's random stream.")
-      .def("validate", &SamplingOptions::validate, "Raises ValueError naming the first invalid setting.")
-      .def_property_readonly("is_greedy", &SamplingOptions::is_greedy, "True for temperature 0 or top_k 1.")
-      .def_property_readonly("has_penalties", &SamplingOptions::has_penalties, "True when a penalty changes logits.");
-
-  py::class_<TokenCounts>(m, "TokenCounts", "The tokens of a sequence as the penalties see them (prompt membership, output counts).")
-      .def(py::init<std::int32_t>(), py::arg("vocab_size") = 0)
-      .def_property_readonly("vocab_size", &TokenCounts::vocab_size, "Vocabulary size.")
-      .def("add_prompt", [](TokenCounts& c, const Tokens& t) { c.add_prompt(t); }, py::arg("tokens"), "Counts prompt tokens.")
-      .def("add_output", [](TokenCounts& c, const Tokens& t) { c.add_output(std::span<const Token>(t)); }, py::arg("tokens"),
-           "Counts output tokens.")
-      .def("in_prompt", [](const TokenCounts& c, Token t) {
-             REFDEC_CHECK(t >= 0 && t < c.vocab_size(), "TokenCounts: token " << t << " outside the vocabulary [0, " << c.vocab_size() << ")");
-             return c.in_prompt(t);
-           }, py::arg("token"), "True when the token occurs in the prompt.")
-      .def("output_count", [](const TokenCounts& c, Token t) {
-             REFDEC_CHECK(t >= 0 && t < c.vocab_size(), "TokenCounts: token " << t << " outside the vocabulary [0, " << c.vocab_size() << ")");
-             return c.output_count(t);
-           }, py::arg("token"), "Occurrences of the token in the output.")
-      .def_property_readonly("present", [](const TokenCounts& c) { return Tokens(c.present().begin(), c.present().end()); },
-                             "Distinct tokens seen, in order of first occurrence.");
-
-  auto float_row = [](const at::Tensor& t, const char* who) {
-    REFDEC_CHECK(t.defined() && t.dim() == 1 && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(),
-                 who << ": expected a contiguous 1-D float32 CPU tensor");
-    return std::span<float>(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()));
-  };
-  py::class_<LogitsProcessor>(m, "LogitsProcessor", "Turns logits into the probabilities a request samples from (one per thread).")
-      .def(py::init<const SamplingOptions&>(), py::arg("options"))
-      .def_property_readonly("options", &LogitsProcessor::options, "The settings.")
-      .def("process", [float_row](LogitsProcessor& p, const at::Tensor& row, const TokenCounts& counts, const Tokens& path) {
-             p.process(float_row(row, "LogitsProcessor.process"), counts, path);
-           }, py::arg("row"), py::arg("counts"), py::arg("path") = Tokens{},
-           "Replaces a row of logits ([vocab] float32) by probabilities, in place; the row follows the counted sequence then `path`.")
-      .def("sample", [float_row](LogitsProcessor& p, const at::Tensor& logits, const TokenCounts& counts, std::uint64_t generated) {
-             return p.sample(float_row(logits, "LogitsProcessor.sample"), counts, generated);
-           }, py::arg("logits"), py::arg("counts"), py::arg("generated"),
-           "Plain sampling: processes `logits` in place and draws output position `generated` with uniform(seed, generated).");
-  m.def("uniform", &uniform, py::arg("seed"), py::arg("counter"),
-        "The uniform number in [0, 1) at position `counter` of the random stream `seed` (Philox4x32-10).");
-  m.def("sample_from_probs", [float_row](const at::Tensor& probs, double u) {
-          const auto s = float_row(probs, "sample_from_probs");
-          return sample_from_probs(s.data(), static_cast<std::int32_t>(s.size()), u);
-        }, py::arg("probs"), py::arg("u"), "Inverse-CDF draw from a row of non-negative weights; -1 when none is positive.");
-
-  py::class_<StepCost>(m, "StepCost", "Seconds a verification step takes by tokens run: flat, affine or calibrated.")
-      .def(py::init<>(), "The flat model (every step costs 1).")
-      .def_static("flat", &StepCost::flat, "Every step costs the same.")
-      .def_static("affine", &StepCost::affine, py::arg("a"), py::arg("b"), "a + b * tokens seconds.")
-      .def_static("calibrated", [](const std::vector<std::pair<std::size_t, double>>& s) { return StepCost::calibrated(s); },
-                  py::arg("samples"), "From measured (tokens, seconds) samples, piecewise linear.")
-      .def("seconds", &StepCost::seconds, py::arg("tokens"), "Cost of a step that runs `tokens` tokens.")
-      .def_property_readonly("is_flat", &StepCost::is_flat, "True for the flat model.");
-  m.def("step_budget", &step_budget, py::arg("room"), py::arg("budget"),
-        "Draft nodes worth verifying for a sequence that may still append `room` tokens: min(room - 1, budget), >= 0.");
 
   // --- drafters -----------------------------------------------------------------------------------
   py::class_<DrafterStats>(m, "DrafterStats", "What a drafter did: proposals, accepted tokens by depth, time.")
@@ -863,10 +863,10 @@ PYBIND11_MODULE(refdec, m) {
       .def_readwrite("prefill_chunk", &GenerateOptions::prefill_chunk, "Prompt tokens a step prefills per request at most (0: all).");
 
   py::class_<StepTimes>(m, "StepTimes", "Wall time of the parts of the steps, in seconds.")
-      .def_readonly("plan", &StepTimes::plan)
-      .def_readonly("model", &StepTimes::model)
-      .def_readonly("accept", &StepTimes::accept)
-      .def_readonly("commit", &StepTimes::commit);
+      .def_readonly("plan", &StepTimes::plan, "Building the step plan.")
+      .def_readonly("model", &StepTimes::model, "Forward pass, argmax and its copy to the host.")
+      .def_readonly("accept", &StepTimes::accept, "Tree walks and the keep plan.")
+      .def_readonly("commit", &StepTimes::commit, "Applying the keep plan to the KV store.");
   py::class_<GenerateStats>(m, "GenerateStats", "What a Session did, summed over requests.")
       .def_readonly("tokens", &GenerateStats::tokens, "Generated tokens.")
       .def_readonly("steps", &GenerateStats::steps, "Verification steps, counted per request.")
