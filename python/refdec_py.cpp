@@ -112,11 +112,21 @@ struct PyDrafter {
   std::mutex mutex;
   bool in_session = false;  // a Session request drives it: direct calls would interleave with its steps
 
-  std::unique_lock<std::mutex> use() {
+  void check_free() const {
     REFDEC_CHECK(!in_session, "drafter '" << drafter.name() << "' is in use by a Session request until it leaves");
-    return std::unique_lock<std::mutex>(mutex);
   }
 };
+
+// Runs f() on d without the GIL and under d's lock. The lock is taken after the GIL is released:
+// a thread that blocked on it while holding the GIL would deadlock with the thread inside, which
+// needs the GIL back to return.
+template <class F>
+decltype(auto) with_drafter(PyDrafter& d, F&& f) {
+  d.check_free();
+  py::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return f();
+}
 
 struct PyNoDrafter : PyDrafter {
   PyNoDrafter() : PyDrafter([] { return AnyDrafter(NoDrafter{}); }) {}
@@ -586,34 +596,28 @@ PYBIND11_MODULE(refdec, m) {
                         "from Python threads; one drafter serves one call at a time.")
       .def_property_readonly("name", [](const PyDrafter& d) { return d.drafter.name(); }, "Short name for reports.")
       .def("begin", [](PyDrafter& d, const Tokens& prompt, const std::vector<Tokens>& references) {
-             auto lock = d.use();
-             py::gil_scoped_release release;
-             d.drafter.begin(prompt, references);
+             with_drafter(d, [&] { d.drafter.begin(prompt, references); });
            }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{},
            "Starts a sequence: `prompt` and the token sequences it may draw from.")
       .def("propose", [](PyDrafter& d, std::size_t budget, std::optional<DraftTree*> out) {
-             auto lock = d.use();
              DraftTree fresh;
              DraftTree& dst = out ? **out : fresh;
-             {
-               py::gil_scoped_release release;
+             with_drafter(d, [&] {
                dst.clear();
                d.drafter.propose(budget, dst);
-             }
+             });
              return out ? py::cast(**out, py::return_value_policy::reference) : py::cast(std::move(fresh));
            }, py::arg("budget"), py::arg("out") = std::nullopt,
            "Candidate continuations of the sequence, at most `budget` nodes, as a DraftTree (written into `out` when given). "
            "Not recorded in the statistics: draft() is the verifier's step.")
       .def("draft", [](PyDrafter& d, Token root, std::size_t budget, std::int64_t vocab_size, std::optional<LinearTree*> tree,
                        std::optional<AuxBlock*> aux, std::int64_t root_position, std::int64_t position_limit) {
-             auto lock = d.use();
              LinearTree fresh;
              AuxBlock ignored;
              LinearTree& dst = tree ? **tree : fresh;
-             {
-               py::gil_scoped_release release;
+             with_drafter(d, [&] {
                draft_step(d.drafter, root, budget, vocab_size, root_position, position_limit, d.scratch, dst, aux ? **aux : ignored);
-             }
+             });
              return tree ? py::cast(**tree, py::return_value_policy::reference) : py::cast(std::move(fresh));
            }, py::arg("root"), py::arg("budget"), py::arg("vocab_size"), py::arg("tree") = std::nullopt, py::arg("aux") = std::nullopt,
            py::arg("root_position") = 0, py::arg("position_limit") = std::numeric_limits<std::int64_t>::max(),
@@ -622,29 +626,29 @@ PYBIND11_MODULE(refdec, m) {
            "vocab_size, and write auxiliary tokens into `aux` (dropped when None; then observe([]) after the step). A block "
            "that would reach position_limit (the context) sits the step out. Returns the tree (`tree` when given).")
       .def("accept", [](PyDrafter& d, const Tokens& tokens) {
-             auto lock = d.use();
-             py::gil_scoped_release release;
-             d.drafter.accept(tokens);
+             with_drafter(d, [&] { d.drafter.accept(tokens); });
            }, py::arg("tokens"), "The tokens the step appended (accepted drafts, then the bonus token).")
       .def("auxiliary", [](PyDrafter& d, AuxBlock& out) {
-             auto lock = d.use();
-             py::gil_scoped_release release;
-             out.clear();
-             d.drafter.auxiliary(out);
+             with_drafter(d, [&] {
+               out.clear();
+               d.drafter.auxiliary(out);
+             });
            }, py::arg("out"), "This step's auxiliary tokens into `out` (none for most drafters).")
       .def("observe", [](PyDrafter& d, const Tokens& choices) {
-             auto lock = d.use();
-             py::gil_scoped_release release;
-             d.drafter.observe(choices);
+             with_drafter(d, [&] { d.drafter.observe(choices); });
            }, py::arg("choices"), "The target's greedy choices at this step's auxiliary tokens (empty when they did not run).")
       .def("record_proposal", [](PyDrafter& d, const LinearTree& t) {
-             auto lock = d.use();
-             d.drafter.record_proposal(t);
+             with_drafter(d, [&] { d.drafter.record_proposal(t); });
            }, py::arg("tree"), "Records a proposal as verified (draft() does this itself).")
       .def_property_readonly("max_auxiliary", [](const PyDrafter& d) { return d.drafter.max_auxiliary(); },
                              "The most auxiliary tokens one step may carry (0 for most drafters).")
-      .def_property_readonly("stats", [](const PyDrafter& d) { return d.drafter.stats(); }, "DrafterStats (a copy).")
-      .def("reset_stats", [](PyDrafter& d) { d.drafter.reset_stats(); }, "Clears the statistics.")
+      .def_property_readonly("stats", [](PyDrafter& d) {
+             // Read under the lock (another thread may be drafting); a Session's request may read it between steps.
+             py::gil_scoped_release release;
+             std::lock_guard<std::mutex> lock(d.mutex);
+             return d.drafter.stats();
+           }, "DrafterStats (a copy).")
+      .def("reset_stats", [](PyDrafter& d) { with_drafter(d, [&] { d.drafter.reset_stats(); }); }, "Clears the statistics.")
       .def("__repr__", [](const PyDrafter& d) { return "<refdec drafter '" + d.drafter.name() + "'>"; });
 
   py::class_<PyNoDrafter, PyDrafter>(m, "NoDrafter", "Proposes nothing: plain decoding.").def(py::init<>());
@@ -918,8 +922,7 @@ PYBIND11_MODULE(refdec, m) {
              Request r{prompt, references, sampling, max_new_tokens, stop_tokens, budget};
              if (drafter.is_none()) return s.visit([&](auto& session) { return session.add(std::move(r)); });
              auto& d = drafter.cast<PyDrafter&>();
-             auto lock = d.use();  // not busy elsewhere, and no Python thread inside it now
-             const RequestId id = s.visit([&](auto& session) { return session.add(std::move(r), &d.drafter); });
+             const RequestId id = with_drafter(d, [&] { return s.visit([&](auto& session) { return session.add(std::move(r), &d.drafter); }); });
              d.in_session = true;
              s.borrowed.emplace(id, std::move(drafter));
              return id;
@@ -930,9 +933,13 @@ PYBIND11_MODULE(refdec, m) {
            "statistics are reset at the start and stay readable; it cannot serve anything else meanwhile. Unset limits take "
            "the session's defaults. Raises ValueError without changing the session when something is wrong.")
       .def("step", [](PySession& s) {
+             std::vector<std::mutex*> locks;  // the borrowed drafters: no Python thread may be inside one meanwhile
+             for (auto& entry : s.borrowed) locks.push_back(&entry.second.cast<PyDrafter&>().mutex);
              std::vector<RequestUpdate> updates;
              {
                py::gil_scoped_release release;
+               std::vector<std::unique_lock<std::mutex>> held;
+               for (std::mutex* mu : locks) held.emplace_back(*mu);
                updates = s.visit([](auto& session) { return session.step(); });
              }
              for (const RequestUpdate& u : updates)
