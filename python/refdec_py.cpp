@@ -1,0 +1,965 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The `refdec` Python module: drafters, draft trees, the step plan, the walk, sampling, the
+// datastore and the Session, over the same libtorch as the C++ library (tensors pass without
+// copies). One translation unit: libtorch's headers cost most of its build time.
+
+#include <ATen/core/ivalue.h>  // first: clang + libtorch 1.13 in C++20 needs it before the rest
+#include <ATen/ATen.h>
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/DynamicTypes.h>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "refdec/core/aux_block.hpp"
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/sampled_accept.hpp"
+#include "refdec/core/sampling.hpp"
+#include "refdec/core/step_cost.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/core/walk.hpp"
+#include "refdec/datastore/builder.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/drafters/draft_step.hpp"
+#include "refdec/drafters/drafter.hpp"
+#include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/mixture.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
+#include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/rest.hpp"
+#include "refdec/torch/contiguous_kv_store.hpp"
+#include "refdec/torch/errors.hpp"
+#include "refdec/torch/llama.hpp"
+#include "refdec/torch/llama2c_loader.hpp"
+#include "refdec/torch/paged_kv_store.hpp"
+#include "refdec/torch/session.hpp"
+
+namespace py = pybind11;
+using namespace refdec;
+
+namespace {
+
+using Tokens = std::vector<Token>;
+using gil_release = py::call_guard<py::gil_scoped_release>;
+
+// --- tensors -------------------------------------------------------------------------------------
+
+// A 1-D tensor over `v`'s storage, no copy. The caller ties the owner's lifetime to the tensor
+// (py::keep_alive); the view is valid until the owner's arrays are next written.
+template <class T>
+at::Tensor view_of(std::vector<T>& v, at::ScalarType dtype) {
+  if (v.empty()) return at::empty({0}, at::TensorOptions().dtype(dtype));
+  return at::from_blob(v.data(), {static_cast<std::int64_t>(v.size())}, at::TensorOptions().dtype(dtype));
+}
+
+// A property getter that returns a view of its object's memory: the view keeps the object alive
+// (a property's own extras would not reach its getter).
+template <class F>
+py::cpp_function tensor_view(F getter) {
+  return py::cpp_function(std::move(getter), py::keep_alive<0, 1>());
+}
+
+// A CPU tensor's elements as int32 tokens: the tensor itself when it already is contiguous int32,
+// else one converted copy.
+at::Tensor as_tokens(const at::Tensor& t, std::int64_t want, const char* what) {
+  REFDEC_CHECK(t.defined() && t.dim() == 1, what << ": expected a 1-D tensor of token ids");
+  REFDEC_CHECK(t.device().is_cpu(), what << ": expected a CPU tensor, got one on " << t.device());
+  REFDEC_CHECK(t.size(0) == want, what << ": expected " << want << " token ids, got " << t.size(0));
+  REFDEC_CHECK(!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()) && t.scalar_type() != at::kBool,
+               what << ": expected an integer tensor, got " << t.scalar_type());
+  return t.to(at::kInt).contiguous();
+}
+
+// A torch.dtype argument; None is torch.float32.
+at::ScalarType scalar_type_of(const py::handle& dtype) {
+  if (dtype.is_none()) return at::kFloat;
+  REFDEC_CHECK(THPDtype_Check(dtype.ptr()), "expected a torch.dtype, got " << py::str(py::type::of(dtype)).cast<std::string>());
+  return reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+}
+
+py::object dtype_object(at::ScalarType t) {
+  return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t)));
+}
+
+// --- drafters ------------------------------------------------------------------------------------
+
+// A Python drafter: any refdec drafter behind AnyDrafter, a factory for fresh copies with the same
+// settings (a mixture owns its sources), the scratch of draft_step, and a lock: drafting runs
+// without the GIL, so two Python threads could otherwise enter one drafter at once.
+struct PyDrafter {
+  explicit PyDrafter(std::function<AnyDrafter()> factory) : make(std::move(factory)), drafter(make()) {}
+  virtual ~PyDrafter() = default;
+
+  std::function<AnyDrafter()> make;
+  AnyDrafter drafter;
+  DraftScratch scratch;
+  std::mutex mutex;
+  bool in_session = false;  // a Session request drives it: direct calls would interleave with its steps
+
+  void check_free() const {
+    REFDEC_CHECK(!in_session, "drafter '" << drafter.name() << "' is in use by a Session request until it leaves");
+  }
+};
+
+// Runs f() on d without the GIL and under d's lock. The lock is taken after the GIL is released:
+// a thread that blocked on it while holding the GIL would deadlock with the thread inside, which
+// needs the GIL back to return.
+template <class F>
+decltype(auto) with_drafter(PyDrafter& d, F&& f) {
+  d.check_free();
+  py::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return f();
+}
+
+struct PyNoDrafter : PyDrafter {
+  PyNoDrafter() : PyDrafter([] { return AnyDrafter(NoDrafter{}); }) {}
+};
+struct PyLlmaDrafter : PyDrafter {
+  explicit PyLlmaDrafter(LlmaOptions o) : PyDrafter([o] { return AnyDrafter(LlmaDrafter(o)); }), options(o) {}
+  LlmaOptions options;
+};
+struct PyPromptLookupDrafter : PyDrafter {
+  explicit PyPromptLookupDrafter(PromptLookupOptions o)
+      : PyDrafter([o] { return AnyDrafter(PromptLookupDrafter(o)); }), options(o) {}
+  PromptLookupOptions options;
+};
+struct PyNgramTrieDrafter : PyDrafter {
+  explicit PyNgramTrieDrafter(NgramTrieOptions o) : PyDrafter([o] { return AnyDrafter(NgramTrieDrafter(o)); }), options(o) {}
+  NgramTrieOptions options;
+};
+struct PyRestDrafter : PyDrafter {
+  PyRestDrafter(std::shared_ptr<const Datastore> store, RestOptions o)
+      : PyDrafter([store, o] { return AnyDrafter(RestDrafter(store, o)); }), datastore(std::move(store)), options(o) {}
+  std::shared_ptr<const Datastore> datastore;
+  RestOptions options;
+};
+struct PyLookaheadDrafter : PyDrafter {
+  explicit PyLookaheadDrafter(LookaheadOptions o) : PyDrafter([o] { return AnyDrafter(LookaheadDrafter(o)); }), options(o) {}
+  LookaheadOptions options;
+};
+
+// The mixture keeps a handle on the statistics of the instance it holds (the handle follows the
+// drafter into AnyDrafter); copies made by `make` have their own.
+struct PyMixtureDrafter : PyDrafter {
+  PyMixtureDrafter(std::vector<std::function<AnyDrafter()>> sources, MixtureOptions o)
+      : PyDrafter(factory(sources, o, nullptr)), options(std::move(o)) {
+    drafter = factory(std::move(sources), options, &statistics)();
+  }
+  static std::function<AnyDrafter()> factory(std::vector<std::function<AnyDrafter()>> sources, MixtureOptions o,
+                                             std::shared_ptr<const MixtureStatistics>* stats) {
+    return [sources = std::move(sources), o = std::move(o), stats] {
+      std::vector<AnyDrafter> made;
+      for (const auto& s : sources) made.push_back(s());
+      MixtureDrafter m(std::move(made), o);
+      if (stats) *stats = m.statistics();
+      return AnyDrafter(std::move(m));
+    };
+  }
+  MixtureOptions options;
+  std::shared_ptr<const MixtureStatistics> statistics;
+};
+
+// --- sessions ------------------------------------------------------------------------------------
+
+using ContiguousSession = Session<LlamaModel, ContiguousKvStore>;
+using PagedSession = Session<LlamaModel, PagedKvStore>;
+
+// A Session over one of the two KV stores, plus the Python drafters its requests borrow (kept
+// alive and marked busy until their request leaves).
+struct PySession {
+  std::shared_ptr<const LlamaModel> model;
+  std::variant<std::unique_ptr<ContiguousSession>, std::unique_ptr<PagedSession>> session;
+  std::unordered_map<RequestId, py::object> borrowed;
+
+  // A session dropped with requests still active gives their drafters back.
+  ~PySession() {
+    for (auto& entry : borrowed) entry.second.cast<PyDrafter&>().in_session = false;
+  }
+
+  template <class F>
+  decltype(auto) visit(F&& f) {
+    return std::visit([&](auto& s) -> decltype(auto) { return f(*s); }, session);
+  }
+  void release(RequestId id) {
+    const auto it = borrowed.find(id);
+    if (it == borrowed.end()) return;
+    it->second.cast<PyDrafter&>().in_session = false;
+    borrowed.erase(it);
+  }
+};
+
+// --- errors --------------------------------------------------------------------------------------
+
+PyObject* g_error = nullptr;
+PyObject* g_argument_error = nullptr;
+PyObject* g_io_error = nullptr;
+
+PyObject* new_exception(py::module_& m, const char* name, py::tuple bases, const char* doc) {
+  const std::string qualified = std::string("refdec.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.add_object(name, py::handle(type));
+  return type;
+}
+
+template <class T>
+std::string join(const std::vector<T>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(refdec, m) {
+  // Tensors cross the boundary as torch.Tensor objects: torch's Python state must exist first.
+  py::module_::import("torch");
+  m.doc() = "refdec: reference-guided speculative decoding (drafters, draft trees, the step plan, the walk, "
+            "sampling, suffix-array datastores and a continuous-batching Session on libtorch).";
+  m.attr("__version__") = "0.1.0";
+
+  // Errors: one family, each also a standard Python exception, with refdec's messages.
+  g_error = new_exception(m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError)),
+                          "Base of every refdec error (a RuntimeError).");
+  g_argument_error = new_exception(m, "ArgumentError", py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError)),
+                                   "A bad argument or input value (also a ValueError).");
+  g_io_error = new_exception(m, "IoError", py::make_tuple(py::handle(g_error), py::handle(PyExc_OSError)),
+                             "A file refdec cannot use: missing, unreadable, truncated, bad format (also an OSError).");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ArgumentError& e) {
+      PyErr_SetString(g_argument_error, e.what());
+    } catch (const IoError& e) {
+      PyErr_SetString(g_io_error, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(g_error, e.what());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, describe(e).c_str());
+    }
+  });
+
+  // --- draft trees ---------------------------------------------------------------------------------
+  py::class_<LinearTree>(m, "LinearTree",
+                         "A draft tree in breadth-first order, ready for one verification step: node 0 is the root (the "
+                         "sequence's last token, not yet cached), a parent precedes its children, siblings are ordered by "
+                         "descending score. The arrays are returned as lists (copies).")
+      .def(py::init<>(), "An empty tree (no root yet).")
+      .def_static("chain", [](const Tokens& t) { return LinearTree::chain(t); }, py::arg("tokens"),
+                  "A chain: tokens[0] is the root and each token the child of the previous one (a prompt to prefill).")
+      .def("add_node", &LinearTree::add_node, py::arg("token"), py::arg("parent"), py::arg("score") = 0.0f,
+           "Appends a node (parent -1 for the first node, an existing node after); call finish() after the last.")
+      .def("finish", &LinearTree::finish, "Derives the child/sibling links and the ancestor mask from the parents.")
+      .def("reset", &LinearTree::reset, py::arg("root"), "Resets to a single root node carrying `root`.")
+      .def("__len__", &LinearTree::size)
+      .def_property_readonly("size", &LinearTree::size, "Number of nodes, the root included.")
+      .def_property_readonly("num_drafts", &LinearTree::num_drafts, "Number of draft nodes (the root excluded).")
+      .def_property_readonly("max_depth", &LinearTree::max_depth, "Depth of the deepest node.")
+      .def_readonly("tokens", &LinearTree::tokens, "[num_nodes] token of each node.")
+      .def_readonly("parent", &LinearTree::parent, "[num_nodes] parent index, -1 for the root.")
+      .def_readonly("depth", &LinearTree::depth, "[num_nodes] depth, 0 for the root.")
+      .def_readonly("first_child", &LinearTree::first_child, "[num_nodes] first child, -1 for a leaf.")
+      .def_readonly("next_sibling", &LinearTree::next_sibling, "[num_nodes] next sibling, -1 for the last.")
+      .def_readonly("score", &LinearTree::score, "[num_nodes] accumulated path score (root: 0).")
+      .def("attends", &LinearTree::attends, py::arg("i"), py::arg("j"), "True when node i may attend to node j (j is i or an ancestor).")
+      .def("__str__", [](const LinearTree& t) { return to_string(t); })
+      .def("__repr__", [](const LinearTree& t) { return "<refdec.LinearTree of " + std::to_string(t.size()) + " nodes>"; });
+
+  py::class_<DraftTree::Node>(m, "DraftTreeNode", "A node of a DraftTree as stored (a copy).")
+      .def_readonly("token", &DraftTree::Node::token, "Token id (-1 for the implicit root).")
+      .def_readonly("score", &DraftTree::Node::score, "Accumulated score of the paths through it.")
+      .def_readonly("first_child", &DraftTree::Node::first_child, "Oldest child, -1 for a leaf.")
+      .def_readonly("next_sibling", &DraftTree::Node::next_sibling, "Next younger sibling, -1 for the last.")
+      .def_readonly("depth", &DraftTree::Node::depth, "0 for the root.");
+
+  py::class_<DraftTree>(m, "DraftTree",
+                        "A trie of candidate continuations with scores: what a drafter proposes. Node 0 is the implicit root.")
+      .def(py::init<>(), "An empty tree.")
+      .def("clear", &DraftTree::clear, "Removes all draft nodes.")
+      .def("__len__", &DraftTree::size)
+      .def_property_readonly("size", &DraftTree::size, "Number of draft nodes (the root excluded).")
+      .def_property_readonly("empty", &DraftTree::empty, "True without draft nodes.")
+      .def("insert", [](DraftTree& t, const Tokens& path, float score) { t.insert(path, score); }, py::arg("path"),
+           py::arg("score") = 1.0f, "Inserts `path` (tokens after the root), adding `score` (finite, >= 0) to every node on it.")
+      .def("node", &DraftTree::node, py::arg("index"), "Node `index` (0 is the root).")
+      .def("find_child", py::overload_cast<std::int32_t, Token>(&DraftTree::find_child, py::const_), py::arg("parent"),
+           py::arg("token"), "The child of `parent` carrying `token`, or -1.")
+      .def("add_child", &DraftTree::add_child, py::arg("parent"), py::arg("token"),
+           "The child of `parent` carrying `token`, created with score 0 when missing; returns its index.")
+      .def("set_score", &DraftTree::set_score, py::arg("index"), py::arg("score"), "Sets the score of draft node `index` (>= 1).")
+      .def("prune", &DraftTree::prune, py::arg("budget"), "Cuts the tree in place to the `budget` best nodes.")
+      .def(
+          "linearize",
+          [](const DraftTree& t, Token root, std::size_t budget, std::optional<LinearTree*> out) {
+            LinearTree tree;
+            LinearTree& dst = out ? **out : tree;
+            t.linearize(root, budget, dst);
+            return out ? py::cast(**out, py::return_value_policy::reference) : py::cast(std::move(tree));
+          },
+          py::arg("root"), py::arg("budget"), py::arg("out") = std::nullopt,
+          "Cuts to at most `budget` best-scored draft nodes and returns the breadth-first LinearTree with root `root` "
+          "(written into `out` when given).");
+
+  py::class_<AuxBlock>(m, "AuxBlock",
+                       "Auxiliary tokens a drafter runs through the verifier's forward pass besides its tree (the lookahead "
+                       "window). Local index 0 is the root, 1 + j auxiliary token j.")
+      .def(py::init<>(), "An empty block.")
+      .def("add", [](AuxBlock& a, Token t, std::int32_t offset, const std::vector<std::int32_t>& visible) { return a.add(t, offset, visible); },
+           py::arg("token"), py::arg("offset"), py::arg("visible") = std::vector<std::int32_t>{},
+           "Appends a token `offset` (>= 1) positions after the root that sees the local indices `visible`; returns its index.")
+      .def("__len__", &AuxBlock::size)
+      .def_property_readonly("size", &AuxBlock::size, "Number of auxiliary tokens.")
+      .def_readonly("tokens", &AuxBlock::tokens, "[A] token ids.")
+      .def_readonly("offset", &AuxBlock::offset, "[A] positions relative to the root (>= 1).")
+      .def("row", [](const AuxBlock& a, std::int32_t j) {
+             REFDEC_CHECK(j >= 0 && j < a.size(), "AuxBlock.row: token " << j << " out of range [0, " << a.size() << ")");
+             const auto r = a.row(j);
+             return std::vector<std::int32_t>(r.begin(), r.end());
+           }, py::arg("j"), "Local indices token j sees besides the prefix and itself.")
+      .def("attends", &AuxBlock::attends, py::arg("j"), py::arg("k"), "True when token j sees local index k.")
+      .def("clear", &AuxBlock::clear, "Removes every token.")
+      .def("validate", &AuxBlock::validate, py::arg("vocab_size"), "Raises ValueError unless the block is well formed.")
+      .def("append", &AuxBlock::append, py::arg("other"), "Appends another block's tokens after these.");
+
+  // --- sampling -----------------------------------------------------------------------------------
+  py::class_<SamplingOptions>(m, "SamplingOptions",
+                              "Sampling settings of one request (processing order: repetition penalty, presence and frequency "
+                              "penalties, temperature, top-k, top-p, min-p).")
+      .def(py::init([](float temperature, std::int32_t top_k, float top_p, float min_p, float repetition_penalty, float presence_penalty,
+                       float frequency_penalty, std::uint64_t seed) {
+             return SamplingOptions{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed};
+           }),
+           py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
+           py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f, py::arg("frequency_penalty") = 0.0f,
+           py::arg("seed") = 0)
+      .def_readwrite("temperature", &SamplingOptions::temperature, "Divides the logits; 0 is greedy.")
+      .def_readwrite("top_k", &SamplingOptions::top_k, "Keeps the k largest logits; 0 is off.")
+      .def_readwrite("top_p", &SamplingOptions::top_p, "Nucleus mass in (0, 1]; 1 is off.")
+      .def_readwrite("min_p", &SamplingOptions::min_p, "Drops tokens below min_p times the largest probability; 0 is off.")
+      .def_readwrite("repetition_penalty", &SamplingOptions::repetition_penalty, "CTRL rule on prompt and output tokens; 1 is off.")
+      .def_readwrite("presence_penalty", &SamplingOptions::presence_penalty, "Subtracted once from tokens already output.")
+      .def_readwrite("frequency_penalty", &SamplingOptions::frequency_penalty, "Subtracted per earlier occurrence.")
+      .def_readwrite("seed", &SamplingOptions::seed, "Seed of the request's random stream.")
+      .def("validate", &SamplingOptions::validate, "Raises ValueError naming the first invalid setting.")
+      .def_property_readonly("is_greedy", &SamplingOptions::is_greedy, "True for temperature 0 or top_k 1.")
+      .def_property_readonly("has_penalties", &SamplingOptions::has_penalties, "True when a penalty changes logits.");
+
+  py::class_<TokenCounts>(m, "TokenCounts", "The tokens of a sequence as the penalties see them (prompt membership, output counts).")
+      .def(py::init<std::int32_t>(), py::arg("vocab_size") = 0)
+      .def_property_readonly("vocab_size", &TokenCounts::vocab_size, "Vocabulary size.")
+      .def("add_prompt", [](TokenCounts& c, const Tokens& t) { c.add_prompt(t); }, py::arg("tokens"), "Counts prompt tokens.")
+      .def("add_output", [](TokenCounts& c, const Tokens& t) { c.add_output(std::span<const Token>(t)); }, py::arg("tokens"),
+           "Counts output tokens.")
+      .def("in_prompt", [](const TokenCounts& c, Token t) {
+             REFDEC_CHECK(t >= 0 && t < c.vocab_size(), "TokenCounts: token " << t << " outside the vocabulary [0, " << c.vocab_size() << ")");
+             return c.in_prompt(t);
+           }, py::arg("token"), "True when the token occurs in the prompt.")
+      .def("output_count", [](const TokenCounts& c, Token t) {
+             REFDEC_CHECK(t >= 0 && t < c.vocab_size(), "TokenCounts: token " << t << " outside the vocabulary [0, " << c.vocab_size() << ")");
+             return c.output_count(t);
+           }, py::arg("token"), "Occurrences of the token in the output.")
+      .def_property_readonly("present", [](const TokenCounts& c) { return Tokens(c.present().begin(), c.present().end()); },
+                             "Distinct tokens seen, in order of first occurrence.");
+
+  auto float_row = [](const at::Tensor& t, const char* who) {
+    REFDEC_CHECK(t.defined() && t.dim() == 1 && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(),
+                 who << ": expected a contiguous 1-D float32 CPU tensor");
+    return std::span<float>(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()));
+  };
+  py::class_<LogitsProcessor>(m, "LogitsProcessor", "Turns logits into the probabilities a request samples from (one per thread).")
+      .def(py::init<const SamplingOptions&>(), py::arg("options"))
+      .def_property_readonly("options", &LogitsProcessor::options, "The settings.")
+      .def("process", [float_row](LogitsProcessor& p, const at::Tensor& row, const TokenCounts& counts, const Tokens& path) {
+             p.process(float_row(row, "LogitsProcessor.process"), counts, path);
+           }, py::arg("row"), py::arg("counts"), py::arg("path") = Tokens{},
+           "Replaces a row of logits ([vocab] float32) by probabilities, in place; the row follows the counted sequence then `path`.")
+      .def("sample", [float_row](LogitsProcessor& p, const at::Tensor& logits, const TokenCounts& counts, std::uint64_t generated) {
+             return p.sample(float_row(logits, "LogitsProcessor.sample"), counts, generated);
+           }, py::arg("logits"), py::arg("counts"), py::arg("generated"),
+           "Plain sampling: processes `logits` in place and draws output position `generated` with uniform(seed, generated).");
+  m.def("uniform", &uniform, py::arg("seed"), py::arg("counter"),
+        "The uniform number in [0, 1) at position `counter` of the random stream `seed` (Philox4x32-10).");
+  m.def("sample_from_probs", [float_row](const at::Tensor& probs, double u) {
+          const auto s = float_row(probs, "sample_from_probs");
+          return sample_from_probs(s.data(), static_cast<std::int32_t>(s.size()), u);
+        }, py::arg("probs"), py::arg("u"), "Inverse-CDF draw from a row of non-negative weights; -1 when none is positive.");
+
+  py::class_<StepCost>(m, "StepCost", "Seconds a verification step takes by tokens run: flat, affine or calibrated.")
+      .def(py::init<>(), "The flat model (every step costs 1).")
+      .def_static("flat", &StepCost::flat, "Every step costs the same.")
+      .def_static("affine", &StepCost::affine, py::arg("a"), py::arg("b"), "a + b * tokens seconds.")
+      .def_static("calibrated", [](const std::vector<std::pair<std::size_t, double>>& s) { return StepCost::calibrated(s); },
+                  py::arg("samples"), "From measured (tokens, seconds) samples, piecewise linear.")
+      .def("seconds", &StepCost::seconds, py::arg("tokens"), "Cost of a step that runs `tokens` tokens.")
+      .def_property_readonly("is_flat", &StepCost::is_flat, "True for the flat model.");
+  m.def("step_budget", &step_budget, py::arg("room"), py::arg("budget"),
+        "Draft nodes worth verifying for a sequence that may still append `room` tokens: min(room - 1, budget), >= 0.");
+
+  // --- the step plan, the walk, the keep plan --------------------------------------------------------
+  py::class_<StepPlan>(m, "StepPlan",
+                       "One verification step of a batch, ragged and packed (docs/engine.md). The array properties are "
+                       "torch.Tensor views of the plan's own memory (no copy), valid until the plan is next written "
+                       "(plan_step(..., out=plan)); clone() one to keep it.")
+      .def(py::init<>(), "An empty plan (reuse it through plan_step(..., out=plan)).")
+      .def_property_readonly("batch", &StepPlan::batch, "Number of sequences.")
+      .def_property_readonly("num_rows", py::overload_cast<>(&StepPlan::rows, py::const_), "Rows of all sequences.")
+      .def("rows", py::overload_cast<std::int32_t>(&StepPlan::rows, py::const_), py::arg("b"), "Rows of sequence b (tree and auxiliary).")
+      .def("aux_rows", &StepPlan::aux_rows, py::arg("b"), "Auxiliary rows of sequence b (after its tree rows).")
+      .def("mask_words", &StepPlan::mask_words, py::arg("b"), "64-bit mask words per row of sequence b.")
+      .def("sees", &StepPlan::sees, py::arg("b"), py::arg("i"), py::arg("j"), "True when local row i of sequence b attends to its local row j.")
+      .def_property_readonly("indptr", tensor_view([](StepPlan& p) { return view_of(p.indptr, at::kInt); }),
+                             "[B + 1] int32: sequence b owns rows indptr[b] .. indptr[b + 1] - 1.")
+      .def_property_readonly("num_nodes", tensor_view([](StepPlan& p) { return view_of(p.num_nodes, at::kInt); }),
+                             "[B] int32: tree rows of each sequence (root included); the rest are auxiliary.")
+      .def_property_readonly("lengths", tensor_view([](StepPlan& p) { return view_of(p.lengths, at::kLong); }),
+                             "[B] int64: cached entries of each sequence before the step.")
+      .def_property_readonly("tokens", tensor_view([](StepPlan& p) { return view_of(p.tokens, at::kInt); }),
+                             "[R] int32: token of each row (the model's input).")
+      .def_property_readonly("positions", tensor_view([](StepPlan& p) { return view_of(p.positions, at::kLong); }),
+                             "[R] int64: rotary position of each row.")
+      .def_property_readonly("first_child", tensor_view([](StepPlan& p) { return view_of(p.first_child, at::kInt); }),
+                             "[R] int32: local index of a tree row's first child, -1 for none.")
+      .def_property_readonly("next_sibling", tensor_view([](StepPlan& p) { return view_of(p.next_sibling, at::kInt); }),
+                             "[R] int32: local index of a tree row's next sibling, -1 for none.")
+      .def_property_readonly("mask_indptr", tensor_view([](StepPlan& p) { return view_of(p.mask_indptr, at::kLong); }),
+                             "[B + 1] int64: first mask word of each sequence.")
+      .def_property_readonly("mask", tensor_view([](StepPlan& p) { return view_of(p.mask, at::kLong); }),
+                             "Packed mask, int64 words holding the uint64 bits: per sequence [rows(b), mask_words(b)]; bit j "
+                             "(j % 64 of word j // 64) of local row i is set when row i attends to local row j.")
+      .def("__repr__", [](const StepPlan& p) {
+        return "<refdec.StepPlan of " + std::to_string(p.batch()) + " sequences, " + std::to_string(p.rows()) + " rows>";
+      });
+
+  m.def(
+      "plan_step",
+      [](const std::vector<const LinearTree*>& trees, const std::vector<std::int64_t>& lengths, std::int64_t vocab_size,
+         std::optional<std::vector<const AuxBlock*>> aux, std::optional<StepPlan*> out) {
+        // plan_step reads contiguous arrays of trees and blocks: copied into reused thread-local
+        // storage, whose capacity makes a copy a few memcpys once warm.
+        thread_local std::vector<LinearTree> tree_copies;
+        thread_local std::vector<AuxBlock> aux_copies;
+        tree_copies.resize(trees.size());
+        for (std::size_t b = 0; b < trees.size(); ++b) {
+          REFDEC_CHECK(trees[b] != nullptr, "plan_step: tree " << b << " is None");
+          tree_copies[b] = *trees[b];
+        }
+        aux_copies.resize(aux ? aux->size() : 0);
+        for (std::size_t b = 0; b < aux_copies.size(); ++b) {
+          REFDEC_CHECK((*aux)[b] != nullptr, "plan_step: auxiliary block " << b << " is None");
+          aux_copies[b] = *(*aux)[b];
+        }
+        StepPlan fresh;
+        StepPlan& dst = out ? **out : fresh;
+        plan_step(tree_copies, aux_copies, lengths, vocab_size, dst);
+        return out ? py::cast(**out, py::return_value_policy::reference) : py::cast(std::move(fresh));
+      },
+      py::arg("trees"), py::arg("lengths"), py::arg("vocab_size") = 0, py::arg("aux") = std::nullopt, py::arg("out") = std::nullopt,
+      "Plans a step that verifies trees[b] after lengths[b] cached entries, followed by the auxiliary tokens aux[b] "
+      "(None: none). With vocab_size > 0 every token id must lie in [0, vocab_size). Writes into `out` when given "
+      "(reusing its memory) and returns the plan.");
+
+  py::class_<Acceptance>(m, "Acceptance", "The outcome of one verification step for one sequence.")
+      .def(py::init<>())
+      .def_readonly("nodes", &Acceptance::nodes, "Accepted draft nodes (local rows), root to leaf.")
+      .def_readonly("tokens", &Acceptance::tokens, "Their tokens, then the bonus token (empty for a prefill).")
+      .def_property_readonly("num_accepted", &Acceptance::num_accepted, "Accepted draft tokens (bonus excluded).")
+      .def("__repr__", [](const Acceptance& a) { return "<refdec.Acceptance nodes=[" + join(a.nodes) + "] tokens=[" + join(a.tokens) + "]>"; });
+
+  auto check_b = [](const StepPlan& p, std::int32_t b) {
+    REFDEC_CHECK(b >= 0 && b < p.batch(), "sequence " << b << " out of range [0, " << p.batch() << ")");
+  };
+  m.def(
+      "accept_greedy",
+      [](const StepPlan& plan, const at::Tensor& targets) {
+        const at::Tensor t = as_tokens(targets, plan.rows(), "accept_greedy: targets");
+        const Token* tp = t.data_ptr<Token>();
+        py::gil_scoped_release release;
+        std::vector<Acceptance> out(static_cast<std::size_t>(plan.batch()));
+        for (std::int32_t b = 0; b < plan.batch(); ++b)
+          accept(plan.tree(b), ChoiceArray{tp + plan.indptr[static_cast<std::size_t>(b)]}, out[static_cast<std::size_t>(b)]);
+        return out;
+      },
+      py::arg("plan"), py::arg("targets"),
+      "Greedy acceptance of every sequence: `targets` ([plan.num_rows] integer tensor) is the target's token at each row "
+      "(the argmax of its logits). Returns one Acceptance per sequence.");
+  m.def(
+      "accept_with",
+      [check_b](const StepPlan& plan, std::int32_t b, const py::function& choose) {
+        check_b(plan, b);
+        Acceptance out;
+        accept(plan.tree(b), [&](std::int32_t node, std::int32_t depth) { return choose(node, depth).cast<Token>(); }, out);
+        return out;
+      },
+      py::arg("plan"), py::arg("b"), py::arg("choose"),
+      "The walk over sequence b's tree with the engine's own chooser: choose(node, depth) -> the target's token at local "
+      "row `node` after `depth` accepted drafts. Asked at most once per node, root to leaf (draw fresh randomness per depth).");
+  m.def(
+      "accept_sampled",
+      [check_b](const StepPlan& plan, std::int32_t b, const at::Tensor& logits, LogitsProcessor& processor, const TokenCounts& counts,
+                std::uint64_t generated) {
+        check_b(plan, b);
+        const std::int32_t nodes = plan.num_nodes[static_cast<std::size_t>(b)];
+        REFDEC_CHECK(logits.defined() && logits.dim() == 2 && logits.device().is_cpu() && logits.scalar_type() == at::kFloat &&
+                         logits.is_contiguous(),
+                     "accept_sampled: logits must be a contiguous float32 CPU tensor [rows, vocab]");
+        REFDEC_CHECK(logits.size(0) >= nodes, "accept_sampled: " << logits.size(0) << " logit rows for " << nodes << " tree nodes");
+        const auto vocab = static_cast<std::int32_t>(logits.size(1));
+        std::span<float> rows(logits.data_ptr<float>(), static_cast<std::size_t>(nodes) * static_cast<std::size_t>(vocab));
+        py::gil_scoped_release release;
+        Acceptance out;
+        sampled_accept_lazy(plan.tree(b), rows, vocab, processor, counts, generated, out);
+        return out;
+      },
+      py::arg("plan"), py::arg("b"), py::arg("logits"), py::arg("processor"), py::arg("counts"), py::arg("generated"),
+      "Sample-then-match over sequence b's tree, exactly as the C++ Session samples: `logits` (contiguous float32 CPU, "
+      "[at least num_nodes[b], vocab], the sequence's rows) is processed in place for the rows the walk visits, each with "
+      "its node's own prefix, and drawn with uniform(seed, generated + depth). Same tokens as plain sampling for the seed.");
+  m.def(
+      "accept_all",
+      [check_b](const StepPlan& plan, std::int32_t b) {
+        check_b(plan, b);
+        Acceptance out;
+        accept_all(plan.tree(b), out);
+        return out;
+      },
+      py::arg("plan"), py::arg("b"), "The acceptance of a chain of forced tokens (a prompt being prefilled): every row kept, nothing emitted.");
+  m.def(
+      "greedy_accept",
+      [](const LinearTree& tree, const Tokens& targets) {
+        Acceptance out;
+        REFDEC_CHECK(static_cast<std::int32_t>(targets.size()) == tree.size(),
+                     "greedy_accept: " << targets.size() << " target tokens for a tree of " << tree.size() << " nodes");
+        accept(view(tree), ChoiceArray{targets.data()}, out);
+        return out;
+      },
+      py::arg("tree"), py::arg("targets"), "Greedy acceptance over a LinearTree given the target's token at each node.");
+
+  py::class_<KeepPlan>(m, "KeepPlan",
+                       "What each sequence's cache keeps after a step: kept local rows move to entries lengths_before[b], "
+                       "lengths_before[b] + 1, ... in order. Tensor properties are views (see StepPlan).")
+      .def(py::init<>())
+      .def_property_readonly("batch", &KeepPlan::batch, "Number of sequences.")
+      .def_property_readonly("indptr", tensor_view([](KeepPlan& k) { return view_of(k.indptr, at::kInt); }),
+                             "[B + 1] int32: first entry of each sequence in `rows`.")
+      .def_property_readonly("rows", tensor_view([](KeepPlan& k) { return view_of(k.rows, at::kInt); }),
+                             "[K] int32: local step rows kept, increasing per sequence.")
+      .def_property_readonly("lengths", tensor_view([](KeepPlan& k) { return view_of(k.lengths, at::kLong); }),
+                             "[B] int64: cached entries after the step.")
+      .def("kept", [](const KeepPlan& k, std::int32_t b) {
+             REFDEC_CHECK(b >= 0 && b < k.batch(), "KeepPlan.kept: sequence " << b << " out of range [0, " << k.batch() << ")");
+             const auto s = k.kept(b);
+             return std::vector<std::int32_t>(s.begin(), s.end());
+           }, py::arg("b"), "The kept local rows of sequence b.");
+  m.def(
+      "keep_accepted",
+      [](const StepPlan& plan, const std::vector<Acceptance>& accepted, std::optional<KeepPlan*> out) {
+        KeepPlan fresh;
+        KeepPlan& dst = out ? **out : fresh;
+        keep_accepted(plan, accepted, dst);
+        return out ? py::cast(**out, py::return_value_policy::reference) : py::cast(std::move(fresh));
+      },
+      py::arg("plan"), py::arg("accepted"), py::arg("out") = std::nullopt,
+      "The keep plan of a step: per sequence its root, then its accepted nodes. Writes into `out` when given.");
+
+  // --- drafters -----------------------------------------------------------------------------------
+  py::class_<DrafterStats>(m, "DrafterStats", "What a drafter did: proposals, accepted tokens by depth, time.")
+      .def_readonly("steps", &DrafterStats::steps, "Proposals recorded.")
+      .def_readonly("proposals", &DrafterStats::proposals, "Proposals with at least one node.")
+      .def_readonly("proposed_tokens", &DrafterStats::proposed_tokens, "Draft nodes proposed, summed over steps.")
+      .def_readonly("accepted_tokens", &DrafterStats::accepted_tokens, "Draft tokens accepted (bonus excluded).")
+      .def_readonly("proposed_at_depth", &DrafterStats::proposed_at_depth, "[max depth] steps whose draft reached depth d+1.")
+      .def_readonly("accepted_at_depth", &DrafterStats::accepted_at_depth, "[max depth] steps that accepted depth d+1.")
+      .def_readonly("propose_seconds", &DrafterStats::propose_seconds, "Wall time in propose().")
+      .def_readonly("accept_seconds", &DrafterStats::accept_seconds, "Wall time in begin() and accept().")
+      .def("acceptance_at", &DrafterStats::acceptance_at, py::arg("d"), "Acceptance rate at depth d + 1 given the draft reached it.");
+
+  py::class_<PyDrafter>(m, "Drafter",
+                        "Base of every drafter: one sequence's drafter (begin, then per step draft/propose and accept), with "
+                        "statistics. Its C++ work runs without the GIL, so drafters of different sequences draft in parallel "
+                        "from Python threads; one drafter serves one call at a time.")
+      .def_property_readonly("name", [](const PyDrafter& d) { return d.drafter.name(); }, "Short name for reports.")
+      .def("begin", [](PyDrafter& d, const Tokens& prompt, const std::vector<Tokens>& references) {
+             with_drafter(d, [&] { d.drafter.begin(prompt, references); });
+           }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{},
+           "Starts a sequence: `prompt` and the token sequences it may draw from.")
+      .def("propose", [](PyDrafter& d, std::size_t budget, std::optional<DraftTree*> out) {
+             DraftTree fresh;
+             DraftTree& dst = out ? **out : fresh;
+             with_drafter(d, [&] {
+               dst.clear();
+               d.drafter.propose(budget, dst);
+             });
+             return out ? py::cast(**out, py::return_value_policy::reference) : py::cast(std::move(fresh));
+           }, py::arg("budget"), py::arg("out") = std::nullopt,
+           "Candidate continuations of the sequence, at most `budget` nodes, as a DraftTree (written into `out` when given). "
+           "Not recorded in the statistics: draft() is the verifier's step.")
+      .def("draft", [](PyDrafter& d, Token root, std::size_t budget, std::int64_t vocab_size, std::optional<LinearTree*> tree,
+                       std::optional<AuxBlock*> aux, std::int64_t root_position, std::int64_t position_limit) {
+             LinearTree fresh;
+             AuxBlock ignored;
+             LinearTree& dst = tree ? **tree : fresh;
+             with_drafter(d, [&] {
+               draft_step(d.drafter, root, budget, vocab_size, root_position, position_limit, d.scratch, dst, aux ? **aux : ignored);
+             });
+             return tree ? py::cast(**tree, py::return_value_policy::reference) : py::cast(std::move(fresh));
+           }, py::arg("root"), py::arg("budget"), py::arg("vocab_size"), py::arg("tree") = std::nullopt, py::arg("aux") = std::nullopt,
+           py::arg("root_position") = 0, py::arg("position_limit") = std::numeric_limits<std::int64_t>::max(),
+           "The drafter's part of a verification step, as every engine runs it: propose, cut to `budget` nodes into a "
+           "LinearTree with root `root` (the sequence's last token), record the proposal, check token ids against "
+           "vocab_size, and write auxiliary tokens into `aux` (dropped when None; then observe([]) after the step). A block "
+           "that would reach position_limit (the context) sits the step out. Returns the tree (`tree` when given).")
+      .def("accept", [](PyDrafter& d, const Tokens& tokens) {
+             with_drafter(d, [&] { d.drafter.accept(tokens); });
+           }, py::arg("tokens"), "The tokens the step appended (accepted drafts, then the bonus token).")
+      .def("auxiliary", [](PyDrafter& d, AuxBlock& out) {
+             with_drafter(d, [&] {
+               out.clear();
+               d.drafter.auxiliary(out);
+             });
+           }, py::arg("out"), "This step's auxiliary tokens into `out` (none for most drafters).")
+      .def("observe", [](PyDrafter& d, const Tokens& choices) {
+             with_drafter(d, [&] { d.drafter.observe(choices); });
+           }, py::arg("choices"), "The target's greedy choices at this step's auxiliary tokens (empty when they did not run).")
+      .def("record_proposal", [](PyDrafter& d, const LinearTree& t) {
+             with_drafter(d, [&] { d.drafter.record_proposal(t); });
+           }, py::arg("tree"), "Records a proposal as verified (draft() does this itself).")
+      .def_property_readonly("max_auxiliary", [](const PyDrafter& d) { return d.drafter.max_auxiliary(); },
+                             "The most auxiliary tokens one step may carry (0 for most drafters).")
+      .def_property_readonly("stats", [](PyDrafter& d) {
+             // Read under the lock (another thread may be drafting); a Session's request may read it between steps.
+             py::gil_scoped_release release;
+             std::lock_guard<std::mutex> lock(d.mutex);
+             return d.drafter.stats();
+           }, "DrafterStats (a copy).")
+      .def("reset_stats", [](PyDrafter& d) { with_drafter(d, [&] { d.drafter.reset_stats(); }); }, "Clears the statistics.")
+      .def("__repr__", [](const PyDrafter& d) { return "<refdec drafter '" + d.drafter.name() + "'>"; });
+
+  py::class_<PyNoDrafter, PyDrafter>(m, "NoDrafter", "Proposes nothing: plain decoding.").def(py::init<>());
+
+  py::class_<PyLlmaDrafter, PyDrafter>(m, "LlmaDrafter",
+                                       "LLMA span copy: the longest suffix match of the sequence in the references (and, with "
+                                       "self_reference, the sequence itself), copying the k tokens that follow; m spans as a tree.")
+      .def(py::init([](std::size_t n, std::size_t k, std::size_t mm, bool self_reference) {
+             return std::make_unique<PyLlmaDrafter>(LlmaOptions{n, k, mm, self_reference});
+           }),
+           py::arg("n") = 1, py::arg("k") = 16, py::arg("m") = 1, py::arg("self_reference") = false)
+      .def_property_readonly("n", [](const PyLlmaDrafter& d) { return d.options.n; }, "Shortest suffix match that triggers a copy.")
+      .def_property_readonly("k", [](const PyLlmaDrafter& d) { return d.options.k; }, "Tokens copied per span.")
+      .def_property_readonly("m", [](const PyLlmaDrafter& d) { return d.options.m; }, "Spans proposed as a tree.")
+      .def_property_readonly("self_reference", [](const PyLlmaDrafter& d) { return d.options.self_reference; },
+                             "Also search the sequence itself.");
+
+  py::class_<PyPromptLookupDrafter, PyDrafter>(m, "PromptLookupDrafter",
+                                               "Prompt-lookup decoding as Spec-Bench runs it: the earliest match of the sequence's "
+                                               "last max_ngram..min_ngram tokens in the sequence, copying k tokens.")
+      .def(py::init([](std::size_t max_ngram, std::size_t min_ngram, std::size_t k, bool full_span_only) {
+             return std::make_unique<PyPromptLookupDrafter>(PromptLookupOptions{max_ngram, min_ngram, k, full_span_only});
+           }),
+           py::arg("max_ngram") = 3, py::arg("min_ngram") = 1, py::arg("k") = 10, py::arg("full_span_only") = false)
+      .def_property_readonly("max_ngram", [](const PyPromptLookupDrafter& d) { return d.options.max_ngram; }, "Longest suffix looked up.")
+      .def_property_readonly("min_ngram", [](const PyPromptLookupDrafter& d) { return d.options.min_ngram; }, "Shortest suffix looked up.")
+      .def_property_readonly("k", [](const PyPromptLookupDrafter& d) { return d.options.k; }, "Tokens copied after the match.")
+      .def_property_readonly("full_span_only", [](const PyPromptLookupDrafter& d) { return d.options.full_span_only; },
+                             "Skip matches whose k-token continuation runs past the sequence.");
+
+  py::class_<PyNgramTrieDrafter, PyDrafter>(m, "NgramTrieDrafter",
+                                            "The N-gram trie of Chen et al. 2025: a frequency trie of the context's n-token "
+                                            "windows; the most frequent subtree below the matched suffix is the draft tree.")
+      .def(py::init([](std::size_t n, std::size_t prefix_len, std::size_t num_draft, bool grow) {
+             return std::make_unique<PyNgramTrieDrafter>(NgramTrieOptions{n, prefix_len, num_draft, grow});
+           }),
+           py::arg("n") = 13, py::arg("prefix_len") = 3, py::arg("num_draft") = 32, py::arg("grow") = true)
+      .def_property_readonly("n", [](const PyNgramTrieDrafter& d) { return d.options.n; }, "Window length (trie depth).")
+      .def_property_readonly("prefix_len", [](const PyNgramTrieDrafter& d) { return d.options.prefix_len; }, "Longest suffix matched.")
+      .def_property_readonly("num_draft", [](const PyNgramTrieDrafter& d) { return d.options.num_draft; }, "Most draft nodes per proposal.")
+      .def_property_readonly("grow", [](const PyNgramTrieDrafter& d) { return d.options.grow; }, "Also index accepted tokens.");
+
+  py::class_<Datastore, std::shared_ptr<Datastore>>(m, "Datastore",
+                                                    "A read-only, memory-mapped suffix-array datastore; one instance serves any "
+                                                    "number of threads and drafters.")
+      .def_static("open", [](const std::filesystem::path& path, bool verify, bool populate, bool verify_order, std::uint32_t order_samples) {
+             py::gil_scoped_release release;
+             return std::const_pointer_cast<Datastore>(
+                 Datastore::open_shared(path, DatastoreOpenOptions{verify, populate, verify_order, order_samples}));
+           }, py::arg("path"), py::arg("verify") = true, py::arg("populate") = false, py::arg("verify_order") = false,
+           py::arg("order_samples") = 1024,
+           "Maps and validates the datastore file `path`; raises OSError (refdec.IoError) for a missing or bad file.")
+      .def_property_readonly("path", &Datastore::path, "The file.")
+      .def_property_readonly("size", &Datastore::size, "Tokens in the array (separators included).")
+      .def_property_readonly("num_documents", &Datastore::num_documents, "Documents.")
+      .def_property_readonly("num_corpus_tokens", &Datastore::num_corpus_tokens, "Corpus tokens (separators excluded).")
+      .def_property_readonly("vocab_size", &Datastore::vocab_size, "Vocabulary size it was built for.")
+      .def("count", [](const Datastore& d, const Tokens& p) { return d.count(p); }, py::arg("pattern"), "Occurrences of `pattern`.")
+      .def("find", [](const Datastore& d, const Tokens& p) {
+             const SuffixRange r = d.find(p);
+             return std::make_pair(r.begin, r.end);
+           }, py::arg("pattern"), "Suffix array ranks [begin, end) of the suffixes starting with `pattern`.")
+      .def("token", &Datastore::token, py::arg("pos"), "Token at array position `pos` (-1 for a separator).")
+      .def("suffix", &Datastore::suffix, py::arg("rank"), "Array position of the suffix of rank `rank`.");
+
+  py::class_<PyRestDrafter, PyDrafter>(m, "RestDrafter",
+                                       "REST retrieval from a shared Datastore: the longest suffix of the sequence (n_max down to "
+                                       "1 tokens) found in the datastore, the c most frequent m-token continuation prefixes.")
+      .def(py::init([](std::shared_ptr<Datastore> store, std::size_t n_max, std::size_t mm, std::size_t c, std::size_t max_occurrences) {
+             return std::make_unique<PyRestDrafter>(std::move(store), RestOptions{n_max, mm, c, max_occurrences});
+           }),
+           py::arg("datastore"), py::arg("n_max") = 16, py::arg("m") = 10, py::arg("c") = 64, py::arg("max_occurrences") = 256)
+      .def_property_readonly("datastore", [](const PyRestDrafter& d) { return std::const_pointer_cast<Datastore>(d.datastore); },
+                             "The datastore it reads.")
+      .def_property_readonly("n_max", [](const PyRestDrafter& d) { return d.options.n_max; }, "Longest suffix searched.")
+      .def_property_readonly("m", [](const PyRestDrafter& d) { return d.options.m; }, "Continuation length.")
+      .def_property_readonly("c", [](const PyRestDrafter& d) { return d.options.c; }, "Draft nodes kept.")
+      .def_property_readonly("max_occurrences", [](const PyRestDrafter& d) { return d.options.max_occurrences; }, "Occurrences read.");
+
+  py::class_<PyLookaheadDrafter, PyDrafter>(m, "LookaheadDrafter",
+                                            "Lookahead Decoding: a W x (N-1) Jacobi window run as auxiliary tokens, and a pool of "
+                                            "the n-grams it harvests; window=0 is a pure n-gram pool drafter.")
+      .def(py::init([](std::int32_t window, std::int32_t ngram, std::int32_t guesses, bool pool_from_output, std::uint64_t seed) {
+             return std::make_unique<PyLookaheadDrafter>(LookaheadOptions{window, ngram, guesses, pool_from_output, seed});
+           }),
+           py::arg("window") = 15, py::arg("ngram") = 5, py::arg("guesses") = 15, py::arg("pool_from_output") = true, py::arg("seed") = 0)
+      .def_property_readonly("window", [](const PyLookaheadDrafter& d) { return d.options.window; }, "W: Jacobi window width.")
+      .def_property_readonly("ngram", [](const PyLookaheadDrafter& d) { return d.options.ngram; }, "N: n-gram size.")
+      .def_property_readonly("guesses", [](const PyLookaheadDrafter& d) { return d.options.guesses; }, "G: candidates per step.");
+
+  py::class_<MixtureStatistics::Source>(m, "MixtureSourceStatistics", "Raw counts of one mixture source.")
+      .def_readonly("name", &MixtureStatistics::Source::name, "The source's name.")
+      .def_readonly("evaluated", &MixtureStatistics::Source::evaluated, "[max_depth] nodes at depth d+1 whose parent was right.")
+      .def_readonly("correct", &MixtureStatistics::Source::correct, "[max_depth] of those, the right ones.")
+      .def_readonly("accepted_tokens", &MixtureStatistics::Source::accepted_tokens, "Accepted draft tokens it had proposed.")
+      .def("right_at", &MixtureStatistics::Source::right_at, py::arg("d"), "How often its nodes at depth d+1 were right.");
+  py::class_<MixtureStatistics, std::shared_ptr<MixtureStatistics>>(m, "MixtureStatistics", "What a mixture learned, per source (live).")
+      .def_property_readonly("sources", &MixtureStatistics::sources, "Per source, in the order given.")
+      .def_property_readonly("steps", &MixtureStatistics::steps, "Steps proposed so far.")
+      .def_property_readonly("mean_budget", &MixtureStatistics::mean_budget, "Mean draft nodes kept per step.")
+      .def("acceptance", &MixtureStatistics::acceptance, py::arg("source"), py::arg("depth"),
+           "Learned probability that a node of `source` at depth depth+1 is accepted given its parent was.");
+
+  py::enum_<MixtureCombine>(m, "MixtureCombine", "How a mixture combines the estimates of sources that proposed the same node.")
+      .value("max", MixtureCombine::max, "The best single estimate.")
+      .value("noisy_or", MixtureCombine::noisy_or, "1 - prod(1 - p).");
+
+  py::class_<PyMixtureDrafter, PyDrafter>(m, "MixtureDrafter",
+                                          "One merged trie from several drafters, nodes scored by acceptance learned online, the "
+                                          "budget chosen under a step cost. The mixture owns fresh copies of `sources` made from "
+                                          "their settings: the given drafters stay independent and usable.")
+      .def(py::init([](const std::vector<PyDrafter*>& sources, const StepCost& cost, double prior_mean, double prior_strength,
+                       double half_life, std::size_t max_depth, MixtureCombine combine) {
+             std::vector<std::function<AnyDrafter()>> makes;
+             for (std::size_t s = 0; s < sources.size(); ++s) {
+               REFDEC_CHECK(sources[s] != nullptr, "mixture: source " << s << " is None");
+               makes.push_back(sources[s]->make);
+             }
+             return std::make_unique<PyMixtureDrafter>(std::move(makes),
+                                                       MixtureOptions{cost, prior_mean, prior_strength, half_life, max_depth, combine});
+           }),
+           py::arg("sources"), py::arg("cost") = StepCost::flat(), py::arg("prior_mean") = 0.3, py::arg("prior_strength") = 2.0,
+           py::arg("half_life") = 2000.0, py::arg("max_depth") = 16, py::arg("combine") = MixtureCombine::max)
+      .def_property_readonly("statistics", [](const PyMixtureDrafter& d) { return std::const_pointer_cast<MixtureStatistics>(d.statistics); },
+                             "What it learned (MixtureStatistics, follows the drafter).");
+
+  // --- datastore building -------------------------------------------------------------------------
+  py::class_<DatastoreBuildStats>(m, "DatastoreBuildStats", "What build_datastore did.")
+      .def_readonly("num_tokens", &DatastoreBuildStats::num_tokens, "Corpus tokens (separators excluded).")
+      .def_readonly("num_documents", &DatastoreBuildStats::num_documents, "Documents.")
+      .def_readonly("file_bytes", &DatastoreBuildStats::file_bytes, "Size of the file written.")
+      .def_readonly("seconds", &DatastoreBuildStats::seconds, "Wall time of the build.")
+      .def_readonly("sort_seconds", &DatastoreBuildStats::sort_seconds, "Of which suffix sorting.")
+      .def_property_readonly("tokens_per_second", &DatastoreBuildStats::tokens_per_second, "Build throughput.");
+  m.def(
+      "build_datastore",
+      [](const std::vector<Tokens>& documents, std::int32_t vocab_size, const std::filesystem::path& path,
+         std::optional<py::function> progress, const std::vector<std::filesystem::path>& inputs) {
+        DatastoreBuildOptions options;
+        options.inputs = inputs;
+        if (progress)
+          options.progress = [&progress](std::string_view stage, std::uint64_t done, std::uint64_t total) {
+            py::gil_scoped_acquire acquire;
+            (*progress)(std::string(stage), done, total);
+          };
+        py::gil_scoped_release release;
+        return build_datastore(documents, vocab_size, path, options);
+      },
+      py::arg("documents"), py::arg("vocab_size"), py::arg("path"), py::arg("progress") = std::nullopt,
+      py::arg("inputs") = std::vector<std::filesystem::path>{},
+      "Builds the datastore file `path` from token documents (ids in [0, vocab_size)), written to a temporary and "
+      "renamed. progress(stage, done, total) is called now and then. Raises ValueError for bad input, OSError for a "
+      "write failure.");
+
+  // --- the reference model and the Session ------------------------------------------------------------
+  py::enum_<RopeStyle>(m, "RopeStyle", "How rotary embeddings pair a head's dimensions.")
+      .value("interleaved", RopeStyle::kInterleaved, "Pairs (2i, 2i+1): llama2.c.")
+      .value("half", RopeStyle::kHalf, "Pairs (i, i + d/2): Hugging Face.");
+  py::class_<LlamaConfig>(m, "LlamaConfig", "Shape and constants of a Llama-family model.")
+      .def(py::init<>())
+      .def_readwrite("dim", &LlamaConfig::dim, "Model width.")
+      .def_readwrite("hidden_dim", &LlamaConfig::hidden_dim, "SwiGLU width.")
+      .def_readwrite("n_layers", &LlamaConfig::n_layers, "Layers.")
+      .def_readwrite("n_heads", &LlamaConfig::n_heads, "Query heads.")
+      .def_readwrite("n_kv_heads", &LlamaConfig::n_kv_heads, "Key/value heads.")
+      .def_readwrite("vocab_size", &LlamaConfig::vocab_size, "Vocabulary size.")
+      .def_readwrite("max_seq_len", &LlamaConfig::max_seq_len, "Trained context length.")
+      .def_readwrite("rope_theta", &LlamaConfig::rope_theta, "Rotary base.")
+      .def_readwrite("norm_eps", &LlamaConfig::norm_eps, "RMSNorm epsilon.")
+      .def_readwrite("tied_embeddings", &LlamaConfig::tied_embeddings, "Output projection shares the embedding.")
+      .def_readwrite("rope_style", &LlamaConfig::rope_style, "RopeStyle.")
+      .def_readwrite("bos_id", &LlamaConfig::bos_id, "Beginning-of-sequence id.")
+      .def_readwrite("eos_id", &LlamaConfig::eos_id, "End-of-sequence id.")
+      .def_property_readonly("head_dim", &LlamaConfig::head_dim, "dim / n_heads.")
+      .def("validate", &LlamaConfig::validate, "Raises ValueError naming the first inconsistent field.");
+
+  py::class_<LlamaModel, std::shared_ptr<LlamaModel>>(m, "LlamaModel", "refdec's reference Llama-family model (libtorch).")
+      .def_static("load_llama2c", [](const std::filesystem::path& path, const py::object& dtype) {
+             const at::ScalarType t = scalar_type_of(dtype);
+             py::gil_scoped_release release;
+             return std::make_shared<LlamaModel>(load_llama2c(path, t));
+           }, py::arg("path"), py::arg("dtype") = py::none(),
+           "Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); "
+           "OSError for a missing or bad file.")
+      .def_static("random", [](const LlamaConfig& config, std::uint64_t seed, const py::object& dtype) {
+             return std::make_shared<LlamaModel>(LlamaModel::random(config, seed, scalar_type_of(dtype)));
+           }, py::arg("config"), py::arg("seed"), py::arg("dtype") = py::none(), "A model with seeded random weights.")
+      .def_property_readonly("config", &LlamaModel::config, "LlamaConfig (a copy).")
+      .def_property_readonly("vocab_size", &LlamaModel::vocab_size, "Vocabulary size.")
+      .def_property_readonly("max_seq_len", &LlamaModel::max_seq_len, "Trained context length.")
+      .def_property_readonly("dtype", [](const LlamaModel& md) { return dtype_object(md.dtype()); }, "torch.dtype of the weights.");
+
+  py::enum_<FinishReason>(m, "FinishReason", "Why a request left a Session.")
+      .value("stop_token", FinishReason::kStopToken, "It produced a stop token (not emitted).")
+      .value("max_new_tokens", FinishReason::kMaxNewTokens, "It reached its token limit.")
+      .value("max_context", FinishReason::kMaxContext, "Prompt and output filled the context.")
+      .value("cancelled", FinishReason::kCancelled, "Session.cancel().");
+  py::enum_<SamplingPath>(m, "SamplingPath", "Where sampled steps process the logits (same output).")
+      .value("auto", SamplingPath::kAuto, "Tensor ops on a GPU, the host elsewhere.")
+      .value("host", SamplingPath::kHost, "The host, rows the walk visits only.")
+      .value("tensor", SamplingPath::kTensor, "Every node's draw by tensor ops on the logits' device.");
+
+  py::class_<GenerateOptions>(m, "GenerateOptions", "Defaults and limits of a Session.")
+      .def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
+                       std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk) {
+             return GenerateOptions{max_new_tokens, budget, std::move(stop_tokens), max_context, sampling, sampling_path, prefill_chunk};
+           }),
+           py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
+           py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512)
+      .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
+      .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
+      .def_readwrite("stop_tokens", &GenerateOptions::stop_tokens, "Generation stops before any of these.")
+      .def_readwrite("max_context", &GenerateOptions::max_context, "Prompt + output at most; 0: the model's max_seq_len.")
+      .def_readwrite("sampling", &GenerateOptions::sampling, "SamplingOptions for requests without their own; None: greedy.")
+      .def_readwrite("sampling_path", &GenerateOptions::sampling_path, "SamplingPath.")
+      .def_readwrite("prefill_chunk", &GenerateOptions::prefill_chunk, "Prompt tokens a step prefills per request at most (0: all).");
+
+  py::class_<StepTimes>(m, "StepTimes", "Wall time of the parts of the steps, in seconds.")
+      .def_readonly("plan", &StepTimes::plan, "Building the step plan.")
+      .def_readonly("model", &StepTimes::model, "Forward pass, argmax and its copy to the host.")
+      .def_readonly("accept", &StepTimes::accept, "Tree walks and the keep plan.")
+      .def_readonly("commit", &StepTimes::commit, "Applying the keep plan to the KV store.");
+  py::class_<GenerateStats>(m, "GenerateStats", "What a Session did, summed over requests.")
+      .def_readonly("tokens", &GenerateStats::tokens, "Generated tokens.")
+      .def_readonly("steps", &GenerateStats::steps, "Verification steps, counted per request.")
+      .def_readonly("forward_passes", &GenerateStats::forward_passes, "Model calls for the whole batch.")
+      .def_readonly("auxiliary_tokens", &GenerateStats::auxiliary_tokens, "Auxiliary tokens run.")
+      .def_readonly("prefill_tokens", &GenerateStats::prefill_tokens, "Prompt tokens run as prefill rows.")
+      .def_readonly("draft_seconds", &GenerateStats::draft_seconds, "Drafting time.")
+      .def_readonly("verify", &GenerateStats::verify, "StepTimes.")
+      .def_readonly("total_seconds", &GenerateStats::total_seconds, "Wall time of the steps.")
+      .def_readonly("drafting", &GenerateStats::drafting, "DrafterStats of the requests that have left.")
+      .def_property_readonly("tokens_per_step", &GenerateStats::tokens_per_step, "τ: mean tokens per step, bonus included.");
+
+  py::class_<RequestUpdate>(m, "RequestUpdate", "What one step did for one request.")
+      .def_readonly("id", &RequestUpdate::id, "The request.")
+      .def_readonly("tokens", &RequestUpdate::tokens, "Tokens appended by this step (stop token excluded).")
+      .def_readonly("finished", &RequestUpdate::finished, "FinishReason when the request left, else None.")
+      .def("__repr__", [](const RequestUpdate& u) { return "<refdec.RequestUpdate id=" + std::to_string(u.id) + " tokens=[" + join(u.tokens) + "]>"; });
+
+  py::class_<PySession>(m, "Session",
+                        "Continuous batching over refdec's reference model: requests join (add) and leave between steps; "
+                        "each step drafts, verifies every active request in one forward pass and commits the KV store. "
+                        "Output equals plain greedy decoding (and plain sampling for the same seed). One thread drives a "
+                        "session; step() runs without the GIL.")
+      .def(py::init([](std::shared_ptr<LlamaModel> model, const GenerateOptions& options, const std::string& kv_store,
+                       std::int64_t capacity, std::int64_t num_blocks, std::int64_t block_size) {
+             REFDEC_CHECK(model != nullptr, "Session: model is None");
+             auto s = std::make_unique<PySession>();
+             s->model = model;
+             const std::int64_t context = options.max_context > 0 ? options.max_context : model->max_seq_len();
+             if (kv_store == "contiguous") {
+               // Room for the context plus a lookahead window's auxiliary rows.
+               const std::int64_t cap = capacity > 0 ? capacity : context + 256;
+               s->session = std::make_unique<ContiguousSession>(*model, ContiguousKvStore(model->kv_layout(), cap), options);
+             } else if (kv_store == "paged") {
+               const std::int64_t blocks = num_blocks > 0 ? num_blocks : 64 * ((context + 256 + block_size - 1) / std::max<std::int64_t>(block_size, 1));
+               s->session = std::make_unique<PagedSession>(*model, PagedKvStore(model->kv_layout(), blocks, block_size), options);
+             } else {
+               REFDEC_CHECK(false, "Session: kv_store must be 'contiguous' or 'paged', got '" << kv_store << "'");
+             }
+             return s;
+           }),
+           py::arg("model"), py::arg("options") = GenerateOptions{}, py::arg("kv_store") = "contiguous", py::arg("capacity") = 0,
+           py::arg("num_blocks") = 0, py::arg("block_size") = 16,
+           "A session over `model`. kv_store 'contiguous' (one buffer of `capacity` entries per request; 0: the context + "
+           "256) or 'paged' (a pool of `num_blocks` blocks of `block_size` entries; 0: room for 64 full-context requests).")
+      .def("add", [](PySession& s, const Tokens& prompt, const std::vector<Tokens>& references, py::object drafter,
+                     std::optional<SamplingOptions> sampling, std::optional<std::int64_t> max_new_tokens,
+                     std::optional<Tokens> stop_tokens, std::optional<std::int64_t> budget) {
+             Request r{prompt, references, sampling, max_new_tokens, stop_tokens, budget};
+             if (drafter.is_none()) return s.visit([&](auto& session) { return session.add(std::move(r)); });
+             auto& d = drafter.cast<PyDrafter&>();
+             const RequestId id = with_drafter(d, [&] { return s.visit([&](auto& session) { return session.add(std::move(r), &d.drafter); }); });
+             d.in_session = true;
+             s.borrowed.emplace(id, std::move(drafter));
+             return id;
+           }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{}, py::arg("drafter") = py::none(),
+           py::arg("sampling") = std::nullopt, py::arg("max_new_tokens") = std::nullopt, py::arg("stop_tokens") = std::nullopt,
+           py::arg("budget") = std::nullopt,
+           "Adds a request; returns its id. `drafter` (None: plain decoding) is borrowed until the request leaves: its "
+           "statistics are reset at the start and stay readable; it cannot serve anything else meanwhile. Unset limits take "
+           "the session's defaults. Raises ValueError without changing the session when something is wrong.")
+      .def("step", [](PySession& s) {
+             std::vector<std::mutex*> locks;  // the borrowed drafters: no Python thread may be inside one meanwhile
+             for (auto& entry : s.borrowed) locks.push_back(&entry.second.cast<PyDrafter&>().mutex);
+             std::vector<RequestUpdate> updates;
+             {
+               py::gil_scoped_release release;
+               std::vector<std::unique_lock<std::mutex>> held;
+               for (std::mutex* mu : locks) held.emplace_back(*mu);
+               updates = s.visit([](auto& session) { return session.step(); });
+             }
+             for (const RequestUpdate& u : updates)
+               if (u.finished) s.release(u.id);
+             return updates;
+           }, "Runs one step for every active request; returns a RequestUpdate per request that emitted or left.")
+      .def("cancel", [](PySession& s, RequestId id) {
+             const bool found = s.visit([&](auto& session) { return session.cancel(id); });
+             s.release(id);
+             return found;
+           }, py::arg("id"), "Ends request `id` now (reported as cancelled by the next step); False for unknown ids.")
+      .def_property_readonly("active", [](PySession& s) { return s.visit([](auto& session) { return session.active(); }); },
+                             "Requests in the session.")
+      .def_property_readonly("idle", [](PySession& s) { return s.visit([](auto& session) { return session.idle(); }); },
+                             "True when step() has nothing left to do or report.")
+      .def("output", [](PySession& s, RequestId id) { return s.visit([&](auto& session) { return session.output(id); }); },
+           py::arg("id"), "Tokens request `id` has generated so far (while active).")
+      .def_property_readonly("stats", [](PySession& s) { return s.visit([](auto& session) { return session.stats(); }); },
+                             "GenerateStats (a copy).")
+      .def_property_readonly("model", [](const PySession& s) { return std::const_pointer_cast<LlamaModel>(s.model); }, "The model.")
+      .def_property_readonly("last_plan", [](PySession& s) { return s.visit([](auto& session) { return session.last_plan(); }); },
+                             "A copy of the last step's StepPlan.");
+}

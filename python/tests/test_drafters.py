@@ -1,0 +1,147 @@
+# Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+"""Every drafter from Python: begin / propose / draft / accept, statistics, replay on a known output."""
+
+import random
+
+import pytest
+
+import refdec
+
+VOCAB = 1000
+
+
+def text(n, seed, vocab=200):
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        if len(out) > 40 and rng.random() < 0.4:  # repeats, as documents have
+            start = rng.randrange(len(out) - 20)
+            out += out[start:start + rng.randrange(5, 20)]
+        else:
+            out.append(rng.randrange(vocab))
+    return out[:n]
+
+
+def replay(drafter, prompt, truth, references=(), budget=64):
+    """Greedy decoding is fixed by its output: draft, walk along the true tokens, accept. Returns τ."""
+    drafter.begin(prompt, list(references))
+    done, steps = 0, 0
+    plan = refdec.StepPlan()
+    while done < len(truth):
+        root = truth[done - 1] if done else prompt[-1]
+        tree = drafter.draft(root, min(budget, len(truth) - done - 1), VOCAB)
+        refdec.plan_step([tree], [len(prompt) + done - 1], VOCAB, out=plan)
+        # Row i's target is the true token after the node's path: the token at its depth.
+        depth = (plan.positions - (len(prompt) + done - 1)).tolist()
+        targets = [truth[done + d] if done + d < len(truth) else -1 for d in depth]
+        acc = refdec.accept_with(plan, 0, lambda node, _: targets[node])
+        tokens = acc.tokens[: len(truth) - done]
+        assert tokens == truth[done:done + len(tokens)]
+        drafter.accept(tokens)
+        done += len(tokens)
+        steps += 1
+    return len(truth) / steps
+
+
+def all_drafters(store=None):
+    drafters = [refdec.LlmaDrafter(n=1, k=16, m=2, self_reference=True), refdec.PromptLookupDrafter(),
+                refdec.NgramTrieDrafter(n=8, prefix_len=3, num_draft=32), refdec.LookaheadDrafter(window=0, ngram=4, guesses=8)]
+    if store is not None:
+        drafters.append(refdec.RestDrafter(store, n_max=8, m=8, c=32))
+    return drafters
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_each_drafter_replays_above_one_token_per_step(index):
+    drafter = all_drafters()[index]
+    prompt = text(400, 1)
+    truth = prompt[100:300]  # the output repeats the prompt: every drafter finds it
+    tau = replay(drafter, prompt, truth)
+    assert tau > 1.5, (drafter.name, tau)
+    s = drafter.stats
+    assert s.steps > 0 and s.proposed_tokens > 0 and 0 < s.accepted_tokens <= s.proposed_tokens
+    assert len(s.accepted_at_depth) >= 1 and 0 < s.acceptance_at(0) <= 1
+    assert s.propose_seconds >= 0 and s.accept_seconds >= 0
+    drafter.reset_stats()
+    assert drafter.stats.steps == 0
+
+
+def test_llma_copies_from_references_and_propose_is_not_recorded():
+    d = refdec.LlmaDrafter(n=2, k=5)
+    assert (d.n, d.k, d.m, d.self_reference, d.name) == (2, 5, 1, False, "llma")
+    d.begin([7, 8, 1, 2], [[9, 1, 2, 3, 4, 5, 6, 7, 8]])
+    tree = d.propose(16)
+    assert len(tree) == 5 and tree.node(1).token == 3
+    out = refdec.DraftTree()
+    out.insert([99])  # propose() clears it first
+    assert d.propose(16, out) is out and len(out) == 5
+    assert d.stats.steps == 0
+    lt = d.draft(2, 3, VOCAB)
+    assert lt.tokens == [2, 3, 4, 5] and d.stats.steps == 1
+    assert "llma" in repr(d)
+
+
+def test_prompt_lookup_and_ngram_trie_settings():
+    p = refdec.PromptLookupDrafter(max_ngram=4, min_ngram=2, k=7, full_span_only=True)
+    assert (p.max_ngram, p.min_ngram, p.k, p.full_span_only, p.name) == (4, 2, 7, True, "prompt-lookup")
+    t = refdec.NgramTrieDrafter(n=6, prefix_len=2, num_draft=9, grow=False)
+    assert (t.n, t.prefix_len, t.num_draft, t.grow, t.name) == (6, 2, 9, False, "ngram-trie")
+    t.begin(text(200, 2))
+    assert len(t.propose(64)) <= 9
+
+
+def test_lookahead_window_runs_auxiliary_tokens():
+    d = refdec.LookaheadDrafter(window=4, ngram=3, guesses=5, seed=1)
+    assert (d.window, d.ngram, d.guesses, d.name) == (4, 3, 5, "lookahead") and d.max_auxiliary > 0
+    d.begin(text(50, 3))
+    aux = refdec.AuxBlock()
+    tree = d.draft(5, 8, VOCAB, aux=aux, root_position=49, position_limit=1000)
+    assert tree.tokens[0] == 5 and 0 < len(aux) <= d.max_auxiliary
+    d.observe([1] * len(aux))
+    d.accept([6])
+    again = refdec.AuxBlock()
+    d.auxiliary(again)
+    assert len(again) > 0
+    # An auxiliary block that would pass the context sits the step out.
+    d.draft(5, 8, VOCAB, aux=again, root_position=998, position_limit=1000)
+    assert len(again) == 0
+
+
+def test_mixture_over_every_drafter_learns_and_leaves_its_sources_alone():
+    sources = all_drafters()
+    mix = refdec.MixtureDrafter(sources, cost=refdec.StepCost.affine(1.0, 0.01), combine=refdec.MixtureCombine.noisy_or)
+    assert mix.name.startswith("mixture(llma+prompt-lookup+ngram-trie+ngram-pool")
+    prompt = text(400, 4)
+    tau = replay(mix, prompt, prompt[50:250])
+    assert tau > 1.5
+    stats = mix.statistics
+    assert stats.steps > 0 and len(stats.sources) == 4 and stats.sources[0].name == "llma"
+    assert 0 < stats.acceptance(0, 0) < 1 and stats.mean_budget > 0
+    assert sum(s.accepted_tokens for s in stats.sources) > 0 and stats.sources[0].right_at(0) >= 0
+    # The sources were copied by their settings: the originals were never begun by the mixture.
+    for s in sources:
+        assert s.stats.steps == 0
+    assert replay(sources[0], prompt, prompt[50:250]) > 1.5
+    nested = refdec.MixtureDrafter([mix, refdec.NoDrafter()])
+    assert replay(nested, prompt, prompt[50:100]) > 1.0
+
+
+def test_drafter_argument_errors():
+    with pytest.raises(ValueError, match="LLMA: k"):
+        refdec.LlmaDrafter(k=0)
+    with pytest.raises(ValueError, match="prompt lookup: max_ngram"):
+        refdec.PromptLookupDrafter(max_ngram=1, min_ngram=2)
+    with pytest.raises(ValueError, match="n-gram trie: prefix_len"):
+        refdec.NgramTrieDrafter(n=4, prefix_len=4)
+    with pytest.raises(ValueError, match="lookahead: n-gram size"):
+        refdec.LookaheadDrafter(ngram=1)
+    with pytest.raises(ValueError, match="mixture: needs at least one source"):
+        refdec.MixtureDrafter([])
+    with pytest.raises(ValueError, match="mixture: prior_mean"):
+        refdec.MixtureDrafter([refdec.NoDrafter()], prior_mean=2.0)
+    d = refdec.LlmaDrafter(self_reference=True)
+    d.begin([1, 2, 3, 1, 2])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        d.draft(2, 8, 3)
+    with pytest.raises(TypeError):
+        d.begin("not tokens")

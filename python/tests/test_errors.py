@@ -1,0 +1,51 @@
+# Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+"""Error translation: refdec's error family as Python exceptions with the C++ messages."""
+
+import pytest
+import torch
+
+import refdec
+
+
+def test_hierarchy():
+    assert issubclass(refdec.ArgumentError, refdec.Error) and issubclass(refdec.ArgumentError, ValueError)
+    assert issubclass(refdec.IoError, refdec.Error) and issubclass(refdec.IoError, OSError)
+    assert issubclass(refdec.Error, RuntimeError)
+    assert refdec.Error.__module__ == "refdec" and refdec.ArgumentError.__doc__
+
+
+def test_argument_errors_are_value_errors_with_the_cpp_message():
+    with pytest.raises(refdec.ArgumentError) as info:
+        refdec.LlmaDrafter(n=0)
+    assert isinstance(info.value, ValueError)
+    message = str(info.value)
+    assert message.startswith("refdec: LLMA: n (match length) must be at least 1, got 0 (") and "llma.hpp:" in message
+
+
+def test_io_errors_are_os_errors(tmp_path):
+    with pytest.raises(OSError) as info:
+        refdec.LlamaModel.load_llama2c(tmp_path / "none.bin")
+    assert isinstance(info.value, refdec.IoError) and "none.bin" in str(info.value)
+    (tmp_path / "short.bin").write_bytes(b"\x01\x02")
+    with pytest.raises(refdec.IoError, match="too short for its header"):
+        refdec.LlamaModel.load_llama2c(tmp_path / "short.bin")
+
+
+def test_libtorch_errors_are_runtime_errors_without_the_cpp_backtrace():
+    c = refdec.LlamaConfig()
+    c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 8, 16, 1, 2, 2, 11, 16
+    model = refdec.LlamaModel.random(c, 0, torch.float16)  # libtorch 1.13 has no float16 matmul on the CPU
+    session = refdec.Session(model)
+    session.add([1])
+    try:
+        session.step()
+    except RuntimeError as e:
+        assert "Exception raised from" not in str(e)
+    # (libtorch 2.x runs float16 on the CPU: then there is nothing to translate)
+
+
+def test_type_errors_stay_type_errors():
+    with pytest.raises(TypeError):
+        refdec.plan_step([1, 2], [0, 0])
+    with pytest.raises(ValueError, match="expected a torch.dtype"):
+        refdec.LlamaModel.load_llama2c("x.bin", "float32")
