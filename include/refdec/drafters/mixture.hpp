@@ -205,7 +205,7 @@ class MixtureStatistics {
 };
 
 /// One draft tree from several drafters (sources). Every step each source proposes with the full
-/// budget; the proposals are merged into one trie (one node per distinct prefix), and each node
+/// budget, and at least MixtureOptions::source_budget nodes; the proposals are merged into one trie (one node per distinct prefix), and each node
 /// gets the estimated probability that the verifier accepts it:
 /// - per source that proposed it, the learned probability that such a node (same source, depth,
 ///   share of its parent's score and absolute score in that source's tree: frequency, count or
