@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   std::int64_t max_new_tokens = 256, budget = 64;
   std::vector<float> temperatures = {0.0f};
   bool calibrate = false;
-  bool small_budget_scoring = true;
+  bool small_budget_scoring = false;
   std::size_t num_prompts = kPrompts.size();
   app.add_option("--model", model_path, "llama2.c checkpoint (default: stories260K under the data directory)");
   app.add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer (default: tok512.bin beside stories260K)");
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
                "time the model's steps at start-up and let mixtures size their trees by that cost (default: flat cost)");
   app.add_flag("--small-budget-scoring,!--no-small-budget-scoring", small_budget_scoring,
                "mixtures: sources propose at least 64 nodes, estimates conditioned on match length and recent reach "
-               "(MixtureOptions' defaults); --no-small-budget-scoring: without these three")
+               "(MixtureOptions source_budget 64, match_context, recent_rate 0.3; off by default)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
@@ -208,10 +208,10 @@ int main(int argc, char** argv) {
     }
 
     MixtureOptions mixture;  // its step cost flat unless calibrated
-    if (!small_budget_scoring) {
-      mixture.source_budget = 0;
-      mixture.match_context = false;
-      mixture.recent_rate = 0.0;
+    if (small_budget_scoring) {
+      mixture.source_budget = 64;
+      mixture.match_context = true;
+      mixture.recent_rate = 0.3;
     }
     if (calibrate) {
       const auto samples = measure_step_cost(model, {.context = 128});

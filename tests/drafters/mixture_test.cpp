@@ -148,7 +148,7 @@ TEST(MixtureDrafter, RandomProposalsAreDeduplicatedBudgetBoundedAndAncestorClose
         for (Token& t : path) t = static_cast<Token>(rng() % 3);
         d.paths.emplace_back(path, static_cast<float>(1 + rng() % 5));
       }
-      // What the source will return: it is asked for at least the source budget.
+      // What the source will return: it is asked for at least the source budget (default 0).
       const std::size_t asked = budget == 0 ? 0 : std::max(budget, MixtureOptions{}.source_budget);
       DraftTree own;
       d.propose(asked, own);
@@ -428,7 +428,7 @@ TEST(MixtureDrafter, AsksEachSourceForAtLeastTheSourceBudget) {
   ScriptedDrafter src;
   for (Token t = 1; t <= 40; ++t) src.path.push_back(t);
   const auto budgets = src.budgets;
-  MixtureDrafter mix(one_source(src));  // source_budget 64 by default
+  MixtureDrafter mix(one_source(src), MixtureOptions{.source_budget = 64});
   mix.begin(std::vector<Token>{0}, {});
   DraftTree out;
   mix.propose(8, out);
@@ -446,7 +446,7 @@ TEST(MixtureDrafter, AsksEachSourceForAtLeastTheSourceBudget) {
   EXPECT_TRUE(out.empty());
   mix.accept(std::vector<Token>{7});
 
-  MixtureDrafter own(one_source(src), MixtureOptions{.source_budget = 0});
+  MixtureDrafter own(one_source(src));  // source_budget 0 (the default): the budget
   own.begin(std::vector<Token>{0}, {});
   own.propose(8, out);
   EXPECT_EQ(budgets->back(), 8u);

@@ -52,14 +52,18 @@ struct MixtureOptions {
   /// The cut then picks the step's budget from every source's best candidates instead of from
   /// each source's own top `budget`, which at small budgets is not the mixture's: a source ranks
   /// by its own score, the mixture by learned acceptance. Costs drafting time, not verification.
-  std::size_t source_budget = 64;
+  /// Off by default, like the two context features below: together they raise replay tau at
+  /// budgets 8 and 16 (docs/drafters.md, "Small budgets"; 64 with match_context and recent_rate
+  /// 0.3) but lowered stories260K end to end at budget 64 (4.892 to 4.868), where a fresh mixture
+  /// per prompt learns from about 50 steps and the finer contexts learn slower.
+  std::size_t source_budget = 0;
   /// Condition the estimates on each source's match length this step (a MatchReportingDrafter's
   /// last_match(): the context suffix its proposal rests on; 0 for a source that reports none).
-  bool match_context = true;
+  bool match_context = false;
   /// Weight of the newest step in each source's moving average of how many true tokens in a row
   /// it had proposed (its reach), per sequence; the estimates are conditioned on it, so a source
-  /// that has been right lately in this sequence is trusted more (0: off). In [0, 1].
-  double recent_rate = 0.3;
+  /// that has been right lately in this sequence is trusted more (0: off; 0.3 measured). In [0, 1].
+  double recent_rate = 0.0;
 };
 
 /// What a MixtureDrafter learned, per source. Outlives moves of the drafter (see
