@@ -106,9 +106,9 @@ int arg(const Spec& s, const std::string& key, int fallback, std::initializer_li
 
 // One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs. A mixture names its
 // sources with '+' ("mixture:llma+rest+lookahead"), each with its defaults, and weighs its budget
-// with `cost`.
+// with `mixture`'s options (its step cost included).
 AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i,
-                        const StepCost& cost) {
+                        const MixtureOptions& mixture) {
   if (s.name == "none") return AnyDrafter{};
   REFDEC_CHECK(s.args.empty() || s.name == "llma" || s.name == "lookahead" || s.name == "mixture",
                "drafter '" << s.name << "' takes no options");
@@ -129,9 +129,9 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
     std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");
-    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, cost));
+    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, mixture));
     REFDEC_CHECK(!sources.empty(), "mixture without sources: write mixture:a+b+c");
-    return AnyDrafter(MixtureDrafter(std::move(sources), MixtureOptions{.cost = cost}));
+    return AnyDrafter(MixtureDrafter(std::move(sources), mixture));
   }
   throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, lookahead, mixture:a+b)");
 }
@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   std::int64_t max_new_tokens = 256, budget = 64;
   std::vector<float> temperatures = {0.0f};
   bool calibrate = false;
+  bool small_budget_scoring = false;
   std::size_t num_prompts = kPrompts.size();
   app.add_option("--model", model_path, "llama2.c checkpoint (default: stories260K under the data directory)");
   app.add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer (default: tok512.bin beside stories260K)");
@@ -165,6 +166,10 @@ int main(int argc, char** argv) {
       ->transform(cli::finite_in(0.0, 100.0));
   app.add_flag("--calibrate", calibrate,
                "time the model's steps at start-up and let mixtures size their trees by that cost (default: flat cost)");
+  app.add_flag("--small-budget-scoring,!--no-small-budget-scoring", small_budget_scoring,
+               "mixtures: sources propose at least 64 nodes, estimates conditioned on match length and recent reach "
+               "(MixtureOptions source_budget 64, match_context, recent_rate 0.3; off by default)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     const fs::path dir = data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(data_dir);
@@ -202,10 +207,15 @@ int main(int argc, char** argv) {
       stores.push_back(Datastore::open_shared(path));
     }
 
-    StepCost cost = StepCost::flat();
+    MixtureOptions mixture;  // its step cost flat unless calibrated
+    if (small_budget_scoring) {
+      mixture.source_budget = 64;
+      mixture.match_context = true;
+      mixture.recent_rate = 0.3;
+    }
     if (calibrate) {
       const auto samples = measure_step_cost(model, {.context = 128});
-      cost = StepCost::calibrated(samples);
+      mixture.cost = StepCost::calibrated(samples);
       std::cout << "step cost (tokens: ms):";
       for (const auto& [n, sec] : samples) std::cout << ' ' << n << ": " << std::setprecision(3) << sec * 1e3;
       std::cout << "\n";
@@ -229,7 +239,7 @@ int main(int argc, char** argv) {
         std::size_t equal = 0;
         const auto t0 = Clock::now();
         for (std::size_t i = 0; i < num_prompts; ++i) {
-          const auto r = generate(model, requests[i], make_drafter(spec, stores, i, cost), opt);
+          const auto r = generate(model, requests[i], make_drafter(spec, stores, i, mixture), opt);
           equal += r.tokens[0] == plain[i] ? 1 : 0;
           total.tokens += r.stats.tokens;
           total.steps += r.stats.steps;

@@ -135,7 +135,9 @@ nlohmann::json settings_json(const Settings& s) {
   }
   // A mixture: its own options, then each source's settings under its name (they share keys).
   j.update({{"combine", s.combine}, {"prior_mean", s.mixture.prior_mean}, {"prior_strength", s.mixture.prior_strength},
-            {"half_life", s.mixture.half_life}, {"max_depth", s.mixture.max_depth}});
+            {"half_life", s.mixture.half_life}, {"max_depth", s.mixture.max_depth},
+            {"source_budget", s.mixture.source_budget}, {"match_context", s.mixture.match_context},
+            {"recent_rate", s.mixture.recent_rate}});
   if (!s.step_cost.empty()) j["step_cost"] = s.step_cost;
   if (!s.step_cost_file.empty()) j["step_cost_file"] = fs::path(s.step_cost_file).filename().string();
   for (const std::string& name : split_sources(s.sources)) j[name] = drafter_json(name, s);
@@ -363,6 +365,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-depth", s.mixture.max_depth, "mixture: depths with statistics of their own")->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
+  app.add_option("--source-budget", s.mixture.source_budget,
+                 "mixture: draft nodes each source is asked for at least, whatever --budget (0: the budget)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(0, static_cast<std::int64_t>(MixtureDrafter::kMaxSourceBudget)));
+  app.add_flag("--match-context,!--no-match-context", s.mixture.match_context,
+               "mixture: condition the estimates on each source's match length")
+      ->capture_default_str();
+  app.add_option("--recent-rate", s.mixture.recent_rate,
+                 "mixture: weight of the newest step in each source's average recent reach (0: off)")
+      ->capture_default_str()
+      ->transform(cli::finite_in(0.0, 1.0));
   app.add_option("--combine", s.combine, "mixture: estimates of agreeing sources, max | noisy-or")
       ->check(CLI::IsMember({"max", "noisy-or"}))
       ->capture_default_str();

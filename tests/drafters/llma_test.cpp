@@ -345,8 +345,10 @@ TEST(LlmaDrafter, CopiesAfterEarliestLongestMatch) {
   const std::vector<Tokens> refs = {{7, 1, 4, 4, 4}, {0, 8, 7, 1, 5, 6}, {8, 7, 1, 9}};
   d.begin(Tokens{3, 8, 7, 1}, refs);
   EXPECT_EQ(primary(d), (Tokens{5, 6}));  // stops at the separator, not in the next reference
+  EXPECT_EQ(d.last_match(), 3u);          // what the copy rests on: [8 7 1]
   d.begin(Tokens{3, 7, 1}, refs);
   EXPECT_EQ(primary(d), (Tokens{4, 4, 4}));  // k == 3
+  EXPECT_EQ(d.last_match(), 2u);
   EXPECT_EQ(primary(d, 2), (Tokens{4, 4}));  // budget < k
   // n: a two-token match does not trigger a copy that needs three.
   LlmaDrafter strict(LlmaOptions{.n = 3, .k = 3});
@@ -360,6 +362,7 @@ TEST(LlmaDrafter, NoMatchOrNoBudgetProposesNothing) {
   LlmaDrafter d;
   d.begin(Tokens{1, 2, 3}, std::vector<Tokens>{{4, 5, 6}, {}, {7}});
   EXPECT_TRUE(propose(d).empty());
+  EXPECT_EQ(d.last_match(), 0u);  // nothing proposed
   d.begin(Tokens{1, 2, 3}, {});
   EXPECT_TRUE(propose(d).empty());
   d.begin({}, std::vector<Tokens>{{1, 2}});  // an empty sequence has no suffix to match

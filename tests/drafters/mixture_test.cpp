@@ -148,9 +148,11 @@ TEST(MixtureDrafter, RandomProposalsAreDeduplicatedBudgetBoundedAndAncestorClose
         for (Token& t : path) t = static_cast<Token>(rng() % 3);
         d.paths.emplace_back(path, static_cast<float>(1 + rng() % 5));
       }
-      DraftTree own;  // what the source will return for this budget
-      d.propose(budget, own);
-      for (const auto& path : paths_of(own.linearize(0, budget)))
+      // What the source will return: it is asked for at least the source budget (default 0).
+      const std::size_t asked = budget == 0 ? 0 : std::max(budget, MixtureOptions{}.source_budget);
+      DraftTree own;
+      d.propose(asked, own);
+      for (const auto& path : paths_of(own.linearize(0, asked)))
         if (!path.empty()) union_prefixes.insert(path);
     }
     MixtureDrafter mix(sources_of(drafters));
@@ -381,6 +383,141 @@ TEST(MixtureDrafter, RejectsBadOptionsNamingThem) {
   refdec_test::expect_error([&] { make(MixtureOptions{.half_life = -1.0}); }, "half_life must be finite and non-negative (0: never forget), got -1");
   refdec_test::expect_error([&] { make(MixtureOptions{.half_life = std::numeric_limits<double>::quiet_NaN()}); }, "got nan");
   refdec_test::expect_error([&] { make(MixtureOptions{.max_depth = 0}); }, "max_depth must be in [1, 1024], got 0");
+  refdec_test::expect_error([&] { make(MixtureOptions{.source_budget = 65537}); },
+                            "source_budget must be in [0, 65536], got 65537");
+  refdec_test::expect_error([&] { make(MixtureOptions{.recent_rate = 1.5}); }, "recent_rate must be in [0, 1] (0: off), got 1.5");
+  refdec_test::expect_error([&] { make(MixtureOptions{.recent_rate = std::numeric_limits<double>::quiet_NaN()}); },
+                            "recent_rate must be in [0, 1] (0: off), got nan");
+}
+
+// Proposes one fixed path (cut to the budget it is asked for), records each budget, and reports
+// a match length that the test sets.
+struct ScriptedDrafter {
+  std::vector<Token> path;
+  std::shared_ptr<std::vector<std::size_t>> budgets = std::make_shared<std::vector<std::size_t>>();
+  std::shared_ptr<std::size_t> match = std::make_shared<std::size_t>(0);
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t budget, DraftTree& out) {
+    budgets->push_back(budget);
+    out.insert(path, 1.0f);
+    out.prune(budget);
+  }
+  void accept(std::span<const Token>) {}
+  std::string name() const { return "scripted"; }
+  std::size_t last_match() const { return *match; }
+};
+
+static_assert(MatchReportingDrafter<ScriptedDrafter>);
+static_assert(!MatchReportingDrafter<PathsDrafter>);
+
+std::vector<AnyDrafter> one_source(const ScriptedDrafter& d) {
+  std::vector<AnyDrafter> sources;
+  sources.emplace_back(d);
+  return sources;
+}
+
+// The score the mixture gives node `token` below the root in a fresh proposal.
+float root_child_score(MixtureDrafter& mix, Token token, std::size_t budget = 64) {
+  DraftTree out;
+  mix.propose(budget, out);
+  const std::int32_t c = out.find_child(0, token);
+  return c < 0 ? -1.0f : out.node(c).score;
+}
+
+TEST(MixtureDrafter, AsksEachSourceForAtLeastTheSourceBudget) {
+  ScriptedDrafter src;
+  for (Token t = 1; t <= 40; ++t) src.path.push_back(t);
+  const auto budgets = src.budgets;
+  MixtureDrafter mix(one_source(src), MixtureOptions{.source_budget = 64});
+  mix.begin(std::vector<Token>{0}, {});
+  DraftTree out;
+  mix.propose(8, out);
+  EXPECT_EQ(budgets->back(), 64u);
+  EXPECT_EQ(out.size(), 8u);  // the cut still keeps the step's budget
+  mix.accept(std::vector<Token>{7});
+  mix.propose(100, out);
+  EXPECT_EQ(budgets->back(), 100u);  // a larger budget is passed on
+  EXPECT_EQ(out.size(), 40u);
+  mix.accept(std::vector<Token>{7});
+  const std::size_t calls = budgets->size();
+  out.clear();
+  mix.propose(0, out);  // no budget: no source is asked
+  EXPECT_EQ(budgets->size(), calls);
+  EXPECT_TRUE(out.empty());
+  mix.accept(std::vector<Token>{7});
+
+  MixtureDrafter own(one_source(src));  // source_budget 0 (the default): the budget
+  own.begin(std::vector<Token>{0}, {});
+  own.propose(8, out);
+  EXPECT_EQ(budgets->back(), 8u);
+  EXPECT_EQ(out.size(), 8u);
+}
+
+// A source whose proposal is right after a long match and wrong after a short one: with
+// match_context the mixture learns to tell them apart, without it it cannot.
+TEST(MixtureDrafter, EstimatesAreConditionedOnEachSourcesMatchLength) {
+  for (const bool context : {true, false}) {
+    ScriptedDrafter src{{1}};
+    const auto match = src.match;
+    MixtureDrafter mix(one_source(src), MixtureOptions{.match_context = context, .recent_rate = 0.0});
+    mix.begin(std::vector<Token>{0}, {});
+    DraftTree out;
+    for (int i = 0; i < 400; ++i) {
+      *match = i % 2 == 0 ? 12 : 1;
+      out.clear();
+      mix.propose(64, out);
+      mix.accept(i % 2 == 0 ? std::vector<Token>{1, 5} : std::vector<Token>{7});
+    }
+    *match = 12;
+    const float long_match = root_child_score(mix, 1);
+    mix.accept(std::vector<Token>{1, 5});
+    *match = 1;
+    const float short_match = root_child_score(mix, 1);
+    mix.accept(std::vector<Token>{7});
+    if (context) {
+      EXPECT_GT(long_match, 0.95f);
+      EXPECT_LT(short_match, 0.05f);
+    } else {
+      EXPECT_NEAR(long_match, 0.5f, 0.1f);
+      EXPECT_NEAR(short_match, long_match, 0.02f);
+    }
+  }
+}
+
+// Sequences in which the source is always right and sequences in which it is always wrong: with
+// recent_rate the mixture trusts it more once it has been right in this sequence, and forgets
+// that when a new sequence begins.
+TEST(MixtureDrafter, EstimatesFollowEachSourcesRecentReachInTheSequence) {
+  for (const double rate : {0.3, 0.0}) {
+    ScriptedDrafter src{{1, 2, 3}};
+    MixtureDrafter mix(one_source(src), MixtureOptions{.match_context = false, .recent_rate = rate});
+    DraftTree out;
+    for (int seq = 0; seq < 60; ++seq) {
+      mix.begin(std::vector<Token>{0}, {});
+      for (int i = 0; i < 10; ++i) {
+        out.clear();
+        mix.propose(64, out);
+        mix.accept(seq % 2 == 0 ? std::vector<Token>{1, 2, 3, 4} : std::vector<Token>{9});
+      }
+    }
+    mix.begin(std::vector<Token>{0}, {});
+    const float fresh = root_child_score(mix, 1);
+    mix.accept(std::vector<Token>{1, 2, 3, 4});
+    out.clear();
+    mix.propose(64, out);
+    mix.accept(std::vector<Token>{1, 2, 3, 4});
+    const float hot = root_child_score(mix, 1);
+    mix.accept(std::vector<Token>{9});
+    mix.begin(std::vector<Token>{0}, {});
+    const float again = root_child_score(mix, 1);
+    if (rate > 0.0) {
+      EXPECT_LT(fresh, 0.5f);
+      EXPECT_GT(hot, 0.9f);
+      EXPECT_NEAR(again, fresh, 0.05f);  // a new sequence starts without a recent record
+    } else {
+      EXPECT_NEAR(hot, fresh, 0.05f);
+    }
+  }
 }
 
 }  // namespace

@@ -406,11 +406,13 @@ TEST(NgramTrieDrafter, GoldenTreeWithSubPrefixesAndFallback) {
             "    [3] 9 (1)\n"
             "  [2] 3 (2)\n"
             "    [4] 4 (1)\n");
+  EXPECT_EQ(d.last_match(), 1u);  // the fallback [2]
   // Now [2 3] matches with two tokens: only its continuation.
   d.accept(Tokens{3});
   EXPECT_EQ(draft(d),
             "[0] 7\n"
             "  [1] 4 (1)\n");
+  EXPECT_EQ(d.last_match(), 2u);
 }
 
 TEST(NgramTrieDrafter, TieRuleFrequencyThenRecencyThenDepth) {
@@ -469,6 +471,7 @@ TEST(NgramTrieDrafter, NoBudgetNoMatchOrNoSequenceProposesNothing) {
   EXPECT_EQ(tree.size(), 1u);
   d.begin({}, std::vector<Tokens>{{1, 2}});  // an empty sequence has no suffix to match
   EXPECT_EQ(draft(d), "[0] 7\n");
+  EXPECT_EQ(d.last_match(), 0u);
   d.accept(Tokens{1});
   EXPECT_EQ(draft(d), "[0] 7\n  [1] 2 (1)\n");  // [1 2] starts its text: one window covers it
 }

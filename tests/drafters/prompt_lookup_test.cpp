@@ -37,9 +37,14 @@ TEST(PromptLookup, LongestNgramWinsThenEarliestOccurrence) {
   // The 3-gram 1 2 3 occurs at 0 (followed by 9 9) and at 5; the 1-gram 3 occurs earlier still.
   auto d = started({1, 2, 3, 9, 9, 1, 2, 3, 8, 8, 4, 1, 2, 3}, {.k = 3});
   EXPECT_EQ(propose(d), (V{9, 9, 1}));
+  EXPECT_EQ(d.last_match(), 3u);
   // Only a 1-gram matches: its earliest occurrence.
   auto e = started({5, 6, 7, 5, 6, 8, 0, 7}, {.k = 2});
   EXPECT_EQ(propose(e), (V{5, 6}));
+  EXPECT_EQ(e.last_match(), 1u);
+  auto none = started({1, 2, 3}, {.k = 2});
+  EXPECT_TRUE(propose(none).empty());
+  EXPECT_EQ(none.last_match(), 0u);
 }
 
 TEST(PromptLookup, MatchMustEndNTokensBeforeTheEnd) {

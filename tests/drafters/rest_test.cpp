@@ -238,6 +238,8 @@ TEST(Rest, HandCheckedCounts) {
   DraftTree out;
   drafter.propose(64, out);
   EXPECT_EQ(drafter.last_retrieval().match_length, 3u);  // "0 1 2" occurs once
+  EXPECT_EQ(drafter.last_match(), 3u);
+  EXPECT_EQ(AnyDrafter(drafter).last_match(), 3u);  // forwarded (a copy keeps the last retrieval)
   LinearTree t = out.linearize(-1, 64);
   EXPECT_EQ(t.tokens, (Tokens{-1, 3, 5}));
   drafter.begin(Tokens{5, 1, 2}, {});
@@ -246,6 +248,7 @@ TEST(Rest, HandCheckedCounts) {
   EXPECT_EQ(drafter.last_retrieval().match_length, 2u);
   EXPECT_EQ(drafter.last_retrieval().range.size(), 5u);
   EXPECT_EQ(drafter.last_retrieval().occurrences, 4u);  // the last "1 2" ends its document
+  EXPECT_EQ(drafter.last_match(), 2u);
   t = out.linearize(-1, 64);
   EXPECT_EQ(to_string(t), "[0] -1\n  [1] 3 (3)\n    [3] 4 (2)\n    [4] 5 (1)\n  [2] 6 (1)\n");
   out.clear();

@@ -48,6 +48,15 @@ concept AuxiliaryDrafter = Drafter<D> && requires(D& d, const D& cd, AuxBlock& o
   { cd.max_auxiliary() } -> std::convertible_to<std::size_t>;
 };
 
+/// A drafter that says how long a suffix of the sequence its last proposal was conditioned on:
+/// `last_match()` after `propose()` is that length in tokens (the longest suffix found in its
+/// references, datastore or trie), 0 when it proposed nothing. A mixture learns how far to trust
+/// a proposal by it: a copy after a 12-token match is right far more often than after 1.
+template <class D>
+concept MatchReportingDrafter = Drafter<D> && requires(const D& cd) {
+  { cd.last_match() } -> std::convertible_to<std::size_t>;
+};
+
 /// What a drafter did over a run; AnyDrafter keeps one per drafter.
 struct DrafterStats {
   std::int64_t steps = 0;            // propose() calls
@@ -158,6 +167,8 @@ class AnyDrafter {
   }
   /// The most auxiliary tokens one step may carry (0 for a drafter without them).
   std::size_t max_auxiliary() const { return impl_->max_auxiliary(); }
+  /// The match length of the last proposal (MatchReportingDrafter; 0 for a drafter that reports none).
+  std::size_t last_match() const { return impl_->last_match(); }
   std::string name() const { return impl_->name(); }
   const DrafterStats& stats() const { return stats_; }
   void reset_stats() { stats_ = DrafterStats{}; }
@@ -175,6 +186,7 @@ class AnyDrafter {
     virtual void auxiliary(AuxBlock&) = 0;
     virtual void observe(std::span<const Token>) = 0;
     virtual std::size_t max_auxiliary() const = 0;
+    virtual std::size_t last_match() const = 0;
     virtual std::string name() const = 0;
   };
   template <class D>
@@ -193,6 +205,10 @@ class AnyDrafter {
       if constexpr (AuxiliaryDrafter<D>) return drafter.max_auxiliary();
       else return 0;
     }
+    std::size_t last_match() const override {
+      if constexpr (MatchReportingDrafter<D>) return drafter.last_match();
+      else return 0;
+    }
     std::string name() const override { return drafter.name(); }
     D drafter;
   };
@@ -203,5 +219,6 @@ class AnyDrafter {
 static_assert(Drafter<NoDrafter>);
 static_assert(Drafter<AnyDrafter>);
 static_assert(AuxiliaryDrafter<AnyDrafter>);
+static_assert(MatchReportingDrafter<AnyDrafter>);
 
 REFDEC_NAMESPACE_END

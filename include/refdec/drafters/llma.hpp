@@ -43,6 +43,9 @@ class LlmaDrafter {
 
   const LlmaOptions& options() const { return opt_; }
   std::string name() const { return "llma"; }
+  /// Length of the sequence suffix matched in the references for the last proposal (a continued
+  /// span counts its current match, at least 1); 0 when it proposed nothing.
+  std::size_t last_match() const { return last_match_; }
 
   /// Starts a sequence: indexes `references` and consumes `prompt`.
   void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
@@ -78,6 +81,7 @@ class LlmaDrafter {
   void propose(std::size_t budget, DraftTree& out) {
     span_pos_ = -1;
     span_len_ = 0;
+    last_match_ = 0;
     if (budget == 0) return;
     const auto [state, len] = match();
     std::int64_t pos = cont_pos_;
@@ -91,6 +95,7 @@ class LlmaDrafter {
     if (span_.empty()) return;
     span_pos_ = pos;
     span_len_ = static_cast<std::int64_t>(span_.size());
+    last_match_ = static_cast<std::size_t>(std::max<std::int64_t>(len, 1));
     out.insert(span_, 1.0f);
     if (opt_.m == 1 || len < static_cast<std::int64_t>(opt_.n)) return;
     // Other spans: the continuations after the matched suffix that start with another token.
@@ -229,6 +234,7 @@ class LlmaDrafter {
   std::int64_t cont_pos_ = -1;   // text position to continue copying from, -1 if none
   std::int64_t span_pos_ = -1;   // text position of the last proposed span, -1 if none
   std::int64_t span_len_ = 0;    // its length
+  std::size_t last_match_ = 0;   // match length of the last proposal, 0 if none
   std::vector<Token> span_;      // scratch
 };
 

@@ -48,6 +48,22 @@ struct MixtureOptions {
   /// Combination of the estimates of sources that proposed the same node. On Spec-Bench with LLMA,
   /// the n-gram trie and REST, max replays to a slightly higher tau than noisy-or (2.912 vs 2.903).
   MixtureCombine combine = MixtureCombine::max;
+  /// Draft nodes each source is asked for at least, whatever the step's budget (0: the budget).
+  /// The cut then picks the step's budget from every source's best candidates instead of from
+  /// each source's own top `budget`, which at small budgets is not the mixture's: a source ranks
+  /// by its own score, the mixture by learned acceptance. Costs drafting time, not verification.
+  /// Off by default, like the two context features below: together they raise replay tau at
+  /// budgets 8 and 16 (docs/drafters.md, "Small budgets"; 64 with match_context and recent_rate
+  /// 0.3) but lowered stories260K end to end at budget 64 (4.892 to 4.868), where a fresh mixture
+  /// per prompt learns from about 50 steps and the finer contexts learn slower.
+  std::size_t source_budget = 0;
+  /// Condition the estimates on each source's match length this step (a MatchReportingDrafter's
+  /// last_match(): the context suffix its proposal rests on; 0 for a source that reports none).
+  bool match_context = false;
+  /// Weight of the newest step in each source's moving average of how many true tokens in a row
+  /// it had proposed (its reach), per sequence; the estimates are conditioned on it, so a source
+  /// that has been right lately in this sequence is trusted more (0: off; 0.3 measured). In [0, 1].
+  double recent_rate = 0.0;
 };
 
 /// What a MixtureDrafter learned, per source. Outlives moves of the drafter (see
@@ -86,24 +102,36 @@ class MixtureStatistics {
 
  private:
   friend class MixtureDrafter;
-  // A node's features: depth, its share of its parent's score in its source's tree, and its
-  // absolute score (frequency, count) in bins; each combination has its own estimate, backed off
-  // to the depth's.
+  // A node's features: depth; its source's context this step (the source's match length and its
+  // recent reach in this sequence, in bins: MixtureOptions::match_context, recent_rate); its share
+  // of its parent's score in its source's tree and its absolute score (frequency, count), in bins.
+  // Each cell has its own estimate, backed off to its context's (with context features), backed
+  // off to the depth's.
   static constexpr std::size_t kShareBins = 5;
   static constexpr std::size_t kScoreBins = 5;
-  static constexpr std::size_t kCellsPerDepth = kShareBins * kScoreBins;
+  static constexpr std::size_t kCellsPerContext = kShareBins * kScoreBins;
+  static constexpr std::size_t kMatchBins = 6;
+  static constexpr std::size_t kReachBins = 4;
+  static constexpr std::size_t kContextsPerDepth = kMatchBins * kReachBins;
   static std::size_t share_bin(double share) {
     return share < 0.25 ? 0 : share < 0.5 ? 1 : share < 0.75 ? 2 : share < 0.95 ? 3 : 4;
   }
   static std::size_t score_bin(double score) {
     return score < 1.5 ? 0 : score < 3.5 ? 1 : score < 7.5 ? 2 : score < 31.5 ? 3 : 4;
   }
+  // Match lengths 0 (none reported), 1, 2, 3-4, 5-8, 9+.
+  static std::size_t match_bin(std::size_t match) {
+    return match <= 2 ? match : match <= 4 ? 3 : match <= 8 ? 4 : 5;
+  }
+  // A moving average of true tokens in a row: below 0.2, 0.8, 2.5, and above.
+  static std::size_t reach_bin(double reach) { return reach < 0.2 ? 0 : reach < 0.8 ? 1 : reach < 2.5 ? 2 : 3; }
 
   void reset(std::vector<std::string> names, const MixtureOptions& o) {
     max_depth_ = o.max_depth;
     prior_mean_ = o.prior_mean;
     prior_strength_ = o.prior_strength;
     forget_ = o.half_life > 0.0 ? std::exp2(-1.0 / o.half_life) : 1.0;
+    contexts_ = o.match_context || o.recent_rate > 0.0;
     sources_.resize(names.size());
     for (std::size_t s = 0; s < names.size(); ++s) {
       sources_[s].name = std::move(names[s]);
@@ -112,31 +140,45 @@ class MixtureStatistics {
     }
     depth_trials_.assign(names.size() * max_depth_, 0.0);
     depth_successes_.assign(depth_trials_.size(), 0.0);
-    cell_trials_.assign(depth_trials_.size() * kCellsPerDepth, 0.0);
+    context_trials_.assign(depth_trials_.size() * kContextsPerDepth, 0.0);
+    context_successes_.assign(context_trials_.size(), 0.0);
+    cell_trials_.assign(context_trials_.size() * kCellsPerContext, 0.0);
     cell_successes_.assign(cell_trials_.size(), 0.0);
   }
-  // The cell of a node of source `s` at `depth` (>= 1) with the given features.
-  std::size_t cell(std::size_t s, std::size_t depth, double share, double score) const {
+  // The cell of a node of source `s` at `depth` (>= 1) with the given features (`match` and
+  // `reach` are ignored without context features).
+  std::size_t cell(std::size_t s, std::size_t depth, std::size_t match, double reach, double share, double score) const {
     const std::size_t d = std::min(depth, max_depth_) - 1;
-    return (s * max_depth_ + d) * kCellsPerDepth + share_bin(share) * kScoreBins + score_bin(score);
+    const std::size_t context = contexts_ ? match_bin(match) * kReachBins + reach_bin(reach) : 0;
+    return ((s * max_depth_ + d) * kContextsPerDepth + context) * kCellsPerContext + share_bin(share) * kScoreBins +
+           score_bin(score);
   }
   double depth_estimate(std::size_t sd) const {
     const double k = prior_strength_ * weight_;
     return (depth_successes_[sd] + k * prior_mean_) / (depth_trials_[sd] + k);
   }
+  double context_estimate(std::size_t ctx) const {
+    const double k = prior_strength_ * weight_;
+    return (context_successes_[ctx] + k * depth_estimate(ctx / kContextsPerDepth)) / (context_trials_[ctx] + k);
+  }
   double cell_estimate(std::size_t c) const {
     const double k = prior_strength_ * weight_;
-    return (cell_successes_[c] + k * depth_estimate(c / kCellsPerDepth)) / (cell_trials_[c] + k);
+    const std::size_t ctx = c / kCellsPerContext;
+    const double prior = contexts_ ? context_estimate(ctx) : depth_estimate(ctx / kContextsPerDepth);
+    return (cell_successes_[c] + k * prior) / (cell_trials_[c] + k);
   }
   void record(std::size_t s, std::size_t depth, std::size_t c, bool ok) {
     const std::size_t d = std::min(depth, max_depth_) - 1;
     ++sources_[s].evaluated[d];
     sources_[s].correct[d] += ok ? 1 : 0;
+    const std::size_t ctx = c / kCellsPerContext;
     cell_trials_[c] += weight_;
-    depth_trials_[c / kCellsPerDepth] += weight_;
+    context_trials_[ctx] += weight_;
+    depth_trials_[ctx / kContextsPerDepth] += weight_;
     if (ok) {
       cell_successes_[c] += weight_;
-      depth_successes_[c / kCellsPerDepth] += weight_;
+      context_successes_[ctx] += weight_;
+      depth_successes_[ctx / kContextsPerDepth] += weight_;
     }
   }
   // Forgetting: instead of shrinking every count each step, later observations weigh more
@@ -144,7 +186,7 @@ class MixtureStatistics {
   void end_step() {
     weight_ /= forget_;
     if (weight_ < 1e100) return;
-    for (auto* v : {&depth_trials_, &depth_successes_, &cell_trials_, &cell_successes_})
+    for (auto* v : {&depth_trials_, &depth_successes_, &context_trials_, &context_successes_, &cell_trials_, &cell_successes_})
       for (double& x : *v) x /= weight_;
     weight_ = 1.0;
   }
@@ -156,19 +198,24 @@ class MixtureStatistics {
   double prior_mean_ = 0.5;
   double prior_strength_ = 1.0;
   double forget_ = 1.0;   // per-step factor on older observations
+  bool contexts_ = false;  // context features on: cells back off to their context's estimate
   double weight_ = 1.0;   // weight of an observation made now
   std::vector<double> depth_trials_;     // [sources, max_depth] weighted observations
   std::vector<double> depth_successes_;  // [sources, max_depth]
-  std::vector<double> cell_trials_;      // [sources, max_depth, kShareBins, kScoreBins]
-  std::vector<double> cell_successes_;   // [sources, max_depth, kShareBins, kScoreBins]
+  std::vector<double> context_trials_;     // [sources, max_depth, kMatchBins, kReachBins] weighted observations
+  std::vector<double> context_successes_;  // [sources, max_depth, kMatchBins, kReachBins]
+  std::vector<double> cell_trials_;      // [sources, max_depth, kMatchBins, kReachBins, kShareBins, kScoreBins]
+  std::vector<double> cell_successes_;   // [sources, max_depth, kMatchBins, kReachBins, kShareBins, kScoreBins]
 };
 
 /// One draft tree from several drafters (sources). Every step each source proposes with the full
-/// budget; the proposals are merged into one trie (one node per distinct prefix), and each node
+/// budget, and at least MixtureOptions::source_budget nodes; the proposals are merged into one trie (one node per distinct prefix), and each node
 /// gets the estimated probability that the verifier accepts it:
 /// - per source that proposed it, the learned probability that such a node (same source, depth,
 ///   share of its parent's score and absolute score in that source's tree: frequency, count or
-///   span rank, whatever the source scores by) is accepted given that its parent was;
+///   span rank, whatever the source scores by; and the source's context this step: its match
+///   length and how far it has lately been right in this sequence) is accepted given that its
+///   parent was;
 /// - combined over those sources (MixtureOptions::combine), scaled down where the siblings' sum
 ///   exceeds 1 (they are exclusive), and multiplied by the parent's probability, so a node never
 ///   scores above its parent.
@@ -194,12 +241,22 @@ class MixtureDrafter {
                  "mixture: half_life must be finite and non-negative (0: never forget), got " << opt_.half_life);
     REFDEC_CHECK(opt_.max_depth >= 1 && opt_.max_depth <= 1024,
                  "mixture: max_depth must be in [1, 1024], got " << opt_.max_depth);
+    REFDEC_CHECK(opt_.source_budget <= kMaxSourceBudget,
+                 "mixture: source_budget must be in [0, " << kMaxSourceBudget << "], got " << opt_.source_budget);
+    REFDEC_CHECK(std::isfinite(opt_.recent_rate) && opt_.recent_rate >= 0.0 && opt_.recent_rate <= 1.0,
+                 "mixture: recent_rate must be in [0, 1] (0: off), got " << opt_.recent_rate);
     std::vector<std::string> names;
     for (const AnyDrafter& s : sources_) names.push_back(s.name());
     stats_->reset(std::move(names), opt_);
     trees_.resize(sources_.size());
     aux_sizes_.assign(sources_.size(), 0);
+    match_.assign(sources_.size(), 0);
+    reach_.assign(sources_.size(), 0);
+    recent_.assign(sources_.size(), 0.0);
   }
+
+  /// The largest MixtureOptions::source_budget accepted.
+  static constexpr std::size_t kMaxSourceBudget = 65536;
 
   /// The settings it was made with.
   const MixtureOptions& options() const { return opt_; }
@@ -223,6 +280,7 @@ class MixtureDrafter {
     for (AnyDrafter& s : sources_) s.begin(prompt, references);
     merged_.clear();
     proposer_.clear();
+    std::fill(recent_.begin(), recent_.end(), 0.0);  // recent reach is per sequence
   }
 
   /// Writes the merged tree cut to the chosen number of nodes (at most `budget`) into `out`,
@@ -231,10 +289,13 @@ class MixtureDrafter {
     const std::size_t num_sources = sources_.size();
     merged_.clear();
     proposer_.assign(num_sources, kNone);  // the root's row
+    const std::size_t source_budget = budget == 0 ? 0 : std::max(budget, opt_.source_budget);
     for (std::size_t s = 0; s < num_sources; ++s) {
       DraftTree& tree = trees_[s];
       tree.clear();
-      if (budget > 0) sources_[s].propose(budget, tree);
+      if (source_budget > 0) sources_[s].propose(source_budget, tree);
+      match_[s] = opt_.match_context ? sources_[s].last_match() : 0;
+      const double reach = recent_[s];
       map_.assign(tree.size() + 1, 0);  // [source nodes] merged index of each
       double root_total = 0.0;
       for (std::int32_t c = tree.node(0).first_child; c >= 0; c = tree.node(c).next_sibling) root_total += tree.node(c).score;
@@ -248,8 +309,8 @@ class MixtureDrafter {
           if (proposer_.size() < (static_cast<std::size_t>(m) + 1) * num_sources)
             proposer_.resize((static_cast<std::size_t>(m) + 1) * num_sources, kNone);
           const double share = parent_score > 0.0 ? n.score / parent_score : 0.0;
-          proposer_[static_cast<std::size_t>(m) * num_sources + s] =
-              static_cast<std::int32_t>(stats_->cell(s, static_cast<std::size_t>(n.depth), share, n.score));
+          proposer_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<std::int32_t>(
+              stats_->cell(s, static_cast<std::size_t>(n.depth), match_[s], reach, share, n.score));
         }
       }
     }
@@ -279,6 +340,7 @@ class MixtureDrafter {
     // Walk the merged trie along the true continuation: the children of each node on it are
     // observations; the last token is the bonus, so its node was not an accepted draft.
     std::int32_t u = merged_.empty() ? -1 : 0;
+    std::fill(reach_.begin(), reach_.end(), 0);
     for (std::size_t j = 0; j < tokens.size() && u >= 0; ++j) {
       std::int32_t next = -1;
       for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
@@ -288,11 +350,16 @@ class MixtureDrafter {
           const std::int32_t cell = proposer_[static_cast<std::size_t>(c) * num_sources + s];
           if (cell == kNone) continue;
           stats_->record(s, j + 1, static_cast<std::size_t>(cell), ok);
+          if (ok && reach_[s] == j) reach_[s] = j + 1;  // its nodes on the true path, from the root
           if (ok && j + 1 < tokens.size()) ++stats_->sources_[s].accepted_tokens;
         }
       }
       u = next;
     }
+    // Each source's reach this step, capped so that one long copy does not dominate the average.
+    const double a = opt_.recent_rate;
+    for (std::size_t s = 0; s < num_sources; ++s)
+      recent_[s] = (1.0 - a) * recent_[s] + a * static_cast<double>(std::min<std::size_t>(reach_[s], kReachCap));
     merged_.clear();  // learn from a proposal once
     stats_->end_step();
   }
@@ -330,6 +397,7 @@ class MixtureDrafter {
 
  private:
   static constexpr std::int32_t kNone = -1;
+  static constexpr std::size_t kReachCap = 8;  // reach counted in the moving average at most
 
   // prob_[i]: estimated probability that merged node i is accepted (root: 1), set as its score.
   void score_merged() {
@@ -366,6 +434,9 @@ class MixtureDrafter {
   std::vector<DraftTree> trees_;        // [sources] this step's proposals
   DraftTree merged_;                    // this step's merged trie, uncut, until accept()
   std::vector<std::int32_t> proposer_;  // [merged nodes + 1, sources] statistics cell, kNone: not proposed
+  std::vector<std::size_t> match_;      // [sources] each one's last_match() this step (0 without match_context)
+  std::vector<std::size_t> reach_;      // [sources] true tokens in a row each proposed at the last step
+  std::vector<double> recent_;          // [sources] moving average of reach_ over this sequence's steps
   std::vector<std::int32_t> map_;       // [source nodes + 1] merged index of a source's node
   std::vector<float> prob_;             // [merged nodes + 1] estimated probability of acceptance
   std::vector<double> cond_;            // [merged nodes + 1] the same given the parent's acceptance

@@ -98,12 +98,18 @@ class NgramTrieDrafter {
     for (const Token t : prompt) append(t);
   }
 
+  /// Length of the sequence suffix (at most prefix_len) matched in the trie by the last proposal
+  /// (0: none).
+  std::size_t last_match() const { return last_match_; }
+
   /// Adds at most min(num_draft, budget) draft nodes (see the class comment).
   void propose(std::size_t budget, DraftTree& out) {
     const std::size_t limit = std::min(opt_.num_draft, budget);
+    last_match_ = 0;
     if (limit == 0) return;
     const std::int32_t start = match();
     if (start < 0) return;
+    last_match_ = static_cast<std::size_t>(node(start).depth);
     // Best-first expansion; candidates_ is a heap whose top is the best node.
     candidates_.clear();
     kept_.clear();
@@ -326,6 +332,7 @@ class NgramTrieDrafter {
   }
 
   NgramTrieOptions opt_;
+  std::size_t last_match_ = 0;  // prefix length matched by the last proposal, 0 if none
   std::vector<Node> nodes_;    // [num nodes] node 0 is the root
   std::vector<Slot> slots_;    // [capacity] (parent, token) -> child, at most half full
   std::size_t mask_ = 0;       // capacity - 1

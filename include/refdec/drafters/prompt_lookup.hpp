@@ -40,15 +40,18 @@ class PromptLookupDrafter {
 
   const PromptLookupOptions& options() const { return opt_; }
   std::string name() const { return "prompt-lookup"; }
+  /// The n-gram length matched by the last proposal (0: none).
+  std::size_t last_match() const { return last_match_; }
 
   void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> /*references*/) {
     seq_.assign(prompt.begin(), prompt.end());
     for (const Token t : seq_) REFDEC_CHECK(t >= 0, "prompt lookup: token ids must be non-negative, got " << t);
   }
 
-  void propose(std::size_t budget, DraftTree& out) const {
+  void propose(std::size_t budget, DraftTree& out) {
     const std::size_t len = seq_.size();
     const std::size_t copy = std::min(opt_.k, budget);
+    last_match_ = 0;
     if (copy == 0) return;
     for (std::size_t n = std::min(opt_.max_ngram, len); n >= opt_.min_ngram && n >= 1; --n) {
       if (2 * n >= len) continue;  // the match must end n tokens before the sequence does
@@ -58,6 +61,7 @@ class PromptLookupDrafter {
         if (opt_.full_span_only && start + opt_.k > len) break;  // later matches end later still
         if (!std::equal(tail, tail + n, seq_.data() + i)) continue;
         out.insert(std::span<const Token>(seq_).subspan(start, std::min(copy, len - start)), 1.0f);
+        last_match_ = n;
         return;
       }
     }
@@ -67,6 +71,7 @@ class PromptLookupDrafter {
 
  private:
   PromptLookupOptions opt_;
+  std::size_t last_match_ = 0;  // n-gram length matched by the last proposal, 0 if none
   std::vector<Token> seq_;  // [length] prompt and accepted tokens
 };
 

@@ -57,6 +57,8 @@ class RestDrafter {
   std::string name() const { return "rest"; }
   /// What the last propose() found (match length, occurrence range, nodes).
   const RetrievalResult& last_retrieval() const { return last_; }
+  /// Length of the sequence suffix found in the datastore by the last proposal (0: none).
+  std::size_t last_match() const { return last_.nodes > 0 ? last_.match_length : 0; }
 
   /// Starts a sequence with `prompt`; `references` are ignored. Throws refdec::Error for prompt
   /// tokens outside the datastore's vocabulary.
