@@ -264,6 +264,28 @@ LinearTree random_plan_tree(std::mt19937& rng, Token root, std::int64_t vocab) {
   return draft.linearize(root, rng() % 12);
 }
 
+// A random batch of B sequences over a vocabulary of 111: each a cached prefix of 1..max_cached
+// tokens, a draft tree and an auxiliary block.
+struct RandomBatch {
+  std::vector<std::vector<Token>> cached;
+  std::vector<LinearTree> trees;
+  std::vector<AuxBlock> aux;
+};
+
+RandomBatch random_batch(std::mt19937& rng, int B, unsigned max_cached) {
+  RandomBatch batch;
+  batch.cached.resize(static_cast<std::size_t>(B));
+  for (auto& c : batch.cached) {
+    c.resize(1 + rng() % max_cached);
+    for (auto& t : c) t = static_cast<Token>(rng() % 111);
+  }
+  for (int b = 0; b < B; ++b) {
+    batch.trees.push_back(random_plan_tree(rng, static_cast<Token>(rng() % 111), 111));
+    batch.aux.push_back(random_aux(rng, 111));
+  }
+  return batch;
+}
+
 // The plan's attention (prefix and step scores from one product, the step-local mask on the step
 // columns only) equals the dense-mask computation in float64, over both stores: ragged lengths,
 // auxiliary rows, single-node trees, MHA / GQA / MQA.
@@ -273,21 +295,11 @@ TEST(LlamaModel, PlanAttentionEqualsDenseMaskReference) {
     const auto model = LlamaModel::random(attention_config(kind), 40 + static_cast<std::uint64_t>(kind), at::kDouble);
     for (int trial = 0; trial < 6; ++trial) {
       const int B = 1 + static_cast<int>(rng() % 4);
-      std::vector<std::vector<Token>> cached(static_cast<std::size_t>(B));
-      for (auto& c : cached) {
-        c.resize(1 + rng() % 30);
-        for (auto& t : c) t = static_cast<Token>(rng() % 111);
-      }
+      const auto [cached, trees, aux] = random_batch(rng, B, 30);
       ContiguousKvStore contiguous(model.kv_layout(), 64);
       PagedKvStore paged(model.kv_layout(), 32, 4);
       prefill(model, contiguous, cached);
       prefill(model, paged, cached);
-      std::vector<LinearTree> trees;
-      std::vector<AuxBlock> aux;
-      for (int b = 0; b < B; ++b) {
-        trees.push_back(random_plan_tree(rng, static_cast<Token>(rng() % 111), 111));
-        aux.push_back(random_aux(rng, 111));
-      }
       StepPlan plan;
       plan_step(trees, aux, contiguous.lengths(), model.vocab_size(), plan);
       const auto a = model.forward(plan, contiguous);
@@ -685,20 +697,10 @@ TEST(LlamaModel, PackedLinearLayersMatchAtLinearInBf16) {
     refdec_test::expect_error([&] { (void)packed.to(at::kFloat, at::kCPU); }, "convert the model before packing");
     for (int trial = 0; trial < 4; ++trial) {
       const int B = 1 + static_cast<int>(rng() % 3);
-      std::vector<std::vector<Token>> cached(static_cast<std::size_t>(B));
-      for (auto& c : cached) {
-        c.resize(1 + rng() % 20);
-        for (auto& t : c) t = static_cast<Token>(rng() % 111);
-      }
+      const auto [cached, trees, aux] = random_batch(rng, B, 20);
       ContiguousKvStore sa(aten.kv_layout(), 64), sp(packed.kv_layout(), 64);
       prefill(aten, sa, cached);
       prefill(packed, sp, cached);
-      std::vector<LinearTree> trees;
-      std::vector<AuxBlock> aux;
-      for (int b = 0; b < B; ++b) {
-        trees.push_back(random_plan_tree(rng, static_cast<Token>(rng() % 111), 111));
-        aux.push_back(random_aux(rng, 111));
-      }
       StepPlan plan;
       plan_step(trees, aux, sa.lengths(), aten.vocab_size(), plan);
       const auto a = aten.forward(plan, sa), p = packed.forward(plan, sp);
