@@ -137,7 +137,8 @@ nlohmann::json settings_json(const Settings& s) {
   j.update({{"combine", s.combine}, {"prior_mean", s.mixture.prior_mean}, {"prior_strength", s.mixture.prior_strength},
             {"half_life", s.mixture.half_life}, {"max_depth", s.mixture.max_depth},
             {"source_budget", s.mixture.source_budget}, {"match_context", s.mixture.match_context},
-            {"recent_rate", s.mixture.recent_rate}});
+            {"recent_rate", s.mixture.recent_rate}, {"calibration_half_life", s.mixture.calibration_half_life},
+            {"calibration_prior", s.mixture.calibration_prior}});
   if (!s.step_cost.empty()) j["step_cost"] = s.step_cost;
   if (!s.step_cost_file.empty()) j["step_cost_file"] = fs::path(s.step_cost_file).filename().string();
   for (const std::string& name : split_sources(s.sources)) j[name] = drafter_json(name, s);
@@ -376,6 +377,15 @@ int main(int argc, char** argv) {
                  "mixture: weight of the newest step in each source's average recent reach (0: off)")
       ->capture_default_str()
       ->transform(cli::finite_in(0.0, 1.0));
+  app.add_option("--calibration-half-life", s.mixture.calibration_half_life,
+                 "mixture: steps after which a step weighs half in the per-sequence calibration of the adaptive "
+                 "budget (0: off)")
+      ->capture_default_str()
+      ->transform(cli::finite_in(0.0, 1e9));
+  app.add_option("--calibration-prior", s.mixture.calibration_prior,
+                 "mixture: weight of the calibration's prior ratio 1, in expected accepted tokens")
+      ->capture_default_str()
+      ->transform(cli::finite_in(1e-9, 1e9));
   app.add_option("--combine", s.combine, "mixture: estimates of agreeing sources, max | noisy-or")
       ->check(CLI::IsMember({"max", "noisy-or"}))
       ->capture_default_str();

@@ -323,6 +323,128 @@ TEST(MixtureDrafter, AdaptiveBudgetConvergesToTheOptimumOfTheTrueRates) {
   EXPECT_EQ(flat.last_budget(), 2 * flat_stream.length);
 }
 
+// A stream whose truth always follows A's whole chain (`right`) or neither chain.
+Stream fixed_stream(bool right) {
+  Stream s;
+  s.qA = right ? 1.0 : 0.0;
+  s.a = 1.0;
+  s.qB = 0.0;
+  return s;
+}
+
+// The calibration (per sequence) undoes estimates learned on a sequence where a source was always
+// right once a new sequence shows it always wrong: the adaptive budget falls to 0 within a few
+// steps and stays there while the sources' first tokens stay wrong, and comes back once they are
+// right again (the depth-1 outcomes are seen at budget 0 too). Without calibration the shared
+// estimates keep verifying the whole chain.
+TEST(MixtureDrafter, CalibrationDropsTheBudgetWhereTheEstimatesAreOverConfident) {
+  for (const double half_life : {0.0, 12.0}) {
+    MixtureOptions o;
+    o.cost = StepCost::affine(1.0, 0.25);  // a token costs a quarter of a step's fixed cost
+    o.calibration_half_life = half_life;
+    Stream right = fixed_stream(true);
+    MixtureDrafter mix = chains_mixture(o, right);
+    for (int i = 0; i < 200; ++i) step(mix, right);
+    EXPECT_EQ(mix.last_budget(), right.length) << half_life;  // A's chain, all of it
+    mix.begin(std::vector<Token>{0}, {});
+    EXPECT_EQ(mix.last_calibration(), 1.0);  // a new sequence starts uncalibrated
+    Stream wrong = fixed_stream(false);
+    std::vector<std::size_t> budgets;
+    for (int i = 0; i < 40; ++i) {
+      step(mix, wrong);
+      budgets.push_back(mix.last_budget());
+    }
+    if (half_life == 0.0) {
+      EXPECT_EQ(mix.last_calibration(), 1.0);
+      EXPECT_EQ(budgets.back(), right.length);  // still the whole chain
+      continue;
+    }
+    EXPECT_EQ(budgets[0], right.length);  // nothing seen of this sequence yet
+    const auto zero = std::find(budgets.begin(), budgets.end(), 0u);
+    ASSERT_NE(zero, budgets.end());
+    EXPECT_LE(zero - budgets.begin(), 3) << "steps before the budget fell to 0";
+    EXPECT_TRUE(std::all_of(zero, budgets.end(), [](std::size_t b) { return b == 0; }));
+    EXPECT_LT(mix.last_calibration(), 0.1);
+    // The sequence turns copyable again: noticed at budget 0, from the depth-1 outcomes.
+    std::size_t steps = 0;
+    while (steps < 10 && mix.last_budget() == 0) {
+      step(mix, right);
+      ++steps;
+    }
+    EXPECT_GT(mix.last_budget(), 0u);
+    EXPECT_LE(steps, 5u) << "steps before speculating again";
+  }
+}
+
+// The reverse: estimates learned where the source was mostly wrong, then a sequence where it is
+// always right. The calibration raises the probabilities behind the budget choice (up to
+// kMaxCalibration times), so more of the chain is verified sooner than on the shared estimates.
+TEST(MixtureDrafter, CalibrationGrowsTheBudgetWhereTheEstimatesAreUnderConfident) {
+  std::vector<double> mean_budget;
+  for (const double half_life : {0.0, 12.0}) {
+    MixtureOptions o;
+    o.cost = StepCost::affine(1.0, 0.25);
+    o.calibration_half_life = half_life;
+    Stream mostly_wrong;
+    mostly_wrong.qA = 0.3;
+    mostly_wrong.a = 0.5;
+    mostly_wrong.qB = 0.0;
+    MixtureDrafter mix = chains_mixture(o, mostly_wrong);
+    for (int i = 0; i < 500; ++i) step(mix, mostly_wrong);
+    mix.begin(std::vector<Token>{0}, {});
+    Stream right = fixed_stream(true);
+    double sum = 0.0;
+    for (int i = 0; i < 20; ++i) {
+      step(mix, right);
+      if (i >= 5) sum += static_cast<double>(mix.last_budget());
+    }
+    mean_budget.push_back(sum / 15.0);
+    if (half_life > 0.0) {
+      EXPECT_GT(mix.last_calibration(), 1.5);
+      EXPECT_LE(mix.last_calibration(), MixtureDrafter::kMaxCalibration);
+    }
+  }
+  EXPECT_GT(mean_budget[1], mean_budget[0] + 1.0) << mean_budget[0] << " without calibration";
+}
+
+// Under a flat cost the calibration changes nothing: every node with a positive estimate is kept
+// up to the budget, so fixed-budget replays are the same with it and without it.
+TEST(MixtureDrafter, CalibrationLeavesAFlatCostsProposalsAlone) {
+  MixtureOptions on;
+  on.calibration_half_life = 4.0;
+  MixtureOptions off;
+  off.calibration_half_life = 0.0;
+  Stream s_on;
+  Stream s_off;
+  MixtureDrafter with = chains_mixture(on, s_on);
+  MixtureDrafter without = chains_mixture(off, s_off);
+  for (int i = 0; i < 600; ++i) {
+    if (i % 150 == 149) {  // new sequences, and a stream that changes under them
+      with.begin(std::vector<Token>{0}, {});
+      without.begin(std::vector<Token>{0}, {});
+      s_on.qA = s_off.qA = i < 300 ? 0.05 : 0.9;
+    }
+    for (const std::size_t budget : {std::size_t{64}, std::size_t{3}}) {
+      DraftTree a;
+      DraftTree b;
+      with.propose(budget, a);
+      without.propose(budget, b);
+      const LinearTree la = a.linearize(0, budget);
+      const LinearTree lb = b.linearize(0, budget);
+      ASSERT_EQ(paths_of(la), paths_of(lb)) << "step " << i;
+      ASSERT_EQ(la.score, lb.score) << "step " << i;
+      const std::vector<Token> truth = s_on.next_truth();
+      EXPECT_EQ(truth, s_off.next_truth());
+      std::size_t k = 0;
+      for (std::int32_t u = 0; k + 1 < truth.size() && (u = a.find_child(u, truth[k])) >= 0;) ++k;
+      const std::vector<Token> emitted(truth.begin(), truth.begin() + static_cast<std::ptrdiff_t>(k + 1));
+      with.accept(emitted);
+      without.accept(emitted);
+    }
+  }
+  EXPECT_NE(with.last_calibration(), 1.0);  // it was tracked, just not used
+}
+
 TEST(MixtureDrafter, ConcatenatesAuxiliaryBlocksAndSplitsTheChoices) {
   AuxDrafter first{2, 100};
   AuxDrafter third{3, 200};
@@ -388,6 +510,15 @@ TEST(MixtureDrafter, RejectsBadOptionsNamingThem) {
   refdec_test::expect_error([&] { make(MixtureOptions{.recent_rate = 1.5}); }, "recent_rate must be in [0, 1] (0: off), got 1.5");
   refdec_test::expect_error([&] { make(MixtureOptions{.recent_rate = std::numeric_limits<double>::quiet_NaN()}); },
                             "recent_rate must be in [0, 1] (0: off), got nan");
+  refdec_test::expect_error([&] { make(MixtureOptions{.calibration_half_life = -1.0}); },
+                            "calibration_half_life must be finite and non-negative (0: off), got -1");
+  refdec_test::expect_error(
+      [&] { make(MixtureOptions{.calibration_half_life = std::numeric_limits<double>::infinity()}); },
+      "calibration_half_life must be finite and non-negative (0: off), got inf");
+  refdec_test::expect_error([&] { make(MixtureOptions{.calibration_prior = 0.0}); },
+                            "calibration_prior must be finite and positive, got 0");
+  refdec_test::expect_error([&] { make(MixtureOptions{.calibration_prior = std::numeric_limits<double>::quiet_NaN()}); },
+                            "calibration_prior must be finite and positive, got nan");
 }
 
 // Proposes one fixed path (cut to the budget it is asked for), records each budget, and reports

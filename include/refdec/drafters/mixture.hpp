@@ -64,6 +64,18 @@ struct MixtureOptions {
   /// it had proposed (its reach), per sequence; the estimates are conditioned on it, so a source
   /// that has been right lately in this sequence is trusted more (0: off; 0.3 measured). In [0, 1].
   double recent_rate = 0.0;
+  /// Steps after which a step weighs half in the per-sequence calibration of the adaptive budget
+  /// (0: off). The learned estimates are shared by every sequence the drafter serves, so on a
+  /// sequence where the sources are worse (or better) than on average they are over- (or under-)
+  /// confident, and the budget choice verifies nodes that do not pay (or too few). With a half-life,
+  /// the mixture keeps per sequence the decayed sums of the accepted tokens it expected and of those
+  /// it got, and scales the probabilities behind the budget choice by their ratio
+  /// (last_calibration()). Only the budget choice (a step cost that is not flat) uses it: the tree
+  /// and a flat cost's cut are unchanged. Finite, non-negative.
+  double calibration_half_life = 12.0;
+  /// Weight, in expected accepted tokens, of the prior ratio 1 in the calibration: the ratio is
+  /// (accepted + prior) / (expected + prior), so a few steps do not swing it. Finite, positive.
+  double calibration_prior = 1.0;
 };
 
 /// What a MixtureDrafter learned, per source. Outlives moves of the drafter (see
@@ -220,7 +232,9 @@ class MixtureStatistics {
 ///   exceeds 1 (they are exclusive), and multiplied by the parent's probability, so a node never
 ///   scores above its parent.
 /// The tree is then cut to the n best nodes, n chosen by choose_budget() under the options' step
-/// cost (auxiliary tokens counted at max_auxiliary(), since propose() comes first). accept()
+/// cost (auxiliary tokens counted at max_auxiliary(), since propose() comes first), the
+/// probabilities scaled for that choice by this sequence's calibration factor
+/// (MixtureOptions::calibration_half_life: accepted over expected tokens so far). accept()
 /// walks the whole merged trie (the cut nodes too) along the appended tokens: every node whose
 /// parent is on the true path is an observation for each source that proposed it.
 ///
@@ -245,6 +259,12 @@ class MixtureDrafter {
                  "mixture: source_budget must be in [0, " << kMaxSourceBudget << "], got " << opt_.source_budget);
     REFDEC_CHECK(std::isfinite(opt_.recent_rate) && opt_.recent_rate >= 0.0 && opt_.recent_rate <= 1.0,
                  "mixture: recent_rate must be in [0, 1] (0: off), got " << opt_.recent_rate);
+    REFDEC_CHECK(std::isfinite(opt_.calibration_half_life) && opt_.calibration_half_life >= 0.0,
+                 "mixture: calibration_half_life must be finite and non-negative (0: off), got "
+                     << opt_.calibration_half_life);
+    REFDEC_CHECK(std::isfinite(opt_.calibration_prior) && opt_.calibration_prior > 0.0,
+                 "mixture: calibration_prior must be finite and positive, got " << opt_.calibration_prior);
+    calibration_decay_ = opt_.calibration_half_life > 0.0 ? std::exp2(-1.0 / opt_.calibration_half_life) : 1.0;
     std::vector<std::string> names;
     for (const AnyDrafter& s : sources_) names.push_back(s.name());
     stats_->reset(std::move(names), opt_);
@@ -274,6 +294,12 @@ class MixtureDrafter {
   std::shared_ptr<const MixtureStatistics> statistics() const { return stats_; }
   /// The number of draft nodes the last proposal kept.
   std::size_t last_budget() const { return last_budget_; }
+  /// The factor by which the last proposal's budget choice scaled the estimated probabilities
+  /// (MixtureOptions::calibration_half_life): this sequence's accepted over expected tokens, in
+  /// [0, kMaxCalibration]; 1 with calibration off and at a sequence's start.
+  double last_calibration() const { return last_calibration_; }
+  /// The largest calibration factor: a sequence's lucky streak does not make every node look sure.
+  static constexpr double kMaxCalibration = 4.0;
 
   /// Starts a sequence in every source. What was learned is kept.
   void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
@@ -281,6 +307,9 @@ class MixtureDrafter {
     merged_.clear();
     proposer_.clear();
     std::fill(recent_.begin(), recent_.end(), 0.0);  // recent reach is per sequence
+    cut_.clear();
+    expected_ = accepted_ = step_expected_ = 0.0;  // so is the calibration
+    last_calibration_ = 1.0;
   }
 
   /// Writes the merged tree cut to the chosen number of nodes (at most `budget`) into `out`,
@@ -319,16 +348,40 @@ class MixtureDrafter {
     // Probabilities best first, for the budget choice; under a flat cost every useful node is kept.
     sorted_.assign(prob_.begin() + 1, prob_.end());
     std::size_t n = 0;
+    const bool calibrate = opt_.calibration_half_life > 0.0;
+    last_calibration_ = calibrate ? std::clamp((accepted_ + opt_.calibration_prior) / (expected_ + opt_.calibration_prior),
+                                               0.0, kMaxCalibration)
+                                  : 1.0;
     if (opt_.cost.is_flat()) {
       n = std::min<std::size_t>(budget, static_cast<std::size_t>(
                                             std::count_if(sorted_.begin(), sorted_.end(), [](float p) { return p > 0.0f; })));
     } else {
       std::sort(sorted_.begin(), sorted_.end(), std::greater<>());
+      if (last_calibration_ != 1.0) {  // a monotone map capped at 1: still sorted, still a tree
+        const auto r = static_cast<float>(last_calibration_);
+        for (float& p : sorted_) p = std::min(1.0f, p * r);
+      }
       n = choose_budget(sorted_, opt_.cost, max_auxiliary(), budget);
     }
     out = merged_;
     if (n < nodes) out.prune(n);
     last_budget_ = n;
+    if (calibrate) {
+      // The tree whose outcome calibrates: the kept nodes and every depth-1 node of the merged
+      // trie. accept() sees the true token at depth 1 whatever was kept (the bonus token when
+      // nothing was), so adding the depth-1 nodes gives a signal at budget 0 too: a sequence
+      // that stopped being speculated on keeps telling whether its sources' first tokens became
+      // right, instead of the ratio drifting back to 1 by decay alone and the budget returning
+      // to the over-confident choice every few half-lives to find out. Scaling every node by r
+      // is scaling the depth-1 nodes' (their descendants' are products of them), so the depth-1
+      // outcomes are what r should follow when nothing deeper is seen.
+      cut_ = out;
+      step_expected_ = 0.0;
+      for (std::int32_t c = merged_.node(0).first_child; c >= 0; c = merged_.node(c).next_sibling)
+        step_expected_ += prob_[static_cast<std::size_t>(c)];
+      for (std::int32_t i = 1; i <= static_cast<std::int32_t>(cut_.size()); ++i)
+        if (cut_.node(i).depth >= 2) step_expected_ += cut_.node(i).score;
+    }
     ++stats_->steps_;
     stats_->kept_nodes_ += static_cast<std::int64_t>(n);
   }
@@ -360,6 +413,7 @@ class MixtureDrafter {
     const double a = opt_.recent_rate;
     for (std::size_t s = 0; s < num_sources; ++s)
       recent_[s] = (1.0 - a) * recent_[s] + a * static_cast<double>(std::min<std::size_t>(reach_[s], kReachCap));
+    if (opt_.calibration_half_life > 0.0) calibrate(tokens);
     merged_.clear();  // learn from a proposal once
     stats_->end_step();
   }
@@ -398,6 +452,24 @@ class MixtureDrafter {
  private:
   static constexpr std::int32_t kNone = -1;
   static constexpr std::size_t kReachCap = 8;  // reach counted in the moving average at most
+
+  // Adds the last proposal's expected and realised accepted tokens to the sequence's decayed sums
+  // (MixtureOptions::calibration_half_life). Realised: the true path's length in the kept tree
+  // (the accepted drafts, whatever the bonus), or 1 if only an uncut depth-1 node was right.
+  void calibrate(std::span<const Token> tokens) {
+    if (merged_.empty()) return;  // no proposal since the last accept()
+    std::size_t got = 0;
+    for (std::int32_t u = 0; got < tokens.size();) {
+      const std::int32_t c = cut_.find_child(u, tokens[got]);
+      if (c < 0) break;
+      u = c;
+      ++got;
+    }
+    if (got == 0 && !tokens.empty() && merged_.find_child(0, tokens[0]) >= 0) got = 1;
+    expected_ = calibration_decay_ * expected_ + step_expected_;
+    accepted_ = calibration_decay_ * accepted_ + static_cast<double>(got);
+    cut_.clear();
+  }
 
   // prob_[i]: estimated probability that merged node i is accepted (root: 1), set as its score.
   void score_merged() {
@@ -444,6 +516,13 @@ class MixtureDrafter {
   std::vector<std::size_t> aux_sizes_;  // [sources] auxiliary tokens each added this step
   AuxBlock aux_;                        // scratch
   std::size_t last_budget_ = 0;
+  // Per-sequence calibration (MixtureOptions::calibration_half_life).
+  DraftTree cut_;                    // the last proposal as kept, until accept()
+  double calibration_decay_ = 1.0;   // per-step factor on the sums below
+  double expected_ = 0.0;            // decayed sum of expected accepted tokens (uncalibrated estimates)
+  double accepted_ = 0.0;            // decayed sum of the accepted tokens they came to
+  double step_expected_ = 0.0;       // the last proposal's expected accepted tokens
+  double last_calibration_ = 1.0;
 };
 
 static_assert(Drafter<MixtureDrafter>);
