@@ -16,6 +16,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
+#include "refdec/torch/attention_products.hpp"
 #include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
@@ -650,6 +651,46 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
   refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8}), false); }, "output must be a contiguous bf16 or float32 CPU [3, 8]");
   refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble), false); }, "output must be");
   EXPECT_EQ(packed(bf({0, 4})).size(0), 0);  // no rows: nothing to run
+}
+
+// Attention's two products over a cache read in place (a slice of a longer buffer, as the stores
+// hand it out) equal the float64 products of the same bf16 values, for every head grouping, row
+// count, length and head size, the length changing from call to call under one primitive.
+TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
+  REFDEC_SKIP_WITHOUT_ONEDNN();
+  auto gen = at::detail::createCPUGenerator(9);
+  const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
+  for (const std::int64_t kv : {1, 2, 4})
+    for (const std::int64_t rows : {1, 3, 16})
+      for (const std::int64_t d : {8, 64})
+        for (const std::int64_t s : {1, 5, 17, 130}) {
+          const auto keys = bf({s + 7, kv, d}).narrow(0, 0, s), values = bf({s + 7, kv, d}).narrow(0, 0, s);
+          const auto q = bf({kv, rows, d});
+          const auto scores = attention_scores(q, keys, 0.25);
+          const auto want = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;
+          ASSERT_EQ(scores.scalar_type(), at::kFloat);
+          ASSERT_EQ(scores.sizes(), want.sizes());
+          EXPECT_LT((scores.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * (1.0 + want.abs().max().item<double>()))
+              << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
+          const auto probs = at::softmax(scores, -1).to(at::kBFloat16);
+          const auto out = attention_values(probs, values);
+          const auto out_want = at::matmul(probs.to(at::kDouble), values.to(at::kDouble).permute({1, 0, 2}));
+          ASSERT_EQ(out.scalar_type(), at::kBFloat16);
+          ASSERT_EQ(out.sizes(), out_want.sizes());
+          // bf16 output: within its rounding of values of magnitude up to max |v|.
+          EXPECT_LT((out.to(at::kDouble) - out_want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
+              << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
+        }
+}
+
+TEST(AttentionProducts, RejectWhatTheyCannotRun) {
+  const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
+  EXPECT_FALSE(attention_products_supported(at::zeros({4, 2, 8})));
+  EXPECT_FALSE(attention_products_supported(bf({4, 8, 2}).transpose(1, 2)));  // last dimension strided
+  EXPECT_FALSE(attention_products_supported(at::Tensor()));
+  refdec_test::expect_error([&] { (void)attention_scores(bf({2, 1, 8}), at::zeros({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
+  refdec_test::expect_error([&] { (void)attention_scores(bf({3, 1, 8}), bf({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
+  refdec_test::expect_error([&] { (void)attention_values(bf({2, 1, 5}), bf({4, 2, 8})); }, "attention_values: needs bf16 CPU");
 }
 
 // One packed layer serves several threads at once (each row count's kernel is made once, under a

@@ -16,6 +16,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/torch/attention_products.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/packed_linear.hpp"
 
@@ -161,7 +162,8 @@ class LlamaModel {
   const LlamaConfig& config() const { return config_; }
   /// The weights as given; a model with packed linear layers keeps only the embedding and norms here.
   const LlamaWeights& weights() const { return w_; }
-  /// Whether the linear layers run PackedLinear (LinearKernel).
+  /// Whether the linear layers run PackedLinear (LinearKernel); attention's products then run
+  /// through oneDNN too, over the cache in place (attention_products.hpp).
   bool packed() const { return !packed_.empty(); }
   /// Bytes of every weight a decoding step reads: projections, norms and the output layer (the
   /// embedding only where it is the tied output layer: a step gathers just its rows otherwise).
@@ -266,11 +268,14 @@ class LlamaModel {
         const std::int64_t S = keys.size(0);
         // Query head h reads kv head h / G: group the G query heads of a kv head together.
         const auto qg = q.narrow(0, first, n).permute({1, 0, 2}).reshape({KV, G * n, D});  // [KV, G*n, D]
-        auto scores = (at::matmul(qg, keys.permute({1, 2, 0})) * scale).view({KV, G, n, S});
+        // The packed path reads the cache in place through oneDNN (attention_products.hpp).
+        const bool in_place = packed() && attention_products_supported(keys) && attention_products_supported(values);
+        auto scores = (in_place ? attention_scores(qg, keys, scale) : at::matmul(qg, keys.permute({1, 2, 0})) * scale)
+                          .view({KV, G, n, S});
         scores.narrow(-1, S - n, n).add_(bias[static_cast<std::size_t>(b)]);
         const auto probs = at::softmax(scores, -1, compute).to(dt).view({KV, G * n, S});
-        heads[static_cast<std::size_t>(b)] = at::matmul(probs, values.permute({1, 0, 2}))  // [KV, G*n, D]
-                                                 .view({H, n, D})
+        heads[static_cast<std::size_t>(b)] = (in_place ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2})))
+                                                 .view({H, n, D})  // [KV, G*n, D] viewed per query head
                                                  .permute({1, 0, 2})
                                                  .reshape({n, H * D});
       }

@@ -1,0 +1,126 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The two products of attention over a sequence's cached keys and values, on the CPU in bf16,
+// through oneDNN's matmul with the sequence length as a run-time dimension and the cache read in
+// place through its strides. libtorch 1.13's bf16 batched products copy the keys to a contiguous
+// layout first and then run far below the memory speed: at a 512-token context with 8 query
+// heads per kv head they took 103 µs per layer for one token and 481 µs for 8, where these take
+// 16 and 55 µs (docs/speed.md): a step of 8 tokens on the 1.1B spent 10 ms of ~55 there.
+//
+// A primitive is made once per shape that does not change from step to step (heads, query rows,
+// head size, the cache's strides) and kept; the length of the sequence is given per call.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "refdec/core/config.hpp"
+#include "refdec/torch/packed_linear.hpp"  // REFDEC_HAVE_ONEDNN, <dnnl.hpp>
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Whether attention_scores() and attention_values() run these keys or values ([S, KV, D]): bf16
+/// on the CPU with a contiguous last dimension, and refdec built with oneDNN.
+inline bool attention_products_supported(const at::Tensor& cache) {
+  return REFDEC_HAVE_ONEDNN && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
+         cache.scalar_type() == at::kBFloat16 && cache.stride(2) == 1;
+}
+
+#if REFDEC_HAVE_ONEDNN
+namespace detail {
+
+// One engine for the primitives and the memory they run on (oneDNN refuses a mix).
+inline const dnnl::engine& attention_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Made once per (product, kv heads, query rows, head size, cache strides, scale) and shared by
+// every thread: dnnl::matmul is safe to execute concurrently.
+inline dnnl::matmul attention_primitive(bool scores, std::int64_t kv, std::int64_t rows, std::int64_t d,
+                                        std::int64_t row_stride, std::int64_t head_stride, float scale) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  using Key = std::tuple<bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::uint32_t>;
+  static std::mutex mutex;
+  static std::map<Key, dnnl::matmul> made;
+  std::uint32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale, sizeof scale);
+  const Key key{scores, kv, rows, d, row_stride, head_stride, scale_bits};
+  const std::lock_guard lock(mutex);
+  if (const auto it = made.find(key); it != made.end()) return it->second;
+  constexpr auto S = DNNL_RUNTIME_DIM_VAL;
+  dnnl::primitive_attr attr;
+  dnnl::matmul::desc desc = [&] {
+    if (scores) {  // [kv, rows, d] x keys seen as [kv, d, S] -> [kv, rows, S] float32
+      attr.set_output_scales(0, {scale});
+      return dnnl::matmul::desc({{kv, rows, d}, dt::bf16, tag::abc}, {{kv, d, S}, dt::bf16, {head_stride, 1, row_stride}},
+                                {{kv, rows, S}, dt::f32, {DNNL_RUNTIME_DIM_VAL, DNNL_RUNTIME_DIM_VAL, 1}});
+    }
+    // probabilities [kv, rows, S] x values seen as [kv, S, d] -> [kv, rows, d] bf16
+    return dnnl::matmul::desc({{kv, rows, S}, dt::bf16, {DNNL_RUNTIME_DIM_VAL, DNNL_RUNTIME_DIM_VAL, 1}},
+                              {{kv, S, d}, dt::bf16, {head_stride, row_stride, 1}}, {{kv, rows, d}, dt::bf16, tag::abc});
+  }();
+  return made.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, attention_engine()))).first->second;
+}
+
+inline void run_attention_primitive(const dnnl::matmul& product, const dnnl::memory::desc& a, void* a_data,
+                                    const dnnl::memory::desc& b, void* b_data, const dnnl::memory::desc& c, void* c_data) {
+  const dnnl::engine& engine = attention_engine();
+  thread_local dnnl::stream stream(engine);
+  product.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(a, engine, a_data)},
+                           {DNNL_ARG_WEIGHTS, dnnl::memory(b, engine, b_data)},
+                           {DNNL_ARG_DST, dnnl::memory(c, engine, c_data)}});
+  stream.wait();
+}
+
+}  // namespace detail
+#endif
+
+/// scale * q k^T per kv head: q [KV, rows, D] bf16 (query rows grouped by the kv head they read),
+/// keys [S, KV, D] (a sequence's cache, read in place). Returns [KV, rows, S] float32.
+inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, double scale) {
+  REFDEC_CHECK(attention_products_supported(keys) && q.dim() == 3 && q.scalar_type() == at::kBFloat16 && q.device().is_cpu() &&
+                   q.size(0) == keys.size(1) && q.size(2) == keys.size(2),
+               "attention_scores: needs bf16 CPU queries [KV, rows, D] and keys [S, KV, D] with oneDNN, got "
+                   << q.toString() << " " << q.sizes() << " and " << keys.toString() << " " << keys.sizes());
+  const auto qc = q.contiguous();
+  const std::int64_t kv = q.size(0), rows = q.size(1), d = q.size(2), s = keys.size(0);
+  auto out = at::empty({kv, rows, s}, q.options().dtype(at::kFloat));
+#if REFDEC_HAVE_ONEDNN
+  using dt = dnnl::memory::data_type;
+  const auto product = detail::attention_primitive(true, kv, rows, d, keys.stride(0), keys.stride(1), static_cast<float>(scale));
+  detail::run_attention_primitive(product, {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, qc.data_ptr(),
+                                  {{kv, d, s}, dt::bf16, {keys.stride(1), 1, keys.stride(0)}}, keys.data_ptr(),
+                                  {{kv, rows, s}, dt::f32, {rows * s, s, 1}}, out.data_ptr());
+#endif
+  return out;
+}
+
+/// probabilities v per kv head: probabilities [KV, rows, S] bf16, values [S, KV, D] (read in
+/// place). Returns [KV, rows, D] bf16.
+inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Tensor& values) {
+  REFDEC_CHECK(attention_products_supported(values) && probabilities.dim() == 3 && probabilities.scalar_type() == at::kBFloat16 &&
+                   probabilities.device().is_cpu() && probabilities.size(0) == values.size(1) &&
+                   probabilities.size(2) == values.size(0),
+               "attention_values: needs bf16 CPU probabilities [KV, rows, S] and values [S, KV, D] with oneDNN, got "
+                   << probabilities.toString() << " " << probabilities.sizes() << " and " << values.toString() << " "
+                   << values.sizes());
+  const auto pc = probabilities.contiguous();
+  const std::int64_t kv = pc.size(0), rows = pc.size(1), s = pc.size(2), d = values.size(2);
+  auto out = at::empty({kv, rows, d}, pc.options());
+#if REFDEC_HAVE_ONEDNN
+  using dt = dnnl::memory::data_type;
+  const auto product = detail::attention_primitive(false, kv, rows, d, values.stride(0), values.stride(1), 1.0f);
+  detail::run_attention_primitive(product, {{kv, rows, s}, dt::bf16, {rows * s, s, 1}}, pc.data_ptr(),
+                                  {{kv, s, d}, dt::bf16, {values.stride(1), values.stride(0), 1}}, values.data_ptr(),
+                                  {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, out.data_ptr());
+#endif
+  return out;
+}
+
+REFDEC_NAMESPACE_END
