@@ -141,7 +141,11 @@ TrajectorySet load_trajectories(const std::string& path) {
   TrajectorySet set;
   set.name = j.at("drafter").get<std::string>() + " @" + std::to_string(j.at("budget").get<std::int64_t>());
   const auto settings = j.value("settings", nlohmann::json::object());
-  if (settings.contains("step_cost") || settings.contains("step_cost_file")) set.name += " adaptive";
+  if (settings.contains("step_cost") || settings.contains("step_cost_file")) {
+    set.name += " adaptive";
+    // Replays before the mixture's per-sequence calibration existed do not name it: they ran without.
+    if (settings.value("calibration_half_life", 0.0) == 0.0) set.name += " (uncalibrated)";
+  }
   set.dataset = j.value("dataset", std::string("unknown"));
   for (const auto& t : j.at("traces")) {
     Trajectory tr;
@@ -372,7 +376,7 @@ int main(int argc, char** argv) {
     CalibrationOptions calibration;
     calibration.tokens = cost_tokens;
     calibration.context = static_cast<std::int64_t>(context);
-    calibration.repeats = 3;
+    calibration.repeats = 5;  // rounds over every size (calibrate.hpp): a drift moves the whole curve alike
     const auto samples = measure_step_cost(model, calibration);
     std::cout << "| tokens per step | ms per step | x one token | roofline one-token step ms |\n|---|---|---|---|\n";
     nlohmann::json cost = nlohmann::json::array();
@@ -400,6 +404,23 @@ int main(int argc, char** argv) {
       std::int64_t steps = 0, tokens = 0;
     };
     std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (set, category or "overall")
+    double plain_drift = 0.0;  // the largest relative difference between a trace's two plain timings
+    {
+      // Every step width the sets contain runs once untimed first: oneDNN makes a primitive the
+      // first time it sees a row count, and the trace that happened to meet it first would pay.
+      std::vector<std::int32_t> widths{0};
+      for (const auto& set : sets)
+        for (const auto& t : set.traces)
+          for (const auto& step : t.steps) widths.push_back(step.first);
+      std::sort(widths.begin(), widths.end());
+      widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+      const ForcedDecoder warm(model, 1, 8, 8 + widths.back() + 2);
+      for (const std::int32_t n : widths) {
+        ForcedDecoder d(warm);
+        const std::int32_t none = 0;
+        d.step(std::span(&n, 1), std::span(&none, 1));
+      }
+    }
     std::map<std::string, std::vector<std::string>> categories;  // per dataset, in order
     std::map<std::string, std::vector<std::size_t>> by_dataset;  // set indices
     for (std::size_t i = 0; i < sets.size(); ++i) by_dataset[sets[i].dataset].push_back(i);
@@ -424,16 +445,23 @@ int main(int argc, char** argv) {
         const std::size_t ctx = std::min(trace_context(first) + static_cast<std::size_t>(offset), context);
         const ForcedDecoder prefilled(model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2);
         // Plain decoding: the time after each token, so each set is charged the tokens it emitted.
+        // Timed before the sets and again after them, and averaged: this machine's bandwidth
+        // drifts within the minutes a trace's sets take, and a drift then cancels to first order.
         std::vector<double> plain_after(static_cast<std::size_t>(plain_tokens_needed) + 1, 0.0);
-        {
+        const auto time_plain = [&] {
           ForcedDecoder plain_run(prefilled);
           const std::int32_t zero = 0;
-          for (std::int64_t k = 0; k < plain_tokens_needed; ++k)
-            plain_after[static_cast<std::size_t>(k) + 1] =
-                plain_after[static_cast<std::size_t>(k)] + plain_run.step(std::span(&zero, 1), std::span(&zero, 1));
-        }
+          double elapsed = 0.0;
+          for (std::int64_t k = 0; k < plain_tokens_needed; ++k) {
+            elapsed += plain_run.step(std::span(&zero, 1), std::span(&zero, 1));
+            plain_after[static_cast<std::size_t>(k) + 1] += elapsed / 2.0;
+          }
+          return elapsed;
+        };
+        const double plain_first = time_plain();
+        std::vector<Timed> spec_runs;
         for (std::size_t r = 0; r < runs.size(); ++r) {
-          const auto [i, t] = runs[r];
+          const auto t = runs[r].second;
           ForcedDecoder spec(prefilled);
           Timed run;
           for (std::size_t k = windows[r].begin; k < windows[r].end; ++k) {
@@ -442,9 +470,15 @@ int main(int argc, char** argv) {
             ++run.steps;
           }
           run.tokens = windows[r].tokens;
+          spec_runs.push_back(run);
+        }
+        const double plain_second = time_plain();
+        plain_drift = std::max(plain_drift, std::max(plain_first, plain_second) / std::min(plain_first, plain_second) - 1.0);
+        for (std::size_t r = 0; r < runs.size(); ++r) {
+          Timed& run = spec_runs[r];
           run.plain = plain_after[static_cast<std::size_t>(run.tokens)];
           for (const std::string& key : {first.category, std::string("overall")}) {
-            Timed& sum = timed[{i, key}];
+            Timed& sum = timed[{runs[r].first, key}];
             sum.spec += run.spec, sum.plain += run.plain, sum.steps += run.steps, sum.tokens += run.tokens;
           }
         }
@@ -474,7 +508,11 @@ int main(int argc, char** argv) {
       }
       std::cout << "\n";
     }
+    if (!forced.empty())
+      std::cout << "plain decoding of a window, timed before and after its trace's sets: at most " << std::setprecision(3)
+                << 100.0 * plain_drift << "% apart\n\n";
     report["forced"] = forced;
+    report["forced_plain_drift"] = plain_drift;
     write_json();
 
     // 5. Batch sweep: B slots run different traces. The budget adapts to the batch size by

@@ -553,22 +553,23 @@ TEST(LlamaModel, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
   }
 }
 
-// Calibration runs every requested step size repeats + 1 times and keeps the median of the timed
-// runs. The clock is injected: reading k returns 0 + 1 + ... + k, so a run whose readings are k
-// and k + 1 lasts k + 1 "seconds" and the samples are known exactly, however fast the machine is.
+// Calibration runs every requested step size once untimed, then `repeats` rounds over all sizes,
+// and keeps each size's median. The clock is injected: reading k returns 0 + 1 + ... + k, so a run
+// whose readings are k and k + 1 lasts k + 1 "seconds" and the samples are known exactly, however
+// fast the machine is.
 TEST(Calibration, MeasuresEveryStepSize) {
   const auto model = LlamaModel::random(small_config(), 2, at::kFloat);
   double t = 0, readings = 0;
   const auto fake_clock = [&] { return t += readings++; };
   const auto samples = measure_step_cost(model, {.tokens = {1, 4, 96}, .batch = 2, .context = 20, .repeats = 3, .clock = fake_clock});
   ASSERT_EQ(samples.size(), 3u);
-  // Per size: the warm-up run reads the clock once (it is not timed), each of the 3 timed runs
-  // twice, so size i reads 7i .. 7i + 6 and its runs last 7i + 2, 7i + 4, 7i + 6: median 7i + 4.
-  EXPECT_EQ(readings, 3 * 7);
+  // The warm-up round reads no clock; in round r size i reads 2(3r + i) and 2(3r + i) + 1, so its
+  // runs last 2i + 1, 2i + 7, 2i + 13: median 2i + 7.
+  EXPECT_EQ(readings, 3 * 3 * 2);
   const std::vector<std::size_t> sizes = {1, 4, 96};
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(samples[i].first, sizes[i]);
-    EXPECT_DOUBLE_EQ(samples[i].second, 7.0 * static_cast<double>(i) + 4.0) << "size " << sizes[i];
+    EXPECT_DOUBLE_EQ(samples[i].second, 2.0 * static_cast<double>(i) + 7.0) << "size " << sizes[i];
   }
   EXPECT_THROW(measure_step_cost(model, {.tokens = {}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.tokens = {0, 2}}), Error);

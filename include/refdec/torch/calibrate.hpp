@@ -29,7 +29,7 @@ struct CalibrationOptions {
   std::vector<std::size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 96, 128};  ///< step sizes to time
   std::int64_t batch = 1;    ///< sequences per step
   std::int64_t context = 256;  ///< cached tokens per sequence before the step
-  int repeats = 5;           ///< timed runs per size (the median is kept), after one warm-up run
+  int repeats = 5;           ///< timed runs per size (the median is kept), in rounds over every size after one untimed round
   /// Seconds since any fixed origin, read before and after each timed run; empty: the steady
   /// clock. Tests inject one, so that no assertion depends on how fast the machine is.
   std::function<double()> clock = {};
@@ -70,22 +70,34 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
     if (options.clock) return options.clock();
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   };
-  std::vector<std::pair<std::size_t, double>> samples;
+  std::vector<std::vector<LinearTree>> chains;  // [sizes] the step of each size, per sequence
   for (const std::size_t n : options.tokens) {
     std::vector<Token> step(n);
     for (std::size_t i = 0; i < n; ++i) step[i] = token(i + 1);
-    const std::vector<LinearTree> chains(B, LinearTree::chain(step));
-    std::vector<double> times_n;
-    for (int r = 0; r <= options.repeats; ++r) {
-      // The verification step a session runs (plan, forward, argmax copied to the host, walk),
-      // never committed, so every run sees the same cache.
+    chains.emplace_back(B, LinearTree::chain(step));
+  }
+  // The verification step a session runs (plan, forward, argmax copied to the host, walk), never
+  // committed, so every run sees the same cache.
+  const auto run = [&](std::size_t size) {
+    plan_step(chains[size], {}, store.lengths(), model.vocab_size(), plan);
+    verify(model, store, plan, verification, times);
+  };
+  for (std::size_t size = 0; size < chains.size(); ++size) run(size);  // warm-up, untimed
+  // Rounds over every size rather than each size's runs in a row: a machine whose speed drifts
+  // during calibration (a shared VM's memory bandwidth moves by tens of percent within minutes)
+  // then slows every size alike instead of bending the curve.
+  std::vector<std::vector<double>> runs(chains.size());
+  for (int r = 0; r < options.repeats; ++r)
+    for (std::size_t size = 0; size < chains.size(); ++size) {
       const double t0 = now();
-      plan_step(chains, {}, store.lengths(), model.vocab_size(), plan);
-      verify(model, store, plan, verification, times);
-      if (r > 0) times_n.push_back(now() - t0);
+      run(size);
+      runs[size].push_back(now() - t0);
     }
-    std::nth_element(times_n.begin(), times_n.begin() + static_cast<std::ptrdiff_t>(times_n.size() / 2), times_n.end());
-    samples.emplace_back(n, times_n[times_n.size() / 2]);
+  std::vector<std::pair<std::size_t, double>> samples;
+  for (std::size_t size = 0; size < chains.size(); ++size) {
+    auto& t = runs[size];
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    samples.emplace_back(options.tokens[size], t[t.size() / 2]);
   }
   return samples;
 }
