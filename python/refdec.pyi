@@ -826,8 +826,8 @@ class LookaheadDrafter(Drafter):
 
 class MixtureDrafter(Drafter):
     """One merged trie from several drafters, nodes scored by acceptance learned online, the budget chosen under a step cost. The mixture owns fresh copies of `sources` made from their settings: the given drafters stay independent and usable."""
-    def __init__(self: MixtureDrafter, sources: List[Drafter], cost: StepCost = ..., prior_mean: float = 0.3, prior_strength: float = 2.0, half_life: float = 2000.0, max_depth: int = 16, combine: MixtureCombine = ...) -> None:
-        ...
+    def __init__(self: MixtureDrafter, sources: List[Drafter], cost: StepCost = ..., prior_mean: float = 0.3, prior_strength: float = 2.0, half_life: float = 2000.0, max_depth: int = 16, combine: MixtureCombine = ..., calibration_half_life: float = 12.0, calibration_prior: float = 1.0) -> None:
+        """calibration_half_life: steps after which a step weighs half in the per-sequence calibration of the budget choice under a step cost (0: off); calibration_prior: its prior weight, in tokens."""
     @property
     def statistics(self) -> MixtureStatistics:
         """What it learned (MixtureStatistics, follows the drafter)."""

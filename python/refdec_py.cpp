@@ -761,17 +761,25 @@ PYBIND11_MODULE(refdec, m) {
                                           "budget chosen under a step cost. The mixture owns fresh copies of `sources` made from "
                                           "their settings: the given drafters stay independent and usable.")
       .def(py::init([](const std::vector<PyDrafter*>& sources, const StepCost& cost, double prior_mean, double prior_strength,
-                       double half_life, std::size_t max_depth, MixtureCombine combine) {
+                       double half_life, std::size_t max_depth, MixtureCombine combine, double calibration_half_life,
+                       double calibration_prior) {
              std::vector<std::function<AnyDrafter()>> makes;
              for (std::size_t s = 0; s < sources.size(); ++s) {
                REFDEC_CHECK(sources[s] != nullptr, "mixture: source " << s << " is None");
                makes.push_back(sources[s]->make);
              }
-             return std::make_unique<PyMixtureDrafter>(std::move(makes),
-                                                       MixtureOptions{cost, prior_mean, prior_strength, half_life, max_depth, combine});
+             MixtureOptions o{.cost = cost, .prior_mean = prior_mean, .prior_strength = prior_strength, .half_life = half_life,
+                              .max_depth = max_depth, .combine = combine};
+             o.calibration_half_life = calibration_half_life;
+             o.calibration_prior = calibration_prior;
+             return std::make_unique<PyMixtureDrafter>(std::move(makes), o);
            }),
            py::arg("sources"), py::arg("cost") = StepCost::flat(), py::arg("prior_mean") = 0.3, py::arg("prior_strength") = 2.0,
-           py::arg("half_life") = 2000.0, py::arg("max_depth") = 16, py::arg("combine") = MixtureCombine::max)
+           py::arg("half_life") = 2000.0, py::arg("max_depth") = 16, py::arg("combine") = MixtureCombine::max,
+           py::arg("calibration_half_life") = MixtureOptions{}.calibration_half_life,
+           py::arg("calibration_prior") = MixtureOptions{}.calibration_prior,
+           "calibration_half_life: steps after which a step weighs half in the per-sequence calibration of "
+           "the budget choice under a step cost (0: off); calibration_prior: its prior weight, in tokens.")
       .def_property_readonly("statistics", [](const PyMixtureDrafter& d) { return std::const_pointer_cast<MixtureStatistics>(d.statistics); },
                              "What it learned (MixtureStatistics, follows the drafter).");
 

@@ -139,6 +139,10 @@ def test_drafter_argument_errors():
         refdec.MixtureDrafter([])
     with pytest.raises(ValueError, match="mixture: prior_mean"):
         refdec.MixtureDrafter([refdec.NoDrafter()], prior_mean=2.0)
+    with pytest.raises(ValueError, match="mixture: calibration_half_life"):
+        refdec.MixtureDrafter([refdec.NoDrafter()], calibration_half_life=-1.0)
+    with pytest.raises(ValueError, match="mixture: calibration_prior"):
+        refdec.MixtureDrafter([refdec.NoDrafter()], calibration_prior=0.0)
     d = refdec.LlmaDrafter(self_reference=True)
     d.begin([1, 2, 3, 1, 2])
     with pytest.raises(ValueError, match="outside the vocabulary"):

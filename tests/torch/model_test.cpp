@@ -553,8 +553,8 @@ TEST(LlamaModel, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
   }
 }
 
-// Calibration runs every requested step size once untimed, then `repeats` rounds over all sizes,
-// and keeps each size's median. The clock is injected: reading k returns 0 + 1 + ... + k, so a run
+// Calibration runs every requested step size once untimed, then `repeats` rounds over all sizes
+// (each timed run after an untimed one of its size), and keeps each size's median. The clock is injected: reading k returns 0 + 1 + ... + k, so a run
 // whose readings are k and k + 1 lasts k + 1 "seconds" and the samples are known exactly, however
 // fast the machine is.
 TEST(Calibration, MeasuresEveryStepSize) {
@@ -563,7 +563,7 @@ TEST(Calibration, MeasuresEveryStepSize) {
   const auto fake_clock = [&] { return t += readings++; };
   const auto samples = measure_step_cost(model, {.tokens = {1, 4, 96}, .batch = 2, .context = 20, .repeats = 3, .clock = fake_clock});
   ASSERT_EQ(samples.size(), 3u);
-  // The warm-up round reads no clock; in round r size i reads 2(3r + i) and 2(3r + i) + 1, so its
+  // Untimed runs read no clock; in round r size i reads 2(3r + i) and 2(3r + i) + 1, so its
   // runs last 2i + 1, 2i + 7, 2i + 13: median 2i + 7.
   EXPECT_EQ(readings, 3 * 3 * 2);
   const std::vector<std::size_t> sizes = {1, 4, 96};
