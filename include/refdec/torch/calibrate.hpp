@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <functional>
 #include <cstdint>
@@ -29,7 +30,7 @@ struct CalibrationOptions {
   std::vector<std::size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 96, 128};  ///< step sizes to time
   std::int64_t batch = 1;    ///< sequences per step
   std::int64_t context = 256;  ///< cached tokens per sequence before the step
-  int repeats = 5;           ///< timed runs per size (the median is kept), in rounds over every size after one untimed round, each after an untimed run of its size
+  int repeats = 5;           ///< timed runs per size (the median is kept), in rounds from the largest size to the smallest after one untimed round, each after an untimed run of its size
   /// Seconds since any fixed origin, read before and after each timed run; empty: the steady
   /// clock. Tests inject one, so that no assertion depends on how fast the machine is.
   std::function<double()> clock = {};
@@ -85,13 +86,19 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
   for (std::size_t size = 0; size < chains.size(); ++size) run(size);  // warm-up, untimed
   // Rounds over every size rather than each size's runs in a row: a machine whose speed drifts
   // during calibration (a shared VM's memory bandwidth moves by tens of percent within minutes)
-  // then slows every size alike instead of bending the curve.
+  // then slows every size alike instead of bending the curve. Each round goes from the largest
+  // step to the smallest: timed right after the previous round's largest step, one token measured
+  // 4-16% dearer than two on two models, even after an untimed one-token step in between (and
+  // the cheapest of all where only small steps ran), which told the adaptive budget that small
+  // drafts were free.
+  std::vector<std::size_t> order(chains.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return options.tokens[a] > options.tokens[b]; });
   std::vector<std::vector<double>> runs(chains.size());
   for (int r = 0; r < options.repeats; ++r)
-    for (std::size_t size = 0; size < chains.size(); ++size) {
+    for (const std::size_t size : order) {
       // Each timed step follows an untimed one of its size, as in a decoding loop whose budget
-      // holds steady: timed right after the round's largest step, one token measured 4-8% slower
-      // than two on two models, which told the adaptive budget that small drafts were free.
+      // holds steady.
       run(size);
       const double t0 = now();
       run(size);
