@@ -3,9 +3,9 @@
 // The two products of attention over a sequence's cached keys and values, on the CPU in bf16,
 // through oneDNN's matmul with the sequence length as a run-time dimension and the cache read in
 // place through its strides. libtorch 1.13's bf16 batched products copy the keys to a contiguous
-// layout first and then run far below the memory speed: at a 512-token context with 8 query
-// heads per kv head they took 103 µs per layer for one token and 481 µs for 8, where these take
-// 16 and 55 µs (docs/speed.md): a step of 8 tokens on the 1.1B spent 10 ms of ~55 there.
+// layout first and then run far below the memory speed: with TinyLlama's heads at a 512-token
+// context, one layer's attention (softmax included) took 111 µs for one token and 418 µs for 8,
+// against 52 and 170 µs this way (refdec_attention_bench, docs/speed.md).
 //
 // A primitive is made once per shape that does not change from step to step (heads, query rows,
 // head size, the cache's strides) and kept; the length of the sequence is given per call.
@@ -33,12 +33,6 @@ inline bool attention_products_supported(const at::Tensor& cache) {
 #if REFDEC_HAVE_ONEDNN
 namespace detail {
 
-// One engine for the primitives and the memory they run on (oneDNN refuses a mix).
-inline const dnnl::engine& attention_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
 // Made once per (product, kv heads, query rows, head size, cache strides, scale) and shared by
 // every thread: dnnl::matmul is safe to execute concurrently.
 inline dnnl::matmul attention_primitive(bool scores, std::int64_t kv, std::int64_t rows, std::int64_t d,
@@ -65,12 +59,12 @@ inline dnnl::matmul attention_primitive(bool scores, std::int64_t kv, std::int64
     return dnnl::matmul::desc({{kv, rows, S}, dt::bf16, {DNNL_RUNTIME_DIM_VAL, DNNL_RUNTIME_DIM_VAL, 1}},
                               {{kv, S, d}, dt::bf16, {head_stride, row_stride, 1}}, {{kv, rows, d}, dt::bf16, tag::abc});
   }();
-  return made.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, attention_engine()))).first->second;
+  return made.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, onednn_engine()))).first->second;
 }
 
 inline void run_attention_primitive(const dnnl::matmul& product, const dnnl::memory::desc& a, void* a_data,
                                     const dnnl::memory::desc& b, void* b_data, const dnnl::memory::desc& c, void* c_data) {
-  const dnnl::engine& engine = attention_engine();
+  const dnnl::engine& engine = onednn_engine();
   thread_local dnnl::stream stream(engine);
   product.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(a, engine, a_data)},
                            {DNNL_ARG_WEIGHTS, dnnl::memory(b, engine, b_data)},

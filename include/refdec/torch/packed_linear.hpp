@@ -29,6 +29,17 @@
 
 REFDEC_NAMESPACE_BEGIN
 
+#if REFDEC_HAVE_ONEDNN
+namespace detail {
+// The one CPU engine of refdec's oneDNN primitives and the memory they run on (oneDNN refuses a
+// primitive and memory of different engines).
+inline const dnnl::engine& onednn_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+}  // namespace detail
+#endif
+
 /// y = x W^T with W prepacked for oneDNN (bf16 weights on the CPU). Thread-safe: run() may be
 /// called from several threads at once.
 class PackedLinear {
@@ -55,9 +66,9 @@ class PackedLinear {
     packed_ = at::empty({static_cast<std::int64_t>(packed_desc_.get_size())}, at::TensorOptions().dtype(at::kByte));
     const auto source = weight.contiguous();
     // torch's [out, in] row-major is oneDNN's [in, out] with tag ba: no transpose copy.
-    dnnl::memory from({{in_, out_}, dnnl::memory::data_type::bf16, tag::ba}, engine(), source.data_ptr());
-    dnnl::memory to(packed_desc_, engine(), packed_.data_ptr());
-    dnnl::stream s(engine());
+    dnnl::memory from({{in_, out_}, dnnl::memory::data_type::bf16, tag::ba}, detail::onednn_engine(), source.data_ptr());
+    dnnl::memory to(packed_desc_, detail::onednn_engine(), packed_.data_ptr());
+    dnnl::stream s(detail::onednn_engine());
     dnnl::reorder(from, to).execute(s, from, to);
     s.wait();
 #endif
@@ -86,10 +97,10 @@ class PackedLinear {
     const dnnl::matmul kernel = kernel_for(x.size(0), f32, accumulate);
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    dnnl::memory src({{x.size(0), in_}, dt::bf16, tag::ab}, engine(), x.data_ptr());
-    dnnl::memory weights(packed_desc_, engine(), packed_.data_ptr());
-    dnnl::memory dst({{x.size(0), out_}, f32 ? dt::f32 : dt::bf16, tag::ab}, engine(), out.data_ptr());
-    thread_local dnnl::stream stream(engine());
+    dnnl::memory src({{x.size(0), in_}, dt::bf16, tag::ab}, detail::onednn_engine(), x.data_ptr());
+    dnnl::memory weights(packed_desc_, detail::onednn_engine(), packed_.data_ptr());
+    dnnl::memory dst({{x.size(0), out_}, f32 ? dt::f32 : dt::bf16, tag::ab}, detail::onednn_engine(), out.data_ptr());
+    thread_local dnnl::stream stream(detail::onednn_engine());
     kernel.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     stream.wait();
 #else
@@ -106,11 +117,6 @@ class PackedLinear {
 
  private:
 #if REFDEC_HAVE_ONEDNN
-  static const dnnl::engine& engine() {
-    static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-    return e;
-  }
-
   dnnl::matmul::primitive_desc primitive_desc(std::int64_t rows, const dnnl::memory::desc& weights, bool f32,
                                               bool accumulate) const {
     using dt = dnnl::memory::data_type;
@@ -122,7 +128,7 @@ class PackedLinear {
       attr.set_post_ops(ops);
     }
     const dnnl::memory::desc src({rows, in_}, dt::bf16, tag::ab), dst({rows, out_}, f32 ? dt::f32 : dt::bf16, tag::ab);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, detail::onednn_engine());
   }
 
   // A primitive is specialised to its row count (runtime row counts fall back to oneDNN's
