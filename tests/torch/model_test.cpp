@@ -634,8 +634,15 @@ TEST(PackedLinear, EqualsTheProductForEveryRowCount) {
       // Accumulating adds to what the output holds (the residual connection).
       const auto residual = at::randn({rows, out}, gen, at::kFloat);
       auto sum = residual.clone();
-      packed.run(x, sum, true);
+      packed.run(x, sum, Epilogue::kAccumulate);
       EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale);
+      // SwiGLU's epilogues: silu of the product, the product times another tensor.
+      const auto silu = packed(x, at::kFloat, Epilogue::kSilu).to(at::kDouble);
+      EXPECT_LT((silu - want * at::sigmoid(want)).abs().max().item<double>(), 1e-4 * scale) << out << "x" << in << ", " << rows << " rows";
+      const auto other = at::randn({rows, out}, gen, at::kFloat).to(at::kBFloat16);
+      const auto product = packed(x, at::kBFloat16, Epilogue::kMultiply, other).to(at::kDouble);
+      const auto want_product = want * other.to(at::kDouble);
+      EXPECT_LT((product - want_product).abs().max().item<double>(), 1e-2 * want_product.abs().max().item<double>());
     }
   }
 }
@@ -651,8 +658,15 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
   refdec_test::expect_error([&] { (void)packed(bf({3, 5})); }, "input must be a contiguous bf16 CPU [rows, 4]");
   refdec_test::expect_error([&] { (void)packed(at::zeros({3, 4})); }, "input must be a contiguous bf16 CPU");
   refdec_test::expect_error([&] { (void)packed(bf({4, 3}).t()); }, "input must be a contiguous bf16 CPU");
-  refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8}), false); }, "output must be a contiguous bf16 or float32 CPU [3, 8]");
-  refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble), false); }, "output must be");
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8})); }, "output must be a contiguous bf16 or float32 CPU [3, 8]");
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble)); }, "output must be");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply); }, "Epilogue::kMultiply needs the tensor");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kSilu, bf({3, 8})); }, "and only it takes one");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, bf({3, 7})); },
+                            "the tensor to multiply by must be a contiguous bf16 CPU [3, 8]");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, at::zeros({3, 8})); },
+                            "the tensor to multiply by must be");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kFloat, Epilogue::kAccumulate); }, "adds to an output: call run()");
   EXPECT_EQ(packed(bf({0, 4})).size(0), 0);  // no rows: nothing to run
 }
 
@@ -721,14 +735,16 @@ TEST(PackedLinear, ThreadsShareOneLayer) {
   EXPECT_EQ(alone.size(), inputs.size());
 }
 
-// The packed model (fused q/k/v and gate/up, residuals accumulated in the products, float32
+// The packed model (fused q/k/v, SwiGLU and residuals in the products' epilogues, float32
 // logits) computes what the at::linear model computes from the same bf16 weights, over trees,
-// auxiliary rows and ragged batches; its weights are released and it says so.
+// auxiliary rows and ragged batches, with either rotary pairing (its fused element-wise kernels
+// against the reference's ATen ops); its weights are released and it says so.
 TEST(LlamaModel, PackedLinearLayersMatchAtLinearInBf16) {
   REFDEC_SKIP_WITHOUT_ONEDNN();
   std::mt19937 rng(31);
-  for (int kind = 0; kind < 3; ++kind) {
-    const auto config = attention_config(kind);
+  for (int kind = 0; kind < 4; ++kind) {
+    auto config = attention_config(kind % 3);
+    if (kind == 3) config.rope_style = RopeStyle::kHalf;
     const auto aten = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16, at::kCPU, LinearKernel::kAten);
     const auto packed = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16, at::kCPU, LinearKernel::kPacked);
     const auto automatic = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16);

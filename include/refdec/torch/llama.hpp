@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/attention_products.hpp"
@@ -78,7 +79,7 @@ struct LlamaLayerWeights {
 enum class LinearKernel {
   kAuto,    ///< kPacked where PackedLinear supports the weights (bf16 on the CPU with oneDNN), else kAten
   kAten,    ///< at::linear over the weights as given
-  kPacked,  ///< PackedLinear (oneDNN, weights reordered once, q/k/v and gate/up fused); throws where unsupported
+  kPacked,  ///< PackedLinear (oneDNN, weights reordered once, q/k/v fused, SwiGLU and residuals in the products); throws where unsupported
 };
 
 /// All weights of a Llama-family model.
@@ -172,7 +173,7 @@ class LlamaModel {
     std::int64_t n = bytes(w_.final_norm);
     if (packed()) {
       n += packed_output_->bytes();
-      for (const auto& l : packed_) n += l.qkv->bytes() + l.o->bytes() + l.gate_up->bytes() + l.down->bytes();
+      for (const auto& l : packed_) n += l.qkv->bytes() + l.o->bytes() + l.gate->bytes() + l.up->bytes() + l.down->bytes();
     } else {
       n += bytes(w_.output);
     }
@@ -229,7 +230,10 @@ class LlamaModel {
 
     store.begin_step(plan);
     const auto ids = at::tensor(at::ArrayRef<Token>(plan.tokens), at::kInt).to(device(), at::kLong);  // [R]
-    const auto [cos, sin] = rotary(at::tensor(at::ArrayRef<std::int64_t>(plan.positions), at::kLong).to(device()));  // [R, 1, D/2]
+    // cos and sin of every row's angles: [R, D/2] float for the packed path's in-place rotation,
+    // [R, 1, D/2] in the model's dtype for the reference path's.
+    auto [cos, sin] = rotary(at::tensor(at::ArrayRef<std::int64_t>(plan.positions), at::kLong).to(device()));
+    for (at::Tensor* t : {&cos, &sin}) *t = packed() ? t->to(at::kFloat) : t->to(dt).unsqueeze(1);
     // Additive step-local masks: [rows(b), rows(b)] per sequence, 0 where the plan's bit is set.
     std::vector<at::Tensor> bias;
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
@@ -247,20 +251,19 @@ class LlamaModel {
     std::vector<at::Tensor> heads(static_cast<std::size_t>(plan.batch()));
     for (std::int64_t li = 0; li < config_.n_layers; ++li) {
       const auto& l = w_.layers[static_cast<std::size_t>(li)];
-      auto h = rms_norm(x, l.attn_norm, compute);
       at::Tensor q, k, v;
-      if (packed()) {  // one fused product, then views of its columns
-        const auto qkv = (*packed_[static_cast<std::size_t>(li)].qkv)(h);
+      if (packed()) {  // one fused product, its q and k heads rotated in place, then views of its columns
+        const auto qkv = (*packed_[static_cast<std::size_t>(li)].qkv)(fused_rms_norm(x, l.attn_norm));
+        rotate_rows(qkv, H + KV, cos, sin);
         q = qkv.narrow(1, 0, H * D).view({R, H, D});
         k = qkv.narrow(1, H * D, KV * D).view({R, KV, D});
         v = qkv.narrow(1, (H + KV) * D, KV * D).view({R, KV, D});
       } else {
-        q = at::linear(h, l.wq).view({R, H, D});
-        k = at::linear(h, l.wk).view({R, KV, D});
+        const auto h = rms_norm(x, l.attn_norm, compute);
+        q = rope(at::linear(h, l.wq).view({R, H, D}), cos, sin);
+        k = rope(at::linear(h, l.wk).view({R, KV, D}), cos, sin);
         v = at::linear(h, l.wv).view({R, KV, D});
       }
-      q = rope(q, cos, sin);
-      k = rope(k, cos, sin);
       store.write(li, k, v);
       for (std::int32_t b = 0; b < plan.batch(); ++b) {
         const std::int64_t n = plan.rows(b), first = plan.indptr[static_cast<std::size_t>(b)];
@@ -272,7 +275,7 @@ class LlamaModel {
         const bool in_place = packed() && attention_products_supported(keys) && attention_products_supported(values);
         auto scores = (in_place ? attention_scores(qg, keys, scale) : at::matmul(qg, keys.permute({1, 2, 0})) * scale)
                           .view({KV, G, n, S});
-        scores.narrow(-1, S - n, n).add_(bias[static_cast<std::size_t>(b)]);
+        if (n > 1) scores.narrow(-1, S - n, n).add_(bias[static_cast<std::size_t>(b)]);  // one row sees itself: no mask
         const auto probs = at::softmax(scores, -1, compute).to(dt).view({KV, G * n, S});
         heads[static_cast<std::size_t>(b)] = (in_place ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2})))
                                                  .view({H, n, D})  // [KV, G*n, D] viewed per query head
@@ -282,19 +285,18 @@ class LlamaModel {
       const auto attended = plan.batch() == 1 ? heads[0] : at::cat(heads, 0);
       if (packed()) {  // residual additions fused into the products: x is this pass's own tensor
         const auto& p = packed_[static_cast<std::size_t>(li)];
-        p.o->run(attended.contiguous(), x, true);
-        h = rms_norm(x, l.ffn_norm, compute);
-        const auto gate_up = (*p.gate_up)(h);
-        const std::int64_t hidden = config_.hidden_dim;
-        p.down->run(at::silu(gate_up.narrow(1, 0, hidden)) * gate_up.narrow(1, hidden, hidden), x, true);
+        p.o->run(attended.contiguous(), x, Epilogue::kAccumulate);
+        const auto h = fused_rms_norm(x, l.ffn_norm);
+        const auto gate = (*p.gate)(h, at::kBFloat16, Epilogue::kSilu);
+        p.down->run((*p.up)(h, at::kBFloat16, Epilogue::kMultiply, gate), x, Epilogue::kAccumulate);
       } else {
         x = x + at::linear(attended, l.wo);
-        h = rms_norm(x, l.ffn_norm, compute);
+        const auto h = rms_norm(x, l.ffn_norm, compute);
         x = x + at::linear(at::silu(at::linear(h, l.w1)) * at::linear(h, l.w3), l.w2);
       }
     }
-    x = rms_norm(x, w_.final_norm, compute);
-    return packed() ? (*packed_output_)(x, at::kFloat) : at::linear(x, w_.output).to(compute);
+    if (packed()) return (*packed_output_)(fused_rms_norm(x, w_.final_norm), at::kFloat);
+    return at::linear(rms_norm(x, w_.final_norm, compute), w_.output).to(compute);
   }
 
  private:
@@ -307,8 +309,11 @@ class LlamaModel {
   // embedding stays for the token lookup.
   void pack() {
     const auto packed = [](const at::Tensor& w) { return std::make_shared<const PackedLinear>(w); };
+    w_.final_norm = w_.final_norm.contiguous();  // the fused RMSNorm reads the norms' weights as arrays
     for (auto& l : w_.layers) {
-      packed_.push_back({packed(at::cat({l.wq, l.wk, l.wv}, 0)), packed(l.wo), packed(at::cat({l.w1, l.w3}, 0)), packed(l.w2)});
+      l.attn_norm = l.attn_norm.contiguous();
+      l.ffn_norm = l.ffn_norm.contiguous();
+      packed_.push_back({packed(at::cat({l.wq, l.wk, l.wv}, 0)), packed(l.wo), packed(l.w1), packed(l.w3), packed(l.w2)});
       l.wq = l.wk = l.wv = l.wo = l.w1 = l.w2 = l.w3 = at::Tensor();
     }
     packed_output_ = packed(w_.output);
@@ -320,12 +325,29 @@ class LlamaModel {
     return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps)).to(x.scalar_type()) * w;
   }
 
-  // cos and sin of position * inverse frequency, computed in float64: [R, 1, D/2] each.
+  // The packed path's RMSNorm and rotary embedding, one pass per row each (bf16_kernels.hpp)
+  // instead of a chain of ATen ops: x, w and the tables are contiguous bf16 (float for the
+  // tables) CPU tensors.
+  static std::uint16_t* bits(const at::Tensor& t) { return static_cast<std::uint16_t*>(t.data_ptr()); }
+  at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w) const {
+    auto out = at::empty_like(x);
+    const std::int64_t n = x.size(1);
+    for (std::int64_t r = 0; r < x.size(0); ++r)
+      bf16::rms_norm(bits(x) + r * n, bits(w), bits(out) + r * n, static_cast<std::size_t>(n), static_cast<float>(config_.norm_eps));
+    return out;
+  }
+  // Rotates the first `heads` heads of each row of `rows` ([R, >= heads * D]) in place.
+  void rotate_rows(const at::Tensor& rows, std::int64_t heads, const at::Tensor& cos, const at::Tensor& sin) const {
+    const std::int64_t D = config_.head_dim(), half = D / 2;
+    for (std::int64_t r = 0; r < rows.size(0); ++r)
+      bf16::rotate(bits(rows) + r * rows.size(1), static_cast<std::size_t>(heads), static_cast<std::size_t>(D),
+                   cos.data_ptr<float>() + r * half, sin.data_ptr<float>() + r * half, config_.rope_style == RopeStyle::kHalf);
+  }
+
+  // cos and sin of position * inverse frequency, computed in float64: [R, D/2] each.
   std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions) const {
     const auto angles = positions.to(at::kDouble).unsqueeze(-1) * inv_freq_.to(positions.device());
-    const auto cs = at::cos(angles).to(dtype()).unsqueeze(1);
-    const auto sn = at::sin(angles).to(dtype()).unsqueeze(1);
-    return {cs, sn};
+    return {at::cos(angles), at::sin(angles)};
   }
 
   // x: [R, heads, D].
@@ -340,10 +362,10 @@ class LlamaModel {
     return at::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
   }
 
-  // One layer's projections for PackedLinear: q, k, v fused into one [(H + 2 KV) D, dim] product,
-  // gate and up into one [2 hidden, dim].
+  // One layer's projections for PackedLinear: q, k, v fused into one [(H + 2 KV) D, dim] product;
+  // SwiGLU's silu and product in the gate's and the up projection's epilogues.
   struct PackedLayer {
-    std::shared_ptr<const PackedLinear> qkv, o, gate_up, down;
+    std::shared_ptr<const PackedLinear> qkv, o, gate, up, down;
   };
 
   LlamaConfig config_;

@@ -1,0 +1,117 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The bf16 row kernels against float64 references: conversions bit-exact, RMSNorm within the two
+// roundings the reference model makes, rotary pairs in both pairings.
+
+#include "refdec/core/bf16_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+using refdec::bf16::from_float;
+using refdec::bf16::to_float;
+
+std::vector<std::uint16_t> random_row(std::mt19937& rng, std::size_t n, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<std::uint16_t> row(n);
+  for (auto& v : row) v = from_float(normal(rng));
+  return row;
+}
+
+// Distance in bf16 steps between two finite values of the same sign (0 for equal bits).
+int steps_apart(std::uint16_t a, std::uint16_t b) { return std::abs(static_cast<int>(a) - static_cast<int>(b)); }
+
+TEST(Bf16Kernels, ConversionsRoundToNearestEven) {
+  for (std::uint32_t bits = 0; bits <= 0xFFFF; ++bits) {  // every bf16 value comes back as itself
+    const auto b = static_cast<std::uint16_t>(bits);
+    if (std::isnan(to_float(b))) {
+      EXPECT_EQ(from_float(to_float(b)), 0x7FC0) << std::hex << bits;
+    } else {
+      ASSERT_EQ(from_float(to_float(b)), b) << std::hex << bits;
+    }
+  }
+  EXPECT_EQ(to_float(0x3F80), 1.0f);
+  EXPECT_EQ(to_float(0xC040), -3.0f);
+  const float ulp = 1.0f / 128.0f;  // bf16's spacing at 1
+  EXPECT_EQ(from_float(1.0f + ulp / 2), 0x3F80) << "a tie goes to the even neighbour, down";
+  EXPECT_EQ(from_float(1.0f + 3 * ulp / 2), 0x3F82) << "a tie goes to the even neighbour, up";
+  EXPECT_EQ(from_float(1.0f + ulp / 2 + ulp / 64), 0x3F81) << "above the tie goes up";
+  EXPECT_EQ(from_float(-1.0f - ulp / 2 - ulp / 64), 0xBF81);
+  EXPECT_EQ(from_float(std::numeric_limits<float>::max()), 0x7F80) << "rounds to infinity as c10::BFloat16 does";
+  EXPECT_EQ(from_float(std::numeric_limits<float>::infinity()), 0x7F80);
+  EXPECT_EQ(from_float(std::numeric_limits<float>::quiet_NaN()), 0x7FC0);
+}
+
+// RMSNorm in float64, then the reference model's two roundings (after the scaling, after the
+// weight): the kernel accumulates in float, so it may land one bf16 step away.
+TEST(Bf16Kernels, RmsNormIsTheReferenceModelsUpToOneStep) {
+  std::mt19937 rng(3);
+  for (const std::size_t n : {1, 7, 64, 2048, 5000}) {
+    for (const float scale : {1e-3f, 1.0f, 300.0f}) {
+      const auto x = random_row(rng, n, scale), w = random_row(rng, n, 1.0f);
+      const float eps = 1e-5f;
+      std::vector<std::uint16_t> out(n);
+      refdec::bf16::rms_norm(x.data(), w.data(), out.data(), n, eps);
+      double squares = 0;
+      for (const auto v : x) squares += static_cast<double>(to_float(v)) * to_float(v);
+      const double r = 1.0 / std::sqrt(squares / static_cast<double>(n) + eps);
+      int worst = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto want = from_float(static_cast<float>(to_float(from_float(static_cast<float>(to_float(x[i]) * r))) *
+                                                        static_cast<double>(to_float(w[i]))));
+        worst = std::max(worst, steps_apart(out[i], want));
+      }
+      EXPECT_LE(worst, 1) << "n " << n << ", scale " << scale;
+    }
+  }
+  // In place, as the header allows.
+  auto x = random_row(rng, 33, 2.0f);
+  const auto w = random_row(rng, 33, 1.0f);
+  std::vector<std::uint16_t> separate(33);
+  refdec::bf16::rms_norm(x.data(), w.data(), separate.data(), 33, 1e-6f);
+  refdec::bf16::rms_norm(x.data(), w.data(), x.data(), 33, 1e-6f);
+  EXPECT_EQ(x, separate);
+}
+
+// Both pairings: pair i is (2i, 2i+1) or (i, i + d/2); a quarter turn maps (a, b) to (-b, a)
+// exactly, which pins down the pairing; general angles match float64 within one rounding.
+TEST(Bf16Kernels, RotateTurnsEachPairOfEachHead) {
+  std::mt19937 rng(5);
+  const std::size_t heads = 3, d = 8, pairs = d / 2;
+  for (const bool half : {false, true}) {
+    const auto x = random_row(rng, heads * d, 1.0f);
+    const auto pair_of = [&](std::size_t i) { return half ? std::pair{i, i + pairs} : std::pair{2 * i, 2 * i + 1}; };
+    std::vector<float> cos(pairs, 0.0f), sin(pairs, 1.0f);
+    auto turned = x;
+    refdec::bf16::rotate(turned.data(), heads, d, cos.data(), sin.data(), half);
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < pairs; ++i) {
+        const auto [a, b] = pair_of(i);
+        EXPECT_EQ(to_float(turned[h * d + a]), -to_float(x[h * d + b])) << "half " << half << " head " << h << " pair " << i;
+        EXPECT_EQ(to_float(turned[h * d + b]), to_float(x[h * d + a])) << "half " << half << " head " << h << " pair " << i;
+      }
+    std::vector<double> angle(pairs);
+    for (std::size_t i = 0; i < pairs; ++i) {
+      angle[i] = 0.3 + 1.7 * static_cast<double>(i);
+      cos[i] = static_cast<float>(std::cos(angle[i]));
+      sin[i] = static_cast<float>(std::sin(angle[i]));
+    }
+    auto rotated = x;
+    refdec::bf16::rotate(rotated.data(), heads, d, cos.data(), sin.data(), half);
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < pairs; ++i) {
+        const auto [a, b] = pair_of(i);
+        const double va = to_float(x[h * d + a]), vb = to_float(x[h * d + b]);
+        EXPECT_LE(steps_apart(rotated[h * d + a], from_float(static_cast<float>(va * std::cos(angle[i]) - vb * std::sin(angle[i])))), 1);
+        EXPECT_LE(steps_apart(rotated[h * d + b], from_float(static_cast<float>(va * std::sin(angle[i]) + vb * std::cos(angle[i])))), 1);
+      }
+  }
+}
+
+}  // namespace
