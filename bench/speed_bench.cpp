@@ -2,8 +2,9 @@
 // refdec-speed-bench: decoding speed of a real-shaped model (random weights) on the CPU or a GPU.
 // 1. the read bandwidth (a multi-threaded read-only stream) and the roofline: the bytes a decoding
 //    step must read (weights and KV cache) over that bandwidth;
-// 2. plain decoding at batch 1 in a Session, against the roofline, and the share of the step spent
-//    outside the model's forward pass;
+// 2. plain decoding at batch 1 in a Session, against the roofline (and step by step against the
+//    bandwidth measured right before each step), and the share of the step spent outside the
+//    model's forward pass;
 // 3. the step cost curve (1 .. 128 tokens per step), the calibration the adaptive budget uses
 //    (written to --json for refdec-replay --step-cost-file);
 // 4. forced trajectories (the LLMA paper's method): the steps a replay produced (draft nodes
@@ -43,6 +44,7 @@
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/verifier.hpp"
+#include "shapes.hpp"
 
 using namespace refdec;
 using Clock = std::chrono::steady_clock;
@@ -54,22 +56,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Waits for the device: a one-element copy to the host.
 void sync(const at::Tensor& t) { (void)t.reshape({-1})[0].item<double>(); }
 
-LlamaConfig shape(const std::string& name) {
-  LlamaConfig c;
-  if (name == "7b") {  // Llama-2-7B
-    c.dim = 4096, c.hidden_dim = 11008, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 32, c.vocab_size = 32000;
-    c.max_seq_len = 4096, c.tied_embeddings = false, c.rope_style = RopeStyle::kHalf;
-  } else if (name == "1b") {  // TinyLlama-1.1B
-    c.dim = 2048, c.hidden_dim = 5632, c.n_layers = 22, c.n_heads = 32, c.n_kv_heads = 4, c.vocab_size = 32000;
-    c.max_seq_len = 4096, c.tied_embeddings = false, c.rope_style = RopeStyle::kHalf;
-  } else if (name == "tiny") {  // stories260K's shape
-    c.dim = 64, c.hidden_dim = 172, c.n_layers = 5, c.n_heads = 8, c.n_kv_heads = 4, c.vocab_size = 512;
-    c.max_seq_len = 4096;
-  } else {
-    throw Error("unknown --shape '" + name + "' (tiny, 1b, 7b)");
-  }
-  return c;
-}
 
 
 // Read bandwidth in bytes/s: the best of `repeats` sums over a `bytes`-sized float buffer, a
@@ -238,7 +224,7 @@ int main(int argc, char** argv) {
                "forced trajectories, batch sweep"};
   std::string shape_name = "1b", device_name = "cpu", dtype_name = "bf16", linear_name = "auto", json_path;
   std::vector<std::string> trajectory_files;
-  std::int64_t plain_tokens = 64, bandwidth_mib = 1024, threads = std::thread::hardware_concurrency();
+  std::int64_t plain_tokens = 64, paired_steps = 16, bandwidth_mib = 1024, threads = std::thread::hardware_concurrency();
   std::size_t context = 512;
   std::size_t max_traces = 4, max_tokens = 64, sweep_steps = 128;
   std::vector<std::int64_t> batches = {1, 4, 16};
@@ -255,6 +241,8 @@ int main(int argc, char** argv) {
   app.add_option("--plain-tokens", plain_tokens, "tokens of plain decoding timed at batch 1")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxTokens));
   app.add_option("--context", context, "cached tokens before the timed steps (at most; a trace's own prompt length when known)")->capture_default_str()->transform(cli::integer_in(1, 3000));
+  app.add_option("--paired-steps", paired_steps, "plain decoding steps each timed right after a bandwidth measurement (0: none)")
+      ->capture_default_str()->transform(cli::integer_in(0, 1024));
   app.add_option("--bandwidth-mib", bandwidth_mib, "buffer read to measure memory bandwidth")->capture_default_str()
       ->transform(cli::integer_in(1, 65536));
   app.add_option("--cost-tokens", cost_tokens, "tokens per step of the step cost curve")->capture_default_str()
@@ -273,7 +261,7 @@ int main(int argc, char** argv) {
     const at::Device device(device_name);
     REFDEC_CHECK(!device.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
     const auto dtype = parse_dtype(dtype_name);
-    const LlamaConfig config = shape(shape_name);
+    const LlamaConfig config = refdec_bench::shape(shape_name);
     REFDEC_CHECK(linear_name == "auto" || linear_name == "aten" || linear_name == "packed",
                  "--linear must be auto, aten or packed, got '" << linear_name << "'");
     const LinearKernel linear = linear_name == "aten" ? LinearKernel::kAten
@@ -344,6 +332,35 @@ int main(int argc, char** argv) {
     report["plain_tokens_per_s"] = batch1_tps;
     report["plain_roofline_fraction"] = batch1_tps / roofline;
     report["plain_outside_forward_fraction"] = outside;
+    // The same steps each right after a short bandwidth measurement: on a machine whose bandwidth
+    // moves by tens of percent within a minute, the roofline of the moment a step runs, rather
+    // than the better of two measurements a minute apart. The median over the steps of
+    // (bytes / bandwidth) / step time.
+    if (paired_steps > 0) {
+      GenerateOptions paired_opt = plain_opt;
+      paired_opt.max_new_tokens = paired_steps;
+      Session paired(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + paired_steps + 1), paired_opt);
+      paired.add(req);
+      paired.step();
+      std::vector<double> fractions, bandwidths;
+      while (!paired.idle()) {
+        const double bw = measure_bandwidth(device, std::min<std::int64_t>(bandwidth_mib, 256) << 20, 3);
+        const auto t_step = Clock::now();
+        paired.step();
+        fractions.push_back(static_cast<double>(weight_bytes + kv_bytes) / bw / seconds_since(t_step));
+        bandwidths.push_back(bw);
+      }
+      const auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        return v[v.size() / 2];
+      };
+      const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
+      std::cout << "plain decoding, each of " << fractions.size() << " steps right after a bandwidth measurement ("
+                << *low / 1e9 << "-" << *high / 1e9 << " GB/s): median " << 100.0 * median(fractions)
+                << "% of that moment's roofline\n";
+      report["paired_roofline_fraction"] = median(fractions);
+      report["paired_bandwidth_range"] = {*low, *high};
+    }
     // The same with drafting: a mixture of LLMA and the n-gram trie over a prompt that repeats
     // itself, budget 16. Random weights accept almost nothing, but every step drafts, plans,
     // verifies 17 tokens, walks and commits as a real one does.

@@ -1,0 +1,35 @@
+#!/bin/bash
+# A/B of the model's verification step between git revision BASE and this working tree, in one
+# process (bench/step_ab.cpp): both versions' models made from the same seed, their steps
+# alternated, the median of the per-pair ratios printed per step size. Needs g++, libtorch and
+# oneDNN (libdnnl-dev); two models in memory (the 1b shape: 4.2 GB; 7b does not fit in 24 GiB).
+# Usage: bench/step_ab.sh BASE [SHAPE=1b] [CONTEXT=512] [PAIRS=40] [TOKENS=1 2 4 8 16 32]
+set -euo pipefail
+base=${1:?usage: bench/step_ab.sh BASE [SHAPE] [CONTEXT] [PAIRS] [TOKENS...]}
+shape=${2:-1b} context=${3:-512} pairs=${4:-40}
+shift $(($# < 4 ? $# : 4))
+tokens=("$@")
+[ ${#tokens[@]} -gt 0 ] || tokens=(1 2 4 8 16 32)
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
+  echo "step_ab.sh: $root is not a git checkout: nothing to take BASE from" >&2
+  exit 77
+fi
+if ! git -C "$root" rev-parse --verify --quiet "$base^{commit}" > /dev/null; then
+  echo "step_ab.sh: no revision '$base' in $root" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+git -C "$root" archive "$base" include | tar -x -C "$work"
+onednn=0
+[ -f /usr/include/dnnl.hpp ] && onednn=1
+flags=(-O3 -std=c++20 -DREFDEC_HAVE_ONEDNN=$onednn -I"$root/bench")
+g++ "${flags[@]}" -c -Drefdec=refdec_base -DSTEP_AB_SIDE=base -I"$work/include" "$root/bench/step_ab_model.cpp" -o "$work/base.o" &
+g++ "${flags[@]}" -c -DSTEP_AB_SIDE=head -I"$root/include" "$root/bench/step_ab_model.cpp" -o "$work/head.o"
+wait $!
+libs=(-ltorch -ltorch_cpu -lc10)
+[ $onednn = 1 ] && libs+=(-ldnnl)
+g++ "${flags[@]}" "$root/bench/step_ab.cpp" "$work/base.o" "$work/head.o" "${libs[@]}" -o "$work/step_ab"
+echo "base $(git -C "$root" rev-parse --short "$base"), head: the working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- include || echo ' with changes')"
+"$work/step_ab" "$shape" "$context" "$pairs" "${tokens[@]}"
