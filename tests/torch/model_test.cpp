@@ -663,10 +663,12 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply); }, "Epilogue::kMultiply needs the tensor");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kSilu, bf({3, 8})); }, "and only it takes one");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, bf({3, 7})); },
-                            "the tensor to multiply by must be a contiguous bf16 CPU [3, 8]");
+                            "the tensor to multiply by must be a contiguous bf16 CPU [3, 8] apart from the output");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, at::zeros({3, 8})); },
                             "the tensor to multiply by must be");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kFloat, Epilogue::kAccumulate); }, "adds to an output: call run()");
+  const auto same = bf({3, 8});
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), same, Epilogue::kMultiply, same); }, "apart from the output");
   EXPECT_EQ(packed(bf({0, 4})).size(0), 0);  // no rows: nothing to run
 }
 

@@ -309,10 +309,12 @@ class LlamaModel {
   // embedding stays for the token lookup.
   void pack() {
     const auto packed = [](const at::Tensor& w) { return std::make_shared<const PackedLinear>(w); };
-    w_.final_norm = w_.final_norm.contiguous();  // the fused RMSNorm reads the norms' weights as arrays
+    // The fused RMSNorm reads the norms' weights as bf16 arrays.
+    const auto as_array = [](const at::Tensor& w) { return w.to(at::kCPU, at::kBFloat16).contiguous(); };
+    w_.final_norm = as_array(w_.final_norm);
     for (auto& l : w_.layers) {
-      l.attn_norm = l.attn_norm.contiguous();
-      l.ffn_norm = l.ffn_norm.contiguous();
+      l.attn_norm = as_array(l.attn_norm);
+      l.ffn_norm = as_array(l.ffn_norm);
       packed_.push_back({packed(at::cat({l.wq, l.wk, l.wv}, 0)), packed(l.wo), packed(l.w1), packed(l.w3), packed(l.w2)});
       l.wq = l.wk = l.wv = l.wo = l.w1 = l.w2 = l.w3 = at::Tensor();
     }

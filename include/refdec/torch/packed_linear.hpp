@@ -94,7 +94,7 @@ class PackedLinear {
 
   /// out = x W^T, with `epilogue` applied: x [rows, in] bf16, contiguous; out [rows,
   /// out_features()], contiguous, bf16 or float32; `other` (Epilogue::kMultiply only) like out,
-  /// bf16. Rounds once, after the epilogue.
+  /// bf16, not overlapping it. Rounds once, after the epilogue.
   void run(const at::Tensor& x, const at::Tensor& out, Epilogue epilogue = Epilogue::kStore, const at::Tensor& other = {}) const {
     REFDEC_CHECK(x.dim() == 2 && x.size(1) == in_ && x.scalar_type() == at::kBFloat16 && x.is_contiguous() && x.device().is_cpu(),
                  "PackedLinear: input must be a contiguous bf16 CPU [rows, " << in_ << "], got " << x.toString() << " " << x.sizes());
@@ -105,8 +105,8 @@ class PackedLinear {
     const bool multiply = epilogue == Epilogue::kMultiply;
     REFDEC_CHECK(multiply == other.defined(), "PackedLinear: Epilogue::kMultiply needs the tensor to multiply by, and only it takes one");
     REFDEC_CHECK(!multiply || (other.sizes() == out.sizes() && other.scalar_type() == at::kBFloat16 && other.is_contiguous() &&
-                               other.device().is_cpu()),
-                 "PackedLinear: the tensor to multiply by must be a contiguous bf16 CPU " << out.sizes() << ", got "
+                               other.device().is_cpu() && other.data_ptr() != out.data_ptr()),
+                 "PackedLinear: the tensor to multiply by must be a contiguous bf16 CPU " << out.sizes() << " apart from the output, got "
                                                                                         << other.toString() << " " << other.sizes());
     if (x.size(0) == 0) return;
 #if REFDEC_HAVE_ONEDNN
