@@ -7,9 +7,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <numeric>
 #include <chrono>
 #include <functional>
+#include <numeric>
 #include <cstdint>
 #include <span>
 #include <utility>

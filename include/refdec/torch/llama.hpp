@@ -234,10 +234,15 @@ class LlamaModel {
     // [R, 1, D/2] in the model's dtype for the reference path's.
     auto [cos, sin] = rotary(at::tensor(at::ArrayRef<std::int64_t>(plan.positions), at::kLong).to(device()));
     for (at::Tensor* t : {&cos, &sin}) *t = packed() ? t->to(at::kFloat) : t->to(dt).unsqueeze(1);
-    // Additive step-local masks: [rows(b), rows(b)] per sequence, 0 where the plan's bit is set.
+    // Additive step-local masks: [rows(b), rows(b)] per sequence, 0 where the plan's bit is set;
+    // none (undefined) for a lone row that sees itself, which has nothing to mask.
     std::vector<at::Tensor> bias;
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
       const std::int32_t n = plan.rows(b);
+      if (n == 1 && plan.sees(b, 0, 0)) {
+        bias.emplace_back();
+        continue;
+      }
       auto host = at::full({n, n}, -std::numeric_limits<double>::infinity(), at::TensorOptions().dtype(at::kFloat));
       float* hp = host.data_ptr<float>();
       for (std::int32_t i = 0; i < n; ++i)
@@ -275,7 +280,7 @@ class LlamaModel {
         const bool in_place = packed() && attention_products_supported(keys) && attention_products_supported(values);
         auto scores = (in_place ? attention_scores(qg, keys, scale) : at::matmul(qg, keys.permute({1, 2, 0})) * scale)
                           .view({KV, G, n, S});
-        if (n > 1) scores.narrow(-1, S - n, n).add_(bias[static_cast<std::size_t>(b)]);  // one row sees itself: no mask
+        if (const auto& mask = bias[static_cast<std::size_t>(b)]; mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
         const auto probs = at::softmax(scores, -1, compute).to(dt).view({KV, G * n, S});
         heads[static_cast<std::size_t>(b)] = (in_place ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2})))
                                                  .view({H, n, D})  // [KV, G*n, D] viewed per query head
