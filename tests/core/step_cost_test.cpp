@@ -108,6 +108,74 @@ TEST(StepCost, AuxiliaryTokensCountInTheCost) {
   EXPECT_EQ(choose_budget(p, c, 10, 64), 5u);
 }
 
+// A calibration taken when memory was slow: 8 tokens cost 1.25x one (a 1.1B model in bf16 on
+// this project's CPU at 47 GB/s). At 80 GB/s one token costs 0.6x as much and 8 tokens 1.85x one.
+StepCost slow_memory_curve() {
+  const std::vector<std::pair<std::size_t, double>> samples{{1, 0.044}, {2, 0.045}, {4, 0.048}, {8, 0.055}, {16, 0.075}, {32, 0.12}};
+  return StepCost::calibrated(samples);
+}
+
+TEST(StepCostTracker, StartsAtThePriorAndScalesWithAUniformChange) {
+  StepCostTracker tracker(slow_memory_curve());
+  for (std::size_t n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48})
+    EXPECT_NEAR(tracker.current().seconds(n), slow_memory_curve().seconds(n), 1e-12) << n;
+  EXPECT_EQ(tracker.observations(), 0);
+  // Every size 20% slower: the curve scales, its shape (what the budget choice uses) stays.
+  for (int round = 0; round < 50; ++round)
+    for (std::size_t n : {1, 5, 9, 17}) tracker.observe(n, 1.2 * slow_memory_curve().seconds(n));
+  EXPECT_EQ(tracker.observations(), 200);
+  for (std::size_t n : {1, 2, 5, 8, 9, 17, 30}) {
+    EXPECT_NEAR(tracker.correction(n), 1.2, 1e-9) << n;
+    EXPECT_NEAR(tracker.current().seconds(n), 1.2 * slow_memory_curve().seconds(n), 1e-9) << n;
+  }
+}
+
+TEST(StepCostTracker, LearnsASteeperCurveAndTheBudgetFollows) {
+  const StepCost prior = slow_memory_curve();
+  StepCostTracker tracker(prior);
+  // Faster memory: one token at 0.6x the calibration, 8 tokens at 1.85x that.
+  const double one = 0.6 * prior.seconds(1);
+  const std::vector<std::pair<std::size_t, double>> truth{{1, 1.0}, {2, 1.1}, {4, 1.35}, {8, 1.85}};
+  for (int round = 0; round < 40; ++round)
+    for (const auto& [n, x] : truth) tracker.observe(n, x * one);
+  const StepCost learned = tracker.current();
+  // Each class is pulled toward the mean correction by one observation's worth (fallback_weight).
+  for (const auto& [n, x] : truth) EXPECT_NEAR(learned.seconds(n), x * one, 0.05 * x * one) << n;
+  EXPECT_NEAR(learned.seconds(8) / learned.seconds(1), 1.85, 0.1);
+  // Nodes each right 4% of the time: three pay under the calibration, none any more.
+  const std::vector<float> p(6, 0.04f);
+  EXPECT_EQ(choose_budget(p, prior, 0, 6), 3u);
+  EXPECT_EQ(choose_budget(p, learned, 0, 6), 0u);
+}
+
+// A size class the budget stopped visiting leans, as its observations age, on the classes still
+// timed: at budget 0 only one-token steps are, and the larger classes drift back to the prior's
+// shape at the one-token class's speed, so that larger drafts are tried again.
+TEST(StepCostTracker, AnUnvisitedClassFallsBackToTheOthersCorrection) {
+  StepCostTracker tracker(slow_memory_curve(), {.half_life = 8.0, .fallback_weight = 1.0});
+  for (int i = 0; i < 30; ++i) tracker.observe(8, 2.0 * slow_memory_curve().seconds(8));
+  EXPECT_NEAR(tracker.correction(8), 2.0, 1e-6);
+  EXPECT_NEAR(tracker.correction(1), 2.0, 1e-6);  // nothing else timed: every class follows
+  for (int i = 0; i < 5; ++i) tracker.observe(1, 0.5 * slow_memory_curve().seconds(1));
+  EXPECT_GT(tracker.correction(8), 1.8);  // 5 steps, under a half-life: the 8-token class holds
+  EXPECT_LT(tracker.correction(1), 0.65);
+  for (int i = 0; i < 200; ++i) tracker.observe(1, 0.5 * slow_memory_curve().seconds(1));
+  EXPECT_NEAR(tracker.correction(8), 0.5, 0.01);
+  EXPECT_NEAR(tracker.current().seconds(8) / tracker.current().seconds(1),
+              slow_memory_curve().seconds(8) / slow_memory_curve().seconds(1), 0.01);
+}
+
+TEST(StepCostTracker, RejectsBadInputNamingIt) {
+  refdec_test::expect_error([] { StepCostTracker t(StepCost::flat()); }, "not flat()");
+  refdec_test::expect_error([] { StepCostTracker t(slow_memory_curve(), {.half_life = 0.0}); }, "half_life");
+  refdec_test::expect_error([] { StepCostTracker t(slow_memory_curve(), {.fallback_weight = -1.0}); }, "fallback_weight");
+  StepCostTracker tracker(StepCost::affine(1.0, 0.1));
+  refdec_test::expect_error([&] { tracker.observe(0, 1.0); }, "at least one token");
+  refdec_test::expect_error([&] { tracker.observe(4, 0.0); }, "got 0 at 4 tokens");
+  refdec_test::expect_error([&] { tracker.observe(4, std::numeric_limits<double>::quiet_NaN()); }, "got nan");
+  EXPECT_EQ(tracker.observations(), 0);
+}
+
 class ChooseBudgetRandom : public ::testing::TestWithParam<std::size_t> {};
 
 // Matches the brute force on random sorted probabilities and costs of every form.

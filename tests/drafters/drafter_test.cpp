@@ -74,6 +74,40 @@ TEST(AnyDrafter, EmptyAcceptIsIgnored) {
   EXPECT_EQ(seen, (std::vector<Token>{1, 4, 7}));
 }
 
+// Sizes its chain by the step cost it was last given: as many tokens as one step's cost in
+// seconds (a stand-in for a budget choice), so the test sees which cost arrived.
+struct CostSizedDrafter {
+  StepCost cost = StepCost::flat();
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t budget, DraftTree& out) {
+    const std::vector<Token> chain(std::min(budget, static_cast<std::size_t>(cost.seconds(1))), 3);
+    out.insert(chain, 1.0f);
+  }
+  void accept(std::span<const Token>) {}
+  std::string name() const { return "cost-sized"; }
+  void set_step_cost(const StepCost& c) { cost = c; }
+};
+
+static_assert(CostAwareDrafter<CostSizedDrafter>);
+static_assert(!CostAwareDrafter<FixedDrafter>);
+
+TEST(AnyDrafter, ForwardsTheStepCostToCostAwareDraftersOnly) {
+  AnyDrafter aware(CostSizedDrafter{});
+  EXPECT_TRUE(aware.cost_aware());
+  aware.set_step_cost(StepCost::affine(2.0, 1.0));  // 3 "seconds" at one token
+  DraftTree tree;
+  aware.propose(16, tree);
+  EXPECT_EQ(tree.linearize(0, 16).num_drafts(), 3);
+  std::vector<Token> seen;
+  AnyDrafter plain(FixedDrafter{{4, 5}, &seen});
+  EXPECT_FALSE(plain.cost_aware());
+  plain.set_step_cost(StepCost::affine(2.0, 1.0));  // ignored
+  tree.clear();
+  plain.propose(16, tree);
+  EXPECT_EQ(tree.linearize(0, 16).num_drafts(), 2);
+  EXPECT_FALSE(AnyDrafter().cost_aware());
+}
+
 TEST(AnyDrafter, DefaultIsPlainDecoding) {
   AnyDrafter d;
   EXPECT_EQ(d.name(), "none");

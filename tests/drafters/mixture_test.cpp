@@ -323,6 +323,30 @@ TEST(MixtureDrafter, AdaptiveBudgetConvergesToTheOptimumOfTheTrueRates) {
   EXPECT_EQ(flat.last_budget(), 2 * flat_stream.length);
 }
 
+// A decoder that times its steps replaces the cost (CostAwareDrafter): the next budget is the
+// optimum under the new cost, from the same learned estimates.
+TEST(MixtureDrafter, SetStepCostChangesTheBudgetChoiceFromTheNextStep) {
+  Stream stream;
+  MixtureOptions o;
+  o.cost = StepCost::affine(1.0, 0.05);
+  o.half_life = 0.0;
+  o.calibration_half_life = 0.0;
+  MixtureDrafter mix = chains_mixture(o, stream);
+  for (int i = 0; i < 5000; ++i) step(mix, stream);
+  const std::vector<float> truth = stream.true_probabilities();
+  const auto optimum = [&](const StepCost& cost) { return choose_budget(truth, cost, 0, truth.size()); };
+  EXPECT_NEAR(static_cast<double>(mix.last_budget()), static_cast<double>(optimum(o.cost)), 1.0);
+  const StepCost dear = StepCost::affine(1.0, 0.5);  // a token costs half a step: only A's first nodes pay
+  ASSERT_LT(optimum(dear) + 3, optimum(o.cost));
+  mix.set_step_cost(dear);
+  step(mix, stream);
+  EXPECT_NEAR(static_cast<double>(mix.last_budget()), static_cast<double>(optimum(dear)), 1.0);
+  mix.set_step_cost(StepCost::flat());
+  step(mix, stream);
+  EXPECT_EQ(mix.last_budget(), 2 * stream.length);  // flat: every node with a positive estimate
+  EXPECT_TRUE(AnyDrafter(std::move(mix)).cost_aware());
+}
+
 // A stream whose truth always follows A's whole chain (`right`) or neither chain.
 Stream fixed_stream(bool right) {
   Stream s;

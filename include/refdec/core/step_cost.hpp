@@ -4,8 +4,11 @@
 // draft budget that maximises expected tokens per unit of time under it.
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -83,6 +86,89 @@ class StepCost {
 
  private:
   std::vector<std::pair<double, double>> table_;  // [points] (tokens, seconds), tokens ascending; empty: flat
+};
+
+/// Settings of a StepCostTracker.
+struct StepCostTrackerOptions {
+  /// Observations after which an earlier one counts half. Every size class ages with every
+  /// observation, so a class the budget no longer visits falls back to what the visited ones say.
+  double half_life = 32.0;
+  /// Observations' worth of that fallback in each size class: how many recent steps of a size
+  /// it takes to overrule the other sizes' correction.
+  double fallback_weight = 1.0;
+};
+
+/// The step cost learned from the steps a decoder actually times. A calibration (StepCost) is
+/// taken at one moment, but on a shared machine the memory bandwidth moves by tens of percent
+/// within minutes, and with it the shape of the curve: when the weights stream faster, a step of
+/// several tokens reaches the CPU's arithmetic limit sooner and costs relatively more than the
+/// calibration said, so the budget it chose verifies nodes that no longer pay. The tracker keeps
+/// the calibration as the prior and learns, per size class (1, 2-3, 4-7, ... tokens, powers of
+/// two), an exponentially decayed mean of log(observed seconds / prior seconds). A class with
+/// few recent observations leans on the mean correction over all classes (which a budget at 0,
+/// timing only one-token steps, keeps current): the curve then has the prior's shape at the
+/// current speed, so larger drafts get tried again and their class relearned.
+class StepCostTracker {
+ public:
+  /// Learns around `prior`, a measured or affine cost in seconds (not flat(), which has no unit).
+  explicit StepCostTracker(StepCost prior, StepCostTrackerOptions options = {}) : prior_(std::move(prior)), options_(options) {
+    REFDEC_CHECK(!prior_.is_flat(), "step cost tracker: the prior must be a measured or affine cost in seconds, not flat()");
+    REFDEC_CHECK(std::isfinite(options_.half_life) && options_.half_life > 0.0,
+                 "step cost tracker: half_life must be finite and positive, got " << options_.half_life);
+    REFDEC_CHECK(std::isfinite(options_.fallback_weight) && options_.fallback_weight > 0.0,
+                 "step cost tracker: fallback_weight must be finite and positive, got " << options_.fallback_weight);
+    decay_ = std::exp2(-1.0 / options_.half_life);
+  }
+
+  /// One timed step that ran `tokens` tokens (>= 1) in `seconds` (finite, > 0).
+  void observe(std::size_t tokens, double seconds) {
+    REFDEC_CHECK(tokens >= 1, "step cost tracker: a step runs at least one token, got " << tokens);
+    REFDEC_CHECK(std::isfinite(seconds) && seconds > 0.0,
+                 "step cost tracker: seconds must be finite and positive, got " << seconds << " at " << tokens << " tokens");
+    for (std::size_t c = 0; c < kClasses; ++c) sum_[c] *= decay_, weight_[c] *= decay_;
+    const std::size_t c = size_class(tokens);
+    sum_[c] += std::log(seconds / prior_.seconds(tokens));
+    weight_[c] += 1.0;
+    ++observations_;
+  }
+
+  /// The factor the prior is multiplied by at `tokens` tokens (1 before any observation).
+  double correction(std::size_t tokens) const {
+    double all_sum = 0.0, all_weight = 0.0;
+    for (std::size_t c = 0; c < kClasses; ++c) all_sum += sum_[c], all_weight += weight_[c];
+    const double fallback = all_weight > 0.0 ? all_sum / all_weight : 0.0;
+    const std::size_t c = size_class(std::max<std::size_t>(tokens, 1));
+    return std::exp((sum_[c] + options_.fallback_weight * fallback) / (weight_[c] + options_.fallback_weight));
+  }
+
+  /// The learned cost: the prior times each size class's correction, sampled at 1, 2, 3, 4, 6,
+  /// 8, ... 256 tokens (two points per class), made non-decreasing by StepCost::calibrated().
+  StepCost current() const {
+    std::array<std::pair<std::size_t, double>, 2 * (kClasses - 1) + 1> samples{};
+    std::size_t k = 0;
+    for (std::size_t base = 1; base <= (std::size_t{1} << (kClasses - 1)); base *= 2) {
+      samples[k++] = {base, prior_.seconds(base) * correction(base)};
+      if (base > 1 && base < (std::size_t{1} << (kClasses - 1)))
+        samples[k++] = {base + base / 2, prior_.seconds(base + base / 2) * correction(base + base / 2)};
+    }
+    return StepCost::calibrated(std::span(samples.data(), k));
+  }
+
+  /// The calibration it learns around.
+  const StepCost& prior() const { return prior_; }
+  /// Steps observed so far.
+  std::int64_t observations() const { return observations_; }
+
+ private:
+  static constexpr std::size_t kClasses = 9;  // 1, 2-3, 4-7, ..., 128-255, 256 and more
+  static std::size_t size_class(std::size_t tokens) {
+    return std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(tokens)) - 1, kClasses - 1);
+  }
+  StepCost prior_;
+  StepCostTrackerOptions options_;
+  double decay_ = 1.0;
+  std::array<double, kClasses> sum_{}, weight_{};  // decayed sums of log(observed / prior) and their weights
+  std::int64_t observations_ = 0;
 };
 
 /// The number of draft nodes n in [0, min(max_nodes, probabilities.size())] that maximises the

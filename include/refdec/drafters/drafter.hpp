@@ -16,6 +16,7 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_cost.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -56,6 +57,12 @@ template <class D>
 concept MatchReportingDrafter = Drafter<D> && requires(const D& cd) {
   { cd.last_match() } -> std::convertible_to<std::size_t>;
 };
+
+/// A drafter that sizes its own drafts by the cost of a step (e.g. the mixture's adaptive budget):
+/// `set_step_cost(cost)` replaces the cost it weighs drafts against from the next `propose()` on,
+/// so that a decoder that times its steps (StepCostTracker) can keep it current.
+template <class D>
+concept CostAwareDrafter = Drafter<D> && requires(D& d, const StepCost& cost) { d.set_step_cost(cost); };
 
 /// What a drafter did over a run; AnyDrafter keeps one per drafter.
 struct DrafterStats {
@@ -169,6 +176,10 @@ class AnyDrafter {
   std::size_t max_auxiliary() const { return impl_->max_auxiliary(); }
   /// The match length of the last proposal (MatchReportingDrafter; 0 for a drafter that reports none).
   std::size_t last_match() const { return impl_->last_match(); }
+  /// Gives a CostAwareDrafter the step cost to size its drafts by; ignored by other drafters.
+  void set_step_cost(const StepCost& cost) { impl_->set_step_cost(cost); }
+  /// Whether the drafter sizes its drafts by a step cost (CostAwareDrafter).
+  bool cost_aware() const { return impl_->cost_aware(); }
   std::string name() const { return impl_->name(); }
   const DrafterStats& stats() const { return stats_; }
   void reset_stats() { stats_ = DrafterStats{}; }
@@ -187,6 +198,8 @@ class AnyDrafter {
     virtual void observe(std::span<const Token>) = 0;
     virtual std::size_t max_auxiliary() const = 0;
     virtual std::size_t last_match() const = 0;
+    virtual void set_step_cost(const StepCost&) = 0;
+    virtual bool cost_aware() const = 0;
     virtual std::string name() const = 0;
   };
   template <class D>
@@ -209,6 +222,10 @@ class AnyDrafter {
       if constexpr (MatchReportingDrafter<D>) return drafter.last_match();
       else return 0;
     }
+    void set_step_cost(const StepCost& cost) override {
+      if constexpr (CostAwareDrafter<D>) drafter.set_step_cost(cost);
+    }
+    bool cost_aware() const override { return CostAwareDrafter<D>; }
     std::string name() const override { return drafter.name(); }
     D drafter;
   };
@@ -220,5 +237,6 @@ static_assert(Drafter<NoDrafter>);
 static_assert(Drafter<AnyDrafter>);
 static_assert(AuxiliaryDrafter<AnyDrafter>);
 static_assert(MatchReportingDrafter<AnyDrafter>);
+static_assert(CostAwareDrafter<AnyDrafter>);
 
 REFDEC_NAMESPACE_END

@@ -278,8 +278,12 @@ class MixtureDrafter {
   /// The largest MixtureOptions::source_budget accepted.
   static constexpr std::size_t kMaxSourceBudget = 65536;
 
-  /// The settings it was made with.
+  /// The settings it was made with, but for a cost replaced since by set_step_cost().
   const MixtureOptions& options() const { return opt_; }
+  /// The step cost the budget choice uses from the next propose() on (CostAwareDrafter): a
+  /// decoder that times its own steps keeps it current (StepCostTracker). Only the budget choice
+  /// changes: what the mixture learned stays.
+  void set_step_cost(const StepCost& cost) { opt_.cost = cost; }
   /// "mixture(a+b+...)" from the sources' names.
   std::string name() const {
     std::string n = "mixture(";
@@ -527,5 +531,6 @@ class MixtureDrafter {
 
 static_assert(Drafter<MixtureDrafter>);
 static_assert(AuxiliaryDrafter<MixtureDrafter>);
+static_assert(CostAwareDrafter<MixtureDrafter>);
 
 REFDEC_NAMESPACE_END
