@@ -21,24 +21,29 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
 #include "eval/cli.hpp"
+#include "eval/datasets.hpp"
 #include "refdec/torch/errors.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
+#include "refdec/drafters/rest.hpp"
+#include "refdec/replay/replay.hpp"
 #include "refdec/torch/dtype.hpp"
 #include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"
@@ -217,6 +222,50 @@ class ForcedDecoder {
   StepTimes times_;
 };
 
+// Speculative and plain time over the same output tokens.
+struct Timed {
+  double spec = 0, plain = 0;
+  std::int64_t steps = 0, tokens = 0;
+};
+
+// A mixture drafting live over a dataset's traces (--live), in dataset order, as refdec-replay
+// does: the trace's output decides what is accepted, and the budget is chosen per step under the
+// step cost. In a timed window the steps also run through the model, drafting included. With a
+// tracker the cost is learned from those steps' own model time (StepCostTracker), as an engine
+// that times its steps would, instead of staying at the calibration of part 3.
+struct LiveRow {
+  std::string name;
+  AnyDrafter drafter;
+  std::optional<StepCostTracker> tracker;
+};
+
+// The replay observer of a LiveRow: gives the drafter the tracker's cost before each step, and
+// runs the steps that start at output token `offset` or later, until `tokens` are emitted,
+// through `decoder` (none: a trace outside the timed windows).
+struct LiveSteps {
+  LiveRow& row;
+  ForcedDecoder* decoder = nullptr;
+  std::size_t offset = 0;
+  std::int64_t tokens = 0;
+  Timed window{};
+  Clock::time_point start{};
+
+  void before_step(std::size_t /*pos*/) {
+    start = Clock::now();
+    if (row.tracker) row.drafter.set_step_cost(row.tracker->current());
+  }
+  void after_step(std::size_t pos, const LinearTree& tree, std::size_t accepted, std::size_t emitted) {
+    if (decoder == nullptr || pos < offset || window.tokens >= tokens) return;
+    const double drafting = seconds_since(start);
+    const std::int32_t n = tree.num_drafts(), a = static_cast<std::int32_t>(accepted);
+    const double model = decoder->step(std::span(&n, 1), std::span(&a, 1));
+    if (row.tracker) row.tracker->observe(static_cast<std::size_t>(n) + 1, model);
+    window.spec += drafting + model;
+    ++window.steps;
+    window.tokens += static_cast<std::int64_t>(emitted);
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,6 +304,17 @@ int main(int argc, char** argv) {
       ->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_option("--sweep-steps", sweep_steps, "steps timed per batch size in the sweep")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxTokens));
+  std::vector<std::string> live_datasets;
+  std::string live_datastore;
+  std::size_t live_budget = 64;
+  app.add_option("--live", live_datasets,
+                 "traces (refdec-replay --dump-traces FILE) on which a mixture drafts live, its budget chosen per step "
+                 "by the step cost: this run's calibration, and the same learned online from the timed steps; the "
+                 "file's stem names the dataset (specbench.jsonl shares its table with --trajectories of specbench)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--datastore", live_datastore, "REST datastore of the live mixture (refdec-datastore build; none: no REST)");
+  app.add_option("--live-budget", live_budget, "the live mixture's largest budget")->capture_default_str()
+      ->transform(cli::integer_in(1, 1024));
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -414,13 +474,49 @@ int main(int argc, char** argv) {
     // seconds over the same tokens.
     std::vector<TrajectorySet> sets;
     for (const auto& f : trajectory_files) sets.push_back(load_trajectories(f));
-    if (sets.empty()) sets.push_back(synthetic_trajectories());
-    const auto trace_context = [&](const Trajectory& t) { return t.context > 0 ? std::min(t.context, context) : context; };
-    struct Timed {
-      double spec = 0, plain = 0;
-      std::int64_t steps = 0, tokens = 0;
-    };
-    std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (set, category or "overall")
+    if (sets.empty() && live_datasets.empty()) sets.push_back(synthetic_trajectories());
+    // The rows of the table: the sets, then per --live dataset a mixture at this run's calibration
+    // and one that learns the cost online. `rows` indexes `names` and `timed`.
+    std::vector<std::string> names;
+    for (const auto& set : sets) names.push_back(set.name);
+    std::map<std::string, std::vector<std::size_t>> by_dataset;  // row indices
+    for (std::size_t i = 0; i < sets.size(); ++i) by_dataset[sets[i].dataset].push_back(i);
+    std::map<std::string, std::vector<Trace>> live_traces;
+    std::map<std::string, std::vector<LiveRow>> live_rows;
+    std::map<std::string, std::vector<std::size_t>> live_indices;  // per dataset, the rows' indices in `names`
+    if (!live_datasets.empty()) {
+      const auto datastore = live_datastore.empty() ? nullptr : Datastore::open_shared(live_datastore);
+      const StepCost calibrated = StepCost::calibrated(samples);
+      for (const std::string& file : live_datasets) {
+        const std::string dataset = std::filesystem::path(file).stem().string();
+        REFDEC_CHECK(live_traces.count(dataset) == 0, "--live: two files named " << dataset);
+        auto& traces = live_traces[dataset] = load_generic_traces<NoTokenizer>(file, nullptr);
+        REFDEC_CHECK(!traces.empty(), "--live: no traces in " << file);
+        for (Trace& t : traces)  // the generic form keeps an id as JSON text: "\"81/1\"" is replay's 81/1
+          if (const auto id = nlohmann::json::parse(t.id, nullptr, false); id.is_string()) t.id = id.get<std::string>();
+        // The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST.
+        const auto mixture = [&] {
+          std::vector<AnyDrafter> sources;
+          sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
+          sources.emplace_back(NgramTrieDrafter());
+          if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
+          MixtureOptions options;
+          options.cost = calibrated;
+          return AnyDrafter(MixtureDrafter(std::move(sources), options));
+        };
+        const std::string label = datastore != nullptr ? "mixture" : "mixture (no REST)";
+        auto& rows = live_rows[dataset];
+        rows.push_back({label + " live adaptive, this run's calibration", mixture(), std::nullopt});
+        rows.push_back({label + " live adaptive, cost learned online", mixture(), StepCostTracker(calibrated)});
+        for (const auto& row : rows) {
+          live_indices[dataset].push_back(names.size());
+          by_dataset[dataset].push_back(names.size());
+          names.push_back(row.name);
+        }
+      }
+    }
+    const std::size_t live_widest = live_datasets.empty() ? 0 : live_budget;
+    std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (row, category or "overall")
     double plain_drift = 0.0;  // the largest relative difference between a trace's two plain timings
     {
       // Every step width the sets contain runs once untimed first: oneDNN makes a primitive the
@@ -429,6 +525,7 @@ int main(int argc, char** argv) {
       for (const auto& set : sets)
         for (const auto& t : set.traces)
           for (const auto& step : t.steps) widths.push_back(step.first);
+      for (std::size_t n = 1; n <= live_widest; ++n) widths.push_back(static_cast<std::int32_t>(n));
       std::sort(widths.begin(), widths.end());
       widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
       const ForcedDecoder warm(model, 1, 8, 8 + widths.back() + 2);
@@ -438,28 +535,51 @@ int main(int argc, char** argv) {
         d.step(std::span(&n, 1), std::span(&none, 1));
       }
     }
+    // A dataset's traces in order (the live dataset's, or the first set's): id, category, output
+    // and prompt length.
+    struct TraceRef {
+      std::string id, category;
+      std::int64_t length = 0;
+      std::size_t context = 0;
+      const Trace* live = nullptr;
+    };
     std::map<std::string, std::vector<std::string>> categories;  // per dataset, in order
-    std::map<std::string, std::vector<std::size_t>> by_dataset;  // set indices
-    for (std::size_t i = 0; i < sets.size(); ++i) by_dataset[sets[i].dataset].push_back(i);
     for (const auto& [dataset, members] : by_dataset) {
+      std::vector<TraceRef> order;
+      if (const auto it = live_traces.find(dataset); it != live_traces.end()) {
+        for (const Trace& t : it->second)
+          order.push_back({t.id, t.category.empty() ? "all" : t.category, static_cast<std::int64_t>(t.output.size()),
+                           t.context.size(), &t});
+      } else {
+        for (const Trajectory& t : sets[members.front()].traces)
+          order.push_back({t.id, t.category, t.length(), t.context > 0 ? t.context : context, nullptr});
+      }
       std::map<std::string, std::size_t> taken;  // traces per category so far
-      for (const Trajectory& first : sets[members.front()].traces) {
-        if (taken[first.category]++ >= max_traces) continue;
+      for (const TraceRef& first : order) {
+        const bool timed_trace = first.length > 0 && taken[first.category]++ < max_traces;
+        if (!timed_trace) {  // the live mixtures still learn from it, as in a replay of the dataset
+          if (first.live != nullptr)
+            for (LiveRow& row : live_rows[dataset]) (void)replay_trace(row.drafter, *first.live, {.budget = live_budget}, LiveSteps{row});
+          continue;
+        }
         if (taken[first.category] == 1) categories[dataset].push_back(first.category);
         // This trace in every set of the dataset, and the steps that emit its first tokens.
         std::vector<std::pair<std::size_t, const Trajectory*>> runs;
         for (const std::size_t i : members)
-          for (const auto& t : sets[i].traces)
-            if (t.id == first.id) runs.emplace_back(i, &t);
-        const std::int64_t offset = std::max<std::int64_t>(0, (first.length() - static_cast<std::int64_t>(max_tokens)) / 2);
-        std::int64_t plain_tokens_needed = 0, widest = 0;
+          if (i < sets.size())
+            for (const auto& t : sets[i].traces)
+              if (t.id == first.id) runs.emplace_back(i, &t);
+        const std::int64_t offset = std::max<std::int64_t>(0, (first.length - static_cast<std::int64_t>(max_tokens)) / 2);
+        std::int64_t plain_tokens_needed = 0, widest = static_cast<std::int64_t>(live_widest);
+        if (first.live != nullptr)  // a live window ends with a step of at most live_budget + 1 tokens
+          plain_tokens_needed = std::min<std::int64_t>(first.length - offset, static_cast<std::int64_t>(max_tokens + live_budget + 1));
         std::vector<Window> windows;
         for (const auto& [i, t] : runs) {
           const Window& w = windows.emplace_back(window(*t, offset, static_cast<std::int64_t>(max_tokens)));
           for (std::size_t k = w.begin; k < w.end; ++k) widest = std::max<std::int64_t>(widest, t->steps[k].first);
           plain_tokens_needed = std::max(plain_tokens_needed, w.tokens);
         }
-        const std::size_t ctx = std::min(trace_context(first) + static_cast<std::size_t>(offset), context);
+        const std::size_t ctx = std::min(std::min(first.context, context) + static_cast<std::size_t>(offset), context);
         const ForcedDecoder prefilled(model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2);
         // Plain decoding: the time after each token, so each set is charged the tokens it emitted.
         // Timed before the sets and again after them, and averaged: this machine's bandwidth
@@ -476,7 +596,7 @@ int main(int argc, char** argv) {
           return elapsed;
         };
         const double plain_first = time_plain();
-        std::vector<Timed> spec_runs;
+        std::vector<std::pair<std::size_t, Timed>> spec_runs;  // (row, its window)
         for (std::size_t r = 0; r < runs.size(); ++r) {
           const auto t = runs[r].second;
           ForcedDecoder spec(prefilled);
@@ -487,15 +607,21 @@ int main(int argc, char** argv) {
             ++run.steps;
           }
           run.tokens = windows[r].tokens;
-          spec_runs.push_back(run);
+          spec_runs.emplace_back(runs[r].first, run);
         }
+        if (first.live != nullptr)
+          for (std::size_t r = 0; r < live_rows[dataset].size(); ++r) {
+            ForcedDecoder spec(prefilled);
+            LiveSteps steps{live_rows[dataset][r], &spec, static_cast<std::size_t>(offset), static_cast<std::int64_t>(max_tokens)};
+            (void)replay_trace(steps.row.drafter, *first.live, {.budget = live_budget}, steps);
+            spec_runs.emplace_back(live_indices[dataset][r], steps.window);
+          }
         const double plain_second = time_plain();
         plain_drift = std::max(plain_drift, std::max(plain_first, plain_second) / std::min(plain_first, plain_second) - 1.0);
-        for (std::size_t r = 0; r < runs.size(); ++r) {
-          Timed& run = spec_runs[r];
+        for (auto& [row, run] : spec_runs) {
           run.plain = plain_after[static_cast<std::size_t>(run.tokens)];
           for (const std::string& key : {first.category, std::string("overall")}) {
-            Timed& sum = timed[{runs[r].first, key}];
+            Timed& sum = timed[{row, key}];
             sum.spec += run.spec, sum.plain += run.plain, sum.steps += run.steps, sum.tokens += run.tokens;
           }
         }
@@ -512,12 +638,12 @@ int main(int argc, char** argv) {
       for (std::size_t c = 0; c < columns.size(); ++c) std::cout << "---|";
       std::cout << "\n";
       for (const std::size_t i : members) {
-        std::cout << "| " << sets[i].name << " |";
+        std::cout << "| " << names[i] << " |";
         for (const auto& c : columns) {
           const Timed& t = timed[{i, c}];
           const double speedup = t.plain / t.spec, tau = static_cast<double>(t.tokens) / static_cast<double>(t.steps);
           std::cout << std::setprecision(2) << " " << speedup << " (" << tau << ") |";
-          forced.push_back({{"trajectories", sets[i].name}, {"dataset", dataset}, {"category", c}, {"steps", t.steps},
+          forced.push_back({{"trajectories", names[i]}, {"dataset", dataset}, {"category", c}, {"steps", t.steps},
                             {"tokens", t.tokens}, {"speculative_seconds", t.spec}, {"plain_seconds", t.plain},
                             {"speedup", speedup}});
         }
@@ -530,6 +656,23 @@ int main(int argc, char** argv) {
                 << 100.0 * plain_drift << "% apart\n\n";
     report["forced"] = forced;
     report["forced_plain_drift"] = plain_drift;
+    // What the online rows learned: the cost at the end against this run's calibration.
+    for (const auto& [dataset, rows] : live_rows)
+      for (const LiveRow& row : rows) {
+        if (!row.tracker) continue;
+        std::cout << "step cost learned online over " << dataset << "'s timed windows (" << row.tracker->observations()
+                  << " steps):\n\n| tokens per step | calibration ms | x one token | learned ms | x one token |\n|---|---|---|---|---|\n";
+        const StepCost learned = row.tracker->current();
+        const StepCost& prior = row.tracker->prior();
+        nlohmann::json curve = nlohmann::json::array();
+        for (const std::size_t n : cost_tokens) {
+          std::cout << std::setprecision(3) << "| " << n << " | " << 1e3 * prior.seconds(n) << " | " << prior.seconds(n) / prior.seconds(1)
+                    << " | " << 1e3 * learned.seconds(n) << " | " << learned.seconds(n) / learned.seconds(1) << " |\n";
+          curve.push_back({n, learned.seconds(n)});
+        }
+        std::cout << "\n";
+        report["live_learned_step_cost"][dataset] = curve;
+      }
     write_json();
 
     // 5. Batch sweep: B slots run different traces. The budget adapts to the batch size by

@@ -47,6 +47,7 @@ struct Settings {
   bool json = false;
   bool markdown = false;
   std::string trajectories;  // file for the per-step log; empty: none
+  std::string dump_traces;   // file for the traces as token ids (the generic JSONL form); empty: none
   LlmaOptions llma{.n = 1, .k = 16, .m = 1, .self_reference = true};
   PromptLookupOptions lookup;
   NgramTrieOptions trie;
@@ -220,14 +221,13 @@ int run(const Settings& s) {
   // Created first so that an unwritable path fails at once, not after loading and a long replay;
   // written to a temporary and renamed at the end, never over an input (the dataset, the
   // tokenizer, the datastore) nor over a device or FIFO.
-  std::optional<OutputFile> trajectories_file;
-  if (!s.trajectories.empty()) {
-    std::vector<fs::path> inputs = {tok_path, data / "data/spec_bench/question.jsonl",
-                                    data / "data/spec_bench/vicuna-7b-v1.3-greedy.jsonl", data / "data/llma/rag.jsonl"};
-    if (s.dataset != "specbench" && s.dataset != "llma-rag") inputs.emplace_back(s.dataset);
-    if (!s.datastore.empty()) inputs.emplace_back(s.datastore);
-    trajectories_file.emplace(s.trajectories, "--trajectories file", inputs);
-  }
+  std::optional<OutputFile> trajectories_file, traces_file;
+  std::vector<fs::path> inputs = {tok_path, data / "data/spec_bench/question.jsonl",
+                                  data / "data/spec_bench/vicuna-7b-v1.3-greedy.jsonl", data / "data/llma/rag.jsonl"};
+  if (s.dataset != "specbench" && s.dataset != "llma-rag") inputs.emplace_back(s.dataset);
+  if (!s.datastore.empty()) inputs.emplace_back(s.datastore);
+  if (!s.trajectories.empty()) trajectories_file.emplace(s.trajectories, "--trajectories file", inputs);
+  if (!s.dump_traces.empty()) traces_file.emplace(s.dump_traces, "--dump-traces file", inputs);
   const auto load_start = std::chrono::steady_clock::now();
   std::vector<Trace> traces;
   if (s.dataset == "specbench" || s.dataset == "llma-rag") {
@@ -248,6 +248,15 @@ int run(const Settings& s) {
   if (s.limit > 0 && traces.size() > s.limit) traces.resize(s.limit);
   REFDEC_CHECK(!traces.empty(), "no traces in " << s.dataset);
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  if (traces_file) {  // the generic form with token ids: tools that cannot load SentencePiece read it
+    for (const Trace& t : traces) {
+      nlohmann::json row{{"id", t.id}, {"context", t.context}, {"output", t.output}};
+      if (!t.category.empty()) row["category"] = t.category;
+      if (!t.references.empty()) row["references"] = t.references;
+      traces_file->write(row.dump() + "\n");
+    }
+    traces_file->commit();
+  }
 
   std::shared_ptr<const MixtureStatistics> mixture_stats;
   AnyDrafter drafter = make_drafter(s, mixture_stats);
@@ -316,6 +325,9 @@ int main(int argc, char** argv) {
       ->transform(cli::integer_in(0, cli::kMaxCount));
   app.add_flag("--json", s.json, "print one JSON object");
   app.add_flag("--markdown", s.markdown, "print a Markdown table row (τ per category, overall, latency)");
+  app.add_option("--dump-traces", s.dump_traces,
+                 "also write FILE: the traces replayed (after --limit) as JSONL of token ids, the generic --dataset form "
+                 "(refdec-speed-bench --live reads it: it cannot load SentencePiece next to libtorch)");
   app.add_option("--trajectories", s.trajectories,
                  "also write FILE: JSON of each trace's steps as [draft nodes, accepted draft tokens] (forced trajectories)");
   app.add_option("--max-ngram", s.lookup.max_ngram, "prompt lookup: longest suffix looked up")->capture_default_str()

@@ -199,6 +199,41 @@ TEST(Replay, StepLogMatchesTheReplay) {
   }
 }
 
+// An observer sees every step in order, before the proposal and after the drafter was told:
+// what it sees is the step log, and the drafter state it may change (here: nothing) is the
+// drafter's own.
+TEST(Replay, ObserverSeesEveryStepAsTheLogRecordsIt) {
+  std::mt19937 rng(9);
+  Trace t;
+  for (int i = 0; i < 200; ++i) t.context.push_back(static_cast<Token>(rng() % 5));
+  for (int i = 0; i < 300; ++i) t.output.push_back(static_cast<Token>(rng() % 5));
+  struct Recorder {
+    std::vector<std::size_t> before;
+    std::vector<std::pair<std::size_t, ReplayStep>> after;
+    void before_step(std::size_t pos) { before.push_back(pos); }
+    void after_step(std::size_t pos, const LinearTree& tree, std::size_t accepted, std::size_t emitted) {
+      after.push_back({pos, {tree.num_drafts(), static_cast<std::int32_t>(accepted), static_cast<std::int32_t>(emitted)}});
+    }
+  } recorder;
+  AnyDrafter d(PromptLookupDrafter{});
+  const auto st = replay_trace(d, t, ReplayOptions{.budget = 6, .record_steps = true}, recorder);
+  const auto& log = st.trajectories.at(0).steps;
+  ASSERT_EQ(recorder.after.size(), log.size());
+  ASSERT_EQ(recorder.before.size(), log.size());
+  std::size_t pos = 0;
+  for (std::size_t k = 0; k < log.size(); ++k) {
+    EXPECT_EQ(recorder.before[k], pos);
+    EXPECT_EQ(recorder.after[k].first, pos);
+    EXPECT_EQ(recorder.after[k].second.nodes, log[k].nodes);
+    EXPECT_EQ(recorder.after[k].second.accepted, log[k].accepted);
+    EXPECT_EQ(recorder.after[k].second.emitted, log[k].emitted);
+    pos += static_cast<std::size_t>(log[k].emitted);
+  }
+  EXPECT_EQ(pos, t.output.size());
+  AnyDrafter again(PromptLookupDrafter{});
+  EXPECT_EQ(replay_trace(again, t, ReplayOptions{.budget = 6}).steps, st.steps);  // the default observer
+}
+
 TEST(Replay, MergedStepLogsKeepTracesSeparate) {
   std::vector<Trace> traces = {make_trace(10, "a"), make_trace(20, "b"), make_trace(30, "a"), make_trace(5)};
   for (std::size_t i = 0; i < traces.size(); ++i) traces[i].id = "t" + std::to_string(i);

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "refdec/core/config.hpp"
@@ -51,10 +52,17 @@ inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path)
   return rows;
 }
 
+/// The tokenizer of load_generic_traces<NoTokenizer>(): none, for files of token ids read where
+/// SentencePiece cannot be loaded (next to libtorch, whose protobuf clashes with it at load time).
+struct NoTokenizer {
+  std::vector<Token> encode(const std::string&) const { throw Error("no tokenizer to encode text"); }
+  std::int64_t vocab_size() const { return std::int64_t{1} << 31; }
+};
+
 namespace detail {
 // A field that holds text or token ids: text is encoded, ids are checked against the vocabulary.
-inline std::vector<Token> tokens_of(const nlohmann::json& v, const SentencePieceTokenizer* tokenizer,
-                                    const std::string& where) {
+template <class Tokenizer>
+std::vector<Token> tokens_of(const nlohmann::json& v, const Tokenizer* tokenizer, const std::string& where) {
   if (v.is_string()) {
     REFDEC_CHECK(tokenizer != nullptr, where << ": text given but no tokenizer");
     return tokenizer->encode(v.get<std::string>());
@@ -140,8 +148,10 @@ inline std::vector<Trace> load_llma_rag(const std::filesystem::path& path, const
 
 /// The generic form: JSONL rows `{"context", "output", "references"?, "category"?, "id"?}` whose
 /// texts are strings (encoded with `tokenizer`) or arrays of token ids (checked against its
-/// vocabulary when there is one). `tokenizer` may be null when every field holds ids.
-inline std::vector<Trace> load_generic_traces(const std::filesystem::path& path, const SentencePieceTokenizer* tokenizer) {
+/// vocabulary when there is one). `tokenizer` may be null when every field holds ids; with
+/// Tokenizer = NoTokenizer the program need not link SentencePiece.
+template <class Tokenizer = SentencePieceTokenizer>
+std::vector<Trace> load_generic_traces(const std::filesystem::path& path, const std::type_identity_t<Tokenizer>* tokenizer) {
   std::vector<Trace> traces;
   std::size_t row_number = 0;
   for (const auto& [line, row] : read_jsonl_rows(path)) {
@@ -153,7 +163,7 @@ inline std::vector<Trace> load_generic_traces(const std::filesystem::path& path,
     t.id = row.contains("id") ? row["id"].dump() : std::to_string(row_number);
     if (const auto c = row.find("category"); c != row.end() && !c->is_null()) {
       REFDEC_CHECK_IO(c->is_string(), where << ": \"category\" must be a string, got " << c->dump());
-      t.category = c->get<std::string>();
+      t.category = c->template get<std::string>();
     }
     t.context = detail::tokens_of(row["context"], tokenizer, where + " context");
     t.output = detail::tokens_of(row["output"], tokenizer, where + " output");

@@ -87,11 +87,25 @@ struct ReplayStats {
   }
 };
 
+/// Sees each step of a replay as it happens (replay_trace()'s `observer`): a benchmark that runs
+/// some of a replay's steps through a model, or feeds the drafter a step cost it measured, hooks
+/// in here instead of repeating the replay loop. The default sees nothing.
+struct ReplayObserver {
+  /// Before the drafter proposes for the step that starts at output token `pos`.
+  void before_step(std::size_t /*pos*/) {}
+  /// After the drafter was told what the step appended: `tree` was verified (its num_drafts()
+  /// nodes), `accepted` draft tokens were accepted and `emitted` output tokens appended from `pos`.
+  void after_step(std::size_t /*pos*/, const LinearTree& /*tree*/, std::size_t /*accepted*/, std::size_t /*emitted*/) {}
+};
+
 /// Replays one trace with `drafter` (restarted with begin()) and returns its statistics. The
 /// last step may accept draft tokens up to the end of the output with no bonus token after them
 /// (in a real run the end-of-sequence token would be that bonus; the drafter statistics then count
 /// one accepted token fewer, as AnyDrafter counts all but the last appended token as accepted).
-inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const ReplayOptions& options = {}) {
+/// `observer` (a ReplayObserver or any type with its two methods) sees every step; the drafter
+/// time of a step (ReplayStats::step_micros) excludes what the observer does.
+template <class Observer = ReplayObserver>
+ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const ReplayOptions& options = {}, Observer&& observer = {}) {
   using Clock = std::chrono::steady_clock;
   REFDEC_CHECK(!trace.context.empty(), "replay: trace '" << trace.id << "' has an empty context");
   ReplayStats st;
@@ -114,6 +128,7 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
   std::size_t pos = 0;  // output tokens produced so far
   while (pos < n) {
     const Token root = pos == 0 ? trace.context.back() : out[pos - 1];
+    observer.before_step(pos);
     const auto t0 = Clock::now();
     draft.clear();
     drafter.propose(options.budget, draft);
@@ -138,6 +153,7 @@ inline ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const R
       log->steps.push_back({.nodes = tree.num_drafts(),
                             .accepted = static_cast<std::int32_t>(accepted),
                             .emitted = static_cast<std::int32_t>(emitted)});
+    observer.after_step(pos, tree, accepted, emitted);
     pos += emitted;
     ++st.steps;
   }
