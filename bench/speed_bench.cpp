@@ -36,6 +36,7 @@
 
 #include "eval/cli.hpp"
 #include "eval/datasets.hpp"
+#include "eval/step_cost_file.hpp"
 #include "refdec/torch/errors.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
@@ -312,6 +313,11 @@ int main(int argc, char** argv) {
                  "by the step cost: this run's calibration, and the same learned online from the timed steps; the "
                  "file's stem names the dataset (specbench.jsonl shares its table with --trajectories of specbench)")
       ->check(CLI::ExistingFile);
+  std::vector<std::string> live_priors;
+  app.add_option("--live-prior", live_priors,
+                 "refdec-speed-bench --json files from other runs: each one's step cost is also a prior of the live "
+                 "rows (a calibration from another minute, as it is and learned online from)")
+      ->check(CLI::ExistingFile);
   app.add_option("--datastore", live_datastore, "REST datastore of the live mixture (refdec-datastore build; none: no REST)");
   app.add_option("--live-budget", live_budget, "the live mixture's largest budget")->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
@@ -495,19 +501,26 @@ int main(int argc, char** argv) {
         for (Trace& t : traces)  // the generic form keeps an id as JSON text: "\"81/1\"" is replay's 81/1
           if (const auto id = nlohmann::json::parse(t.id, nullptr, false); id.is_string()) t.id = id.get<std::string>();
         // The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST.
-        const auto mixture = [&] {
+        const auto mixture = [&](const StepCost& prior) {
           std::vector<AnyDrafter> sources;
           sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
           sources.emplace_back(NgramTrieDrafter());
           if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
           MixtureOptions options;
-          options.cost = calibrated;
+          options.cost = prior;
           return AnyDrafter(MixtureDrafter(std::move(sources), options));
         };
         const std::string label = datastore != nullptr ? "mixture" : "mixture (no REST)";
         auto& rows = live_rows[dataset];
-        rows.push_back({label + " live adaptive, this run's calibration", mixture(), std::nullopt});
-        rows.push_back({label + " live adaptive, cost learned online", mixture(), StepCostTracker(calibrated)});
+        // Per prior (this run's calibration, then each --live-prior file's): the budget chosen under
+        // it as it is, and under the cost learned online from it.
+        const auto add_rows = [&](const StepCost& prior, const std::string& source) {
+          rows.push_back({label + " live adaptive, " + source, mixture(prior), std::nullopt});
+          rows.push_back({label + " live adaptive, learned online from " + source, mixture(prior), StepCostTracker(prior)});
+        };
+        add_rows(calibrated, "this run's calibration");
+        for (const std::string& f : live_priors)
+          add_rows(read_step_cost(f, "--live-prior"), "the calibration of " + std::filesystem::path(f).filename().string());
         for (const auto& row : rows) {
           live_indices[dataset].push_back(names.size());
           by_dataset[dataset].push_back(names.size());
@@ -656,12 +669,12 @@ int main(int argc, char** argv) {
                 << 100.0 * plain_drift << "% apart\n\n";
     report["forced"] = forced;
     report["forced_plain_drift"] = plain_drift;
-    // What the online rows learned: the cost at the end against this run's calibration.
+    // What the online rows learned: the cost at the end against their prior.
     for (const auto& [dataset, rows] : live_rows)
       for (const LiveRow& row : rows) {
         if (!row.tracker) continue;
-        std::cout << "step cost learned online over " << dataset << "'s timed windows (" << row.tracker->observations()
-                  << " steps):\n\n| tokens per step | calibration ms | x one token | learned ms | x one token |\n|---|---|---|---|---|\n";
+        std::cout << dataset << ", " << row.name << ", at the end of the timed windows (" << row.tracker->observations()
+                  << " steps):\n\n| tokens per step | prior ms | x one token | learned ms | x one token |\n|---|---|---|---|---|\n";
         const StepCost learned = row.tracker->current();
         const StepCost& prior = row.tracker->prior();
         nlohmann::json curve = nlohmann::json::array();
@@ -671,7 +684,7 @@ int main(int argc, char** argv) {
           curve.push_back({n, learned.seconds(n)});
         }
         std::cout << "\n";
-        report["live_learned_step_cost"][dataset] = curve;
+        report["live_learned_step_cost"][dataset][row.name] = curve;
       }
     write_json();
 

@@ -862,7 +862,9 @@ PYBIND11_MODULE(refdec, m) {
   py::class_<GenerateOptions>(m, "GenerateOptions", "Defaults and limits of a Session.")
       .def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
                        std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk) {
-             return GenerateOptions{max_new_tokens, budget, std::move(stop_tokens), max_context, sampling, sampling_path, prefill_chunk};
+             // The learned step cost (step_cost) is not exposed to Python yet.
+             return GenerateOptions{max_new_tokens, budget,        std::move(stop_tokens), max_context, sampling,
+                                    sampling_path,  prefill_chunk, std::nullopt,           StepCostTrackerOptions{}};
            }),
            py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
            py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512)

@@ -22,6 +22,7 @@
 #include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
 #include "eval/datasets.hpp"
+#include "eval/step_cost_file.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
@@ -81,21 +82,6 @@ AnyDrafter make_single(const std::string& name, const Settings& s) {
   throw Error("unknown drafter '" + name + "'");
 }
 
-// A measured step cost: the "step_cost" array of (tokens, seconds) pairs that refdec-speed-bench
-// writes to its --json file.
-StepCost read_step_cost(const std::string& path) {
-  const auto j = nlohmann::json::parse(read_file_bytes(path, "--step-cost-file"), nullptr, false);
-  REFDEC_CHECK_IO(!j.is_discarded() && j.is_object() && j.contains("step_cost") && j["step_cost"].is_array(),
-                  path << ": not a refdec-speed-bench --json file with a \"step_cost\" array");
-  std::vector<std::pair<std::size_t, double>> samples;
-  for (const auto& pair : j["step_cost"]) {
-    REFDEC_CHECK_IO(pair.is_array() && pair.size() == 2 && pair[0].is_number_unsigned() && pair[1].is_number(),
-                    path << ": a step_cost entry is not [tokens, seconds]: " << pair.dump());
-    samples.emplace_back(pair[0].get<std::size_t>(), pair[1].get<double>());
-  }
-  return StepCost::calibrated(samples);  // checks the values themselves
-}
-
 // The drafter, and for a mixture the handle on what it learns per source.
 AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatistics>& mixture_stats) {
   if (s.drafter != "mixture") return make_single(s.drafter, s);
@@ -106,7 +92,7 @@ AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatisti
   }
   MixtureOptions options = s.mixture;
   if (!s.step_cost.empty()) options.cost = StepCost::affine(s.step_cost[0], s.step_cost[1]);
-  if (!s.step_cost_file.empty()) options.cost = read_step_cost(s.step_cost_file);
+  if (!s.step_cost_file.empty()) options.cost = read_step_cost(s.step_cost_file, "--step-cost-file");
   options.combine = s.combine == "noisy-or" ? MixtureCombine::noisy_or : MixtureCombine::max;
   MixtureDrafter mixture(std::move(sources), options);
   mixture_stats = mixture.statistics();

@@ -352,6 +352,65 @@ TEST(Session, PrefillsLongPromptsInChunks) {
   refdec_test::expect_error([&] { Session s(model, ContiguousKvStore(model.kv_layout(), 8), negative); }, "prefill_chunk must be >= 0, got -1");
 }
 
+// Records the step cost it is given and drafts a fixed chain.
+struct CostRecorder {
+  std::shared_ptr<std::vector<double>> given = std::make_shared<std::vector<double>>();  // seconds(4) of each cost
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t budget, DraftTree& out) {
+    const std::vector<Token> chain{5, 6, 7};
+    out.insert(std::span<const Token>(chain).first(std::min<std::size_t>(budget, 3)), 1.0f);
+  }
+  void accept(std::span<const Token>) {}
+  std::string name() const { return "cost-recorder"; }
+  void set_step_cost(const StepCost& cost) { given->push_back(cost.seconds(4)); }
+};
+
+// With GenerateOptions::step_cost the session times its one-sequence steps (prefill excluded),
+// each after the drafter was given the cost learned from the steps before it; the output is
+// unchanged. Several sequences: neither. Unset: the drafters are never given a cost.
+TEST(Session, LearnsTheStepCostFromItsOwnStepsAndGivesItToTheDrafter) {
+  const auto model = small_model();
+  GenerateOptions opt;
+  opt.max_new_tokens = 8;
+  opt.budget = 3;
+  const Request request{{1, 4, 5, 6}, {}};  // one prefill step first
+  const auto want = generate(model, request, AnyDrafter{}, opt).tokens[0];
+  opt.step_cost = StepCost::affine(1e-3, 1e-4);
+  Session session(model, ContiguousKvStore(model.kv_layout(), 64), opt);
+  CostRecorder recorder;
+  const auto given = recorder.given;
+  session.add(request, AnyDrafter(recorder));
+  ASSERT_NE(session.step_cost_tracker(), nullptr);
+  std::vector<double> expected;  // what the tracker said before each step
+  std::vector<Token> got;
+  while (!session.idle()) {
+    expected.push_back(session.step_cost_tracker()->current().seconds(4));
+    for (const auto& u : session.step()) got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(*given, expected);  // every step, the prefill step's too (before it knew it would prefill)
+  EXPECT_DOUBLE_EQ(given->front(), opt.step_cost->seconds(4));  // nothing timed yet: the prior
+  EXPECT_EQ(session.step_cost_tracker()->observations(), session.stats().steps);
+  EXPECT_EQ(session.stats().steps + 1, static_cast<std::int64_t>(given->size()));
+  // Two sequences in one step: no cost given, no step timed.
+  Session pair(model, ContiguousKvStore(model.kv_layout(), 64), opt);
+  CostRecorder a, b;
+  pair.add(Request{{1}, {}}, AnyDrafter(a));
+  pair.add(Request{{1}, {}}, AnyDrafter(b));
+  pair.step();
+  EXPECT_TRUE(a.given->empty());
+  EXPECT_EQ(pair.step_cost_tracker()->observations(), 0);
+  // No step_cost: no tracker, no cost given.
+  GenerateOptions plain = opt;
+  plain.step_cost.reset();
+  Session untracked(model, ContiguousKvStore(model.kv_layout(), 64), plain);
+  CostRecorder c;
+  untracked.add(Request{{1}, {}}, AnyDrafter(c));
+  untracked.step();
+  EXPECT_EQ(untracked.step_cost_tracker(), nullptr);
+  EXPECT_TRUE(c.given->empty());
+}
+
 // The torch-free example (examples/engine_without_torch.cpp: its own forward pass in float loops,
 // refdec's core for drafting, plan, walk and keep plan) gives the torch model's plain greedy output
 // token for token.

@@ -27,6 +27,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampling.hpp"
+#include "refdec/core/step_cost.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
@@ -55,6 +56,14 @@ struct GenerateOptions {
   std::optional<SamplingOptions> sampling;  ///< for requests without their own; unset: greedy decoding
   SamplingPath sampling_path = SamplingPath::kAuto;  ///< where sampled steps process the logits (same output)
   std::int64_t prefill_chunk = 512;  ///< prompt tokens a step prefills per request at most; 0: the whole prompt at once
+  /// A measured step cost (measure_step_cost()) that the session keeps current by timing its own
+  /// steps (StepCostTracker) and gives, before each step, to every CostAwareDrafter (the mixture's
+  /// adaptive budget): a calibration from another minute mis-sizes drafts when the machine's
+  /// memory bandwidth moves. Learned from and given at steps that run one sequence only (a step of
+  /// several is priced by all of their tokens, which one sequence's budget choice cannot see).
+  /// Unset: drafters keep their own cost.
+  std::optional<StepCost> step_cost;
+  StepCostTrackerOptions step_cost_tracking;  ///< how fast the learned cost follows the steps
 };
 
 /// Why a sequence stopped.
@@ -112,6 +121,7 @@ class Session {
     check_limits(defaults_.max_new_tokens, defaults_.budget, "Session defaults");
     REFDEC_CHECK(defaults_.prefill_chunk >= 0, "Session: prefill_chunk must be >= 0, got " << defaults_.prefill_chunk);
     if (defaults_.sampling) defaults_.sampling->validate();
+    if (defaults_.step_cost) tracker_.emplace(*defaults_.step_cost, defaults_.step_cost_tracking);
   }
 
   /// Adds a request with a drafter the session owns (default: plain decoding). Checks everything
@@ -154,6 +164,8 @@ class Session {
   const M& model() const { return *model_; }
   /// The plan of the last step (for engines and tools that inspect it).
   const StepPlan& last_plan() const { return plan_; }
+  /// The step cost learned so far (GenerateOptions::step_cost); null when the session learns none.
+  const StepCostTracker* step_cost_tracker() const { return tracker_ ? &*tracker_ : nullptr; }
 
   /// Runs one step for every active request and returns what each did: the tokens it appended
   /// and, for requests that left (finished or cancelled), why. Requests that only prefilled in
@@ -170,6 +182,8 @@ class Session {
     aux_.resize(B);
     prefill_.assign(B, 0);
     bool any_aux = false;
+    const bool priced = tracker_ && B == 1;  // one sequence: the cost curve is its own
+    if (priced && active_[0].drafter->cost_aware()) active_[0].drafter->set_step_cost(tracker_->current());
     for (std::size_t i = 0; i < B; ++i) {
       Active& r = active_[i];
       aux_[i].clear();
@@ -193,6 +207,7 @@ class Session {
     const auto t_commit = Clock::now();
     store_.commit(verification_.keep);
     const auto t_accept = Clock::now();
+    if (priced && !prefill_[0]) tracker_->observe(static_cast<std::size_t>(plan_.rows()), seconds(t_plan, t_accept));
     ++stats_.forward_passes;
 
     std::vector<std::size_t> leaving;
@@ -355,6 +370,7 @@ class Session {
   StepPlan plan_;
   Verification verification_;
   std::vector<RequestUpdate> updates_;
+  std::optional<StepCostTracker> tracker_;  // with GenerateOptions::step_cost
 };
 
 REFDEC_NAMESPACE_END
