@@ -242,6 +242,23 @@ class StepCost:
     def is_flat(self) -> bool:
         """True for the flat model."""
 
+class StepCostTracker:
+    """The step cost learned from timed steps around a calibration (the prior), per size class."""
+    def __init__(self: StepCostTracker, prior: StepCost, half_life: float = 32.0, fallback_weight: float = 1.0) -> None:
+        """Learns around `prior` (measured or affine, not flat); half_life in observations."""
+    def observe(self: StepCostTracker, tokens: int, seconds: float) -> None:
+        """One timed step that ran `tokens` tokens in `seconds`."""
+    def current(self: StepCostTracker) -> StepCost:
+        """The learned cost, a StepCost."""
+    def correction(self: StepCostTracker, tokens: int) -> float:
+        """The factor the prior is multiplied by at `tokens` tokens."""
+    @property
+    def prior(self) -> StepCost:
+        """The calibration it learns around."""
+    @property
+    def observations(self) -> int:
+        """Steps observed so far."""
+
 class StepPlan:
     """One verification step of a batch, ragged and packed (docs/engine.md). The array properties are torch.Tensor views of the plan's own memory (no copy), valid until the plan is next written (plan_step(..., out=plan)); clone() one to keep it."""
     def __init__(self: StepPlan) -> None:
@@ -606,7 +623,7 @@ class SamplingPath:
 
 class GenerateOptions:
     """Defaults and limits of a Session."""
-    def __init__(self: GenerateOptions, max_new_tokens: int = 256, budget: int = 16, stop_tokens: List[int] = [], max_context: int = 0, sampling: Optional[SamplingOptions] = None, sampling_path: SamplingPath = ..., prefill_chunk: int = 512) -> None:
+    def __init__(self: GenerateOptions, max_new_tokens: int = 256, budget: int = 16, stop_tokens: List[int] = [], max_context: int = 0, sampling: Optional[SamplingOptions] = None, sampling_path: SamplingPath = ..., prefill_chunk: int = 512, step_cost: Optional[StepCost] = None, step_cost_half_life: float = 32.0) -> None:
         ...
     @property
     def max_new_tokens(self) -> int:
@@ -643,6 +660,11 @@ class GenerateOptions:
         """Prompt tokens a step prefills per request at most (0: all)."""
     @prefill_chunk.setter
     def prefill_chunk(self, value: int) -> None: ...
+    @property
+    def step_cost(self) -> Optional[StepCost]:
+        """A calibration (StepCost) the session learns around from its own one-sequence steps and gives to cost-aware drafters (the mixture) before each step; None: drafters keep their own."""
+    @step_cost.setter
+    def step_cost(self, value: Optional[StepCost]) -> None: ...
 
 class StepTimes:
     """Wall time of the parts of the steps, in seconds."""
@@ -730,6 +752,9 @@ class Session:
     @property
     def model(self) -> LlamaModel:
         """The model."""
+    @property
+    def step_cost_tracker(self) -> Optional[StepCostTracker]:
+        """A copy of the step cost learned so far (GenerateOptions.step_cost); None when the session learns none."""
     @property
     def last_plan(self) -> StepPlan:
         """A copy of the last step's StepPlan."""

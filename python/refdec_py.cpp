@@ -409,6 +409,20 @@ PYBIND11_MODULE(refdec, m) {
                   py::arg("samples"), "From measured (tokens, seconds) samples, piecewise linear.")
       .def("seconds", &StepCost::seconds, py::arg("tokens"), "Cost of a step that runs `tokens` tokens.")
       .def_property_readonly("is_flat", &StepCost::is_flat, "True for the flat model.");
+  py::class_<StepCostTracker>(m, "StepCostTracker",
+                              "The step cost learned from timed steps around a calibration (the prior), per size class.")
+      .def(py::init([](const StepCost& prior, double half_life, double fallback_weight) {
+             return StepCostTracker(prior, {.half_life = half_life, .fallback_weight = fallback_weight});
+           }),
+           py::arg("prior"), py::arg("half_life") = 32.0, py::arg("fallback_weight") = 1.0,
+           "Learns around `prior` (measured or affine, not flat); half_life in observations.")
+      .def("observe", &StepCostTracker::observe, py::arg("tokens"), py::arg("seconds"),
+           "One timed step that ran `tokens` tokens in `seconds`.")
+      .def("current", &StepCostTracker::current, "The learned cost, a StepCost.")
+      .def("correction", &StepCostTracker::correction, py::arg("tokens"),
+           "The factor the prior is multiplied by at `tokens` tokens.")
+      .def_property_readonly("prior", &StepCostTracker::prior, "The calibration it learns around.")
+      .def_property_readonly("observations", &StepCostTracker::observations, "Steps observed so far.");
   m.def("step_budget", &step_budget, py::arg("room"), py::arg("budget"),
         "Draft nodes worth verifying for a sequence that may still append `room` tokens: min(room - 1, budget), >= 0.");
 
@@ -861,20 +875,24 @@ PYBIND11_MODULE(refdec, m) {
 
   py::class_<GenerateOptions>(m, "GenerateOptions", "Defaults and limits of a Session.")
       .def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
-                       std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk) {
-             // The learned step cost (step_cost) is not exposed to Python yet.
+                       std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk,
+                       std::optional<StepCost> step_cost, double step_cost_half_life) {
              return GenerateOptions{max_new_tokens, budget,        std::move(stop_tokens), max_context, sampling,
-                                    sampling_path,  prefill_chunk, std::nullopt,           StepCostTrackerOptions{}};
+                                    sampling_path,  prefill_chunk, std::move(step_cost),   {.half_life = step_cost_half_life}};
            }),
            py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
-           py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512)
+           py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512,
+           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = 32.0)
       .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
       .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
       .def_readwrite("stop_tokens", &GenerateOptions::stop_tokens, "Generation stops before any of these.")
       .def_readwrite("max_context", &GenerateOptions::max_context, "Prompt + output at most; 0: the model's max_seq_len.")
       .def_readwrite("sampling", &GenerateOptions::sampling, "SamplingOptions for requests without their own; None: greedy.")
       .def_readwrite("sampling_path", &GenerateOptions::sampling_path, "SamplingPath.")
-      .def_readwrite("prefill_chunk", &GenerateOptions::prefill_chunk, "Prompt tokens a step prefills per request at most (0: all).");
+      .def_readwrite("prefill_chunk", &GenerateOptions::prefill_chunk, "Prompt tokens a step prefills per request at most (0: all).")
+      .def_readwrite("step_cost", &GenerateOptions::step_cost,
+                     "A calibration (StepCost) the session learns around from its own one-sequence steps and gives to "
+                     "cost-aware drafters (the mixture) before each step; None: drafters keep their own.");
 
   py::class_<StepTimes>(m, "StepTimes", "Wall time of the parts of the steps, in seconds.")
       .def_readonly("plan", &StepTimes::plan, "Building the step plan.")
@@ -970,6 +988,12 @@ PYBIND11_MODULE(refdec, m) {
       .def_property_readonly("stats", [](PySession& s) { return s.visit([](auto& session) { return session.stats(); }); },
                              "GenerateStats (a copy).")
       .def_property_readonly("model", [](const PySession& s) { return std::const_pointer_cast<LlamaModel>(s.model); }, "The model.")
+      .def_property_readonly("step_cost_tracker", [](PySession& s) {
+             return s.visit([](auto& session) -> std::optional<StepCostTracker> {
+               const StepCostTracker* t = session.step_cost_tracker();
+               return t != nullptr ? std::optional<StepCostTracker>(*t) : std::nullopt;
+             });
+           }, "A copy of the step cost learned so far (GenerateOptions.step_cost); None when the session learns none.")
       .def_property_readonly("last_plan", [](PySession& s) { return s.visit([](auto& session) { return session.last_plan(); }); },
                              "A copy of the last step's StepPlan.");
 }

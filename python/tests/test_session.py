@@ -151,3 +151,38 @@ def test_stories260k_speculative_equals_plain(stories_path):
     i = session.add([1], references=[plain[:40]], drafter=refdec.LlmaDrafter(k=16, self_reference=True))
     outputs, _ = run(session, [i])
     assert outputs[i] == plain and session.stats.tokens_per_step > 1.2
+
+
+def test_session_learns_the_step_cost_from_its_own_steps(model):
+    prompt = PROMPTS[2]
+    want = alone(model, prompt, 20)
+    prior = refdec.StepCost.affine(1e-3, 1e-4)
+    options = refdec.GenerateOptions(max_new_tokens=20, budget=8, step_cost=prior, step_cost_half_life=8.0)
+    assert options.step_cost.seconds(4) == prior.seconds(4)
+    session = refdec.Session(model, options)
+    mix = refdec.MixtureDrafter([refdec.LlmaDrafter(n=1, k=8, self_reference=True), refdec.NgramTrieDrafter(n=6)],
+                                cost=prior)
+    i = session.add(prompt, drafter=mix)
+    tracker = session.step_cost_tracker
+    assert tracker.observations == 0 and tracker.current().seconds(4) == prior.seconds(4)
+    assert run(session, [i])[0][i] == want  # lossless whatever cost the mixture was given
+    tracker = session.step_cost_tracker  # a copy, taken now
+    assert tracker.observations == session.stats.steps > 0
+    assert tracker.prior.seconds(1) == prior.seconds(1)
+    assert tracker.correction(1) > 0
+    assert refdec.Session(model, refdec.GenerateOptions()).step_cost_tracker is None
+
+
+def test_step_cost_tracker():
+    prior = refdec.StepCost.calibrated([(1, 0.044), (8, 0.055), (32, 0.12)])
+    tracker = refdec.StepCostTracker(prior, half_life=16.0)
+    for _ in range(50):
+        tracker.observe(1, 0.6 * prior.seconds(1))
+        tracker.observe(8, 1.85 * 0.6 * prior.seconds(1))
+    learned = tracker.current()
+    assert tracker.observations == 100
+    assert abs(learned.seconds(8) / learned.seconds(1) - 1.85) < 0.1
+    with pytest.raises(ValueError, match="not flat"):
+        refdec.StepCostTracker(refdec.StepCost.flat())
+    with pytest.raises(ValueError, match="at least one token"):
+        tracker.observe(0, 1.0)
