@@ -482,7 +482,7 @@ int main(int argc, char** argv) {
     for (const auto& f : trajectory_files) sets.push_back(load_trajectories(f));
     if (sets.empty() && live_datasets.empty()) sets.push_back(synthetic_trajectories());
     // The rows of the table: the sets, then per --live dataset a mixture at this run's calibration
-    // and one that learns the cost online. `rows` indexes `names` and `timed`.
+    // and one that learns the cost online. A row's index in `names` is its key in `timed`.
     std::vector<std::string> names;
     for (const auto& set : sets) names.push_back(set.name);
     std::map<std::string, std::vector<std::size_t>> by_dataset;  // row indices
@@ -675,7 +675,7 @@ int main(int argc, char** argv) {
         if (!row.tracker) continue;
         std::cout << dataset << ", " << row.name << ", at the end of the timed windows (" << row.tracker->observations()
                   << " steps):\n\n| tokens per step | prior ms | x one token | learned ms | x one token |\n|---|---|---|---|---|\n";
-        const StepCost learned = row.tracker->current();
+        const StepCost& learned = row.tracker->current();
         const StepCost& prior = row.tracker->prior();
         nlohmann::json curve = nlohmann::json::array();
         for (const std::size_t n : cost_tokens) {

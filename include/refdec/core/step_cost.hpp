@@ -118,6 +118,7 @@ class StepCostTracker {
     REFDEC_CHECK(std::isfinite(options_.fallback_weight) && options_.fallback_weight > 0.0,
                  "step cost tracker: fallback_weight must be finite and positive, got " << options_.fallback_weight);
     decay_ = std::exp2(-1.0 / options_.half_life);
+    current_ = learned();
   }
 
   /// One timed step that ran `tokens` tokens (>= 1) in `seconds` (finite, > 0).
@@ -130,6 +131,7 @@ class StepCostTracker {
     sum_[c] += std::log(seconds / prior_.seconds(tokens));
     weight_[c] += 1.0;
     ++observations_;
+    current_ = learned();  // once per observation: a decoder asks for the cost every step
   }
 
   /// The factor the prior is multiplied by at `tokens` tokens (1 before any observation).
@@ -143,16 +145,7 @@ class StepCostTracker {
 
   /// The learned cost: the prior times each size class's correction, sampled at 1, 2, 3, 4, 6,
   /// 8, ... 256 tokens (two points per class), made non-decreasing by StepCost::calibrated().
-  StepCost current() const {
-    std::array<std::pair<std::size_t, double>, 2 * (kClasses - 1) + 1> samples{};
-    std::size_t k = 0;
-    for (std::size_t base = 1; base <= (std::size_t{1} << (kClasses - 1)); base *= 2) {
-      samples[k++] = {base, prior_.seconds(base) * correction(base)};
-      if (base > 1 && base < (std::size_t{1} << (kClasses - 1)))
-        samples[k++] = {base + base / 2, prior_.seconds(base + base / 2) * correction(base + base / 2)};
-    }
-    return StepCost::calibrated(std::span(samples.data(), k));
-  }
+  const StepCost& current() const { return current_; }
 
   /// The calibration it learns around.
   const StepCost& prior() const { return prior_; }
@@ -164,11 +157,22 @@ class StepCostTracker {
   static std::size_t size_class(std::size_t tokens) {
     return std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(tokens)) - 1, kClasses - 1);
   }
+  StepCost learned() const {
+    std::array<std::pair<std::size_t, double>, 2 * (kClasses - 1) + 1> samples{};
+    std::size_t k = 0;
+    for (std::size_t base = 1; base <= (std::size_t{1} << (kClasses - 1)); base *= 2) {
+      samples[k++] = {base, prior_.seconds(base) * correction(base)};
+      if (base > 1 && base < (std::size_t{1} << (kClasses - 1)))
+        samples[k++] = {base + base / 2, prior_.seconds(base + base / 2) * correction(base + base / 2)};
+    }
+    return StepCost::calibrated(std::span(samples.data(), k));
+  }
   StepCost prior_;
   StepCostTrackerOptions options_;
   double decay_ = 1.0;
   std::array<double, kClasses> sum_{}, weight_{};  // decayed sums of log(observed / prior) and their weights
   std::int64_t observations_ = 0;
+  StepCost current_;  // learned() as of the last observation
 };
 
 /// The number of draft nodes n in [0, min(max_nodes, probabilities.size())] that maximises the
