@@ -401,6 +401,24 @@ class Drafter:
     def __repr__(self: Drafter) -> str:
         ...
 
+class OutputHistory:
+    """The outputs of finished sequences, newest last, at most max_tokens tokens in all (the oldest go first); shared by HistoryDrafters."""
+    def __init__(self: OutputHistory, max_tokens: int = 16384) -> None:
+        ...
+    def add(self: OutputHistory, output: List[int]) -> None:
+        """Adds one finished output (an empty one is ignored)."""
+    @property
+    def outputs(self) -> List[List[int]]:
+        """The outputs held, oldest first."""
+    @property
+    def tokens(self) -> int:
+        """Tokens held."""
+    @property
+    def max_tokens(self) -> int:
+        """The bound on tokens."""
+    def __len__(self: OutputHistory) -> int:
+        """Outputs held."""
+
 class Datastore:
     """A read-only, memory-mapped suffix-array datastore; one instance serves any number of threads and drafters."""
     @staticmethod
@@ -815,6 +833,14 @@ class NgramTrieDrafter(Drafter):
     def grow(self) -> bool:
         """Also index accepted tokens."""
 
+class HistoryDrafter(Drafter):
+    """Drafts with `inner` (a fresh copy of it) from the model's earlier outputs: at each begin the inner drafter gets the references followed by the history's outputs, and the tokens accepted in a sequence join the history when the next one begins or the drafter is dropped."""
+    def __init__(self: HistoryDrafter, inner: Drafter, history: OutputHistory) -> None:
+        ...
+    @property
+    def history(self) -> OutputHistory:
+        """The shared OutputHistory."""
+
 class RestDrafter(Drafter):
     """REST retrieval from a shared Datastore: the longest suffix of the sequence (n_max down to 1 tokens) found in the datastore, the c most frequent m-token continuation prefixes."""
     def __init__(self: RestDrafter, datastore: Datastore, n_max: int = 16, m: int = 10, c: int = 64, max_occurrences: int = 256) -> None:
@@ -851,8 +877,8 @@ class LookaheadDrafter(Drafter):
 
 class MixtureDrafter(Drafter):
     """One merged trie from several drafters, nodes scored by acceptance learned online, the budget chosen under a step cost. The mixture owns fresh copies of `sources` made from their settings: the given drafters stay independent and usable."""
-    def __init__(self: MixtureDrafter, sources: List[Drafter], cost: StepCost = ..., prior_mean: float = 0.3, prior_strength: float = 2.0, half_life: float = 2000.0, max_depth: int = 16, combine: MixtureCombine = ..., calibration_half_life: float = 12.0, calibration_prior: float = 1.0) -> None:
-        """calibration_half_life: steps after which a step weighs half in the per-sequence calibration of the budget choice under a step cost (0: off); calibration_prior: its prior weight, in tokens."""
+    def __init__(self: MixtureDrafter, sources: List[Drafter], cost: StepCost = ..., prior_mean: float = 0.3, prior_strength: float = 2.0, half_life: float = 2000.0, max_depth: int = 16, combine: MixtureCombine = ..., calibration_half_life: float = 12.0, calibration_prior: float = 1.0, source_budget: int = 64, match_context: bool = True, recent_rate: float = 0.3, scorer_rate: float = 0.1) -> None:
+        """calibration_half_life: steps after which a step weighs half in the per-sequence calibration of the budget choice under a step cost (0: off); calibration_prior: its prior weight, in tokens. source_budget: draft nodes each source is asked for at least (0: the budget); match_context: condition the estimates on each source's match length; recent_rate: weight of the newest step in each source's recent reach (0: off); scorer_rate: learning rate of the learned scorer (0: off)."""
     @property
     def statistics(self) -> MixtureStatistics:
         """What it learned (MixtureStatistics, follows the drafter)."""

@@ -39,6 +39,7 @@
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
@@ -153,6 +154,13 @@ struct PyRestDrafter : PyDrafter {
 struct PyLookaheadDrafter : PyDrafter {
   explicit PyLookaheadDrafter(LookaheadOptions o) : PyDrafter([o] { return AnyDrafter(LookaheadDrafter(o)); }), options(o) {}
   LookaheadOptions options;
+};
+
+// Fresh copies share the history: every sequence any of them serves adds its output to it.
+struct PyHistoryDrafter : PyDrafter {
+  PyHistoryDrafter(std::function<AnyDrafter()> inner, std::shared_ptr<OutputHistory> h)
+      : PyDrafter([inner, h] { return AnyDrafter(HistoryDrafter(inner(), h)); }), history(std::move(h)) {}
+  std::shared_ptr<OutputHistory> history;
 };
 
 // The mixture keeps a handle on the statistics of the instance it holds (the handle follows the
@@ -705,6 +713,34 @@ PYBIND11_MODULE(refdec, m) {
       .def_property_readonly("num_draft", [](const PyNgramTrieDrafter& d) { return d.options.num_draft; }, "Most draft nodes per proposal.")
       .def_property_readonly("grow", [](const PyNgramTrieDrafter& d) { return d.options.grow; }, "Also index accepted tokens.");
 
+  py::class_<OutputHistory, std::shared_ptr<OutputHistory>>(m, "OutputHistory",
+                                                            "The outputs of finished sequences, newest last, at most max_tokens "
+                                                            "tokens in all (the oldest go first); shared by HistoryDrafters.")
+      .def(py::init<std::size_t>(), py::arg("max_tokens") = OutputHistory::kDefaultMaxTokens)
+      .def("add", [](OutputHistory& h, const Tokens& output) { h.add(output); }, py::arg("output"),
+           "Adds one finished output (an empty one is ignored).")
+      .def_property_readonly("outputs", [](const OutputHistory& h) {
+             std::vector<std::vector<Token>> out;
+             h.append_to(out);
+             return out;
+           }, "The outputs held, oldest first.")
+      .def_property_readonly("tokens", &OutputHistory::tokens, "Tokens held.")
+      .def_property_readonly("max_tokens", &OutputHistory::max_tokens, "The bound on tokens.")
+      .def("__len__", &OutputHistory::size, "Outputs held.");
+
+  py::class_<PyHistoryDrafter, PyDrafter>(m, "HistoryDrafter",
+                                          "Drafts with `inner` (a fresh copy of it) from the model's earlier outputs: at each "
+                                          "begin the inner drafter gets the references followed by the history's outputs, and "
+                                          "the tokens accepted in a sequence join the history when the next one begins or the "
+                                          "drafter is dropped.")
+      .def(py::init([](PyDrafter* inner, std::shared_ptr<OutputHistory> history) {
+             REFDEC_CHECK(inner != nullptr, "history drafter: inner is None");
+             REFDEC_CHECK(history != nullptr, "history drafter: history is None");
+             return std::make_unique<PyHistoryDrafter>(inner->make, std::move(history));
+           }),
+           py::arg("inner"), py::arg("history"))
+      .def_property_readonly("history", [](const PyHistoryDrafter& d) { return d.history; }, "The shared OutputHistory.");
+
   py::class_<Datastore, std::shared_ptr<Datastore>>(m, "Datastore",
                                                     "A read-only, memory-mapped suffix-array datastore; one instance serves any "
                                                     "number of threads and drafters.")
@@ -776,7 +812,8 @@ PYBIND11_MODULE(refdec, m) {
                                           "their settings: the given drafters stay independent and usable.")
       .def(py::init([](const std::vector<PyDrafter*>& sources, const StepCost& cost, double prior_mean, double prior_strength,
                        double half_life, std::size_t max_depth, MixtureCombine combine, double calibration_half_life,
-                       double calibration_prior) {
+                       double calibration_prior, std::size_t source_budget, bool match_context, double recent_rate,
+                       double scorer_rate) {
              std::vector<std::function<AnyDrafter()>> makes;
              for (std::size_t s = 0; s < sources.size(); ++s) {
                REFDEC_CHECK(sources[s] != nullptr, "mixture: source " << s << " is None");
@@ -786,14 +823,23 @@ PYBIND11_MODULE(refdec, m) {
                               .max_depth = max_depth, .combine = combine};
              o.calibration_half_life = calibration_half_life;
              o.calibration_prior = calibration_prior;
+             o.source_budget = source_budget;
+             o.match_context = match_context;
+             o.recent_rate = recent_rate;
+             o.scorer_rate = scorer_rate;
              return std::make_unique<PyMixtureDrafter>(std::move(makes), o);
            }),
            py::arg("sources"), py::arg("cost") = StepCost::flat(), py::arg("prior_mean") = 0.3, py::arg("prior_strength") = 2.0,
            py::arg("half_life") = 2000.0, py::arg("max_depth") = 16, py::arg("combine") = MixtureCombine::max,
            py::arg("calibration_half_life") = MixtureOptions{}.calibration_half_life,
            py::arg("calibration_prior") = MixtureOptions{}.calibration_prior,
+           py::arg("source_budget") = MixtureOptions{}.source_budget, py::arg("match_context") = MixtureOptions{}.match_context,
+           py::arg("recent_rate") = MixtureOptions{}.recent_rate, py::arg("scorer_rate") = MixtureOptions{}.scorer_rate,
            "calibration_half_life: steps after which a step weighs half in the per-sequence calibration of "
-           "the budget choice under a step cost (0: off); calibration_prior: its prior weight, in tokens.")
+           "the budget choice under a step cost (0: off); calibration_prior: its prior weight, in tokens. "
+           "source_budget: draft nodes each source is asked for at least (0: the budget); match_context: "
+           "condition the estimates on each source's match length; recent_rate: weight of the newest step in "
+           "each source's recent reach (0: off); scorer_rate: learning rate of the learned scorer (0: off).")
       .def_property_readonly("statistics", [](const PyMixtureDrafter& d) { return std::const_pointer_cast<MixtureStatistics>(d.statistics); },
                              "What it learned (MixtureStatistics, follows the drafter).");
 

@@ -26,6 +26,7 @@
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
@@ -104,11 +105,12 @@ int arg(const Spec& s, const std::string& key, int fallback, std::initializer_li
   return value;
 }
 
-// One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs. A mixture names its
-// sources with '+' ("mixture:llma+rest+lookahead"), each with its defaults, and weighs its budget
-// with `mixture`'s options (its step cost included).
+// One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs, `history` the outputs
+// of the prompts this drafter served before. A mixture names its sources with '+'
+// ("mixture:llma+rest+lookahead"), each with its defaults, and weighs its budget with `mixture`'s
+// options (its step cost included).
 AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i,
-                        const MixtureOptions& mixture) {
+                        const std::shared_ptr<OutputHistory>& history, const MixtureOptions& mixture) {
   if (s.name == "none") return AnyDrafter{};
   REFDEC_CHECK(s.args.empty() || s.name == "llma" || s.name == "lookahead" || s.name == "mixture",
                "drafter '" << s.name << "' takes no options");
@@ -122,6 +124,7 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
     REFDEC_CHECK(i < stores.size(), "rest needs at least two prompts (its datastore holds the other prompts' outputs)");
     return AnyDrafter(RestDrafter(stores[i]));
   }
+  if (s.name == "history") return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter{}), history));
   if (s.name == "lookahead")
     return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15, {"W", "N", "G"}, 0),
                                         .ngram = arg(s, "N", 5, {"W", "N", "G"}, 2),
@@ -129,11 +132,11 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
     std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");
-    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, mixture));
+    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, history, mixture));
     REFDEC_CHECK(!sources.empty(), "mixture without sources: write mixture:a+b+c");
     return AnyDrafter(MixtureDrafter(std::move(sources), mixture));
   }
-  throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, lookahead, mixture:a+b)");
+  throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, history, lookahead, mixture:a+b)");
 }
 
 }  // namespace
@@ -145,14 +148,16 @@ int main(int argc, char** argv) {
   std::int64_t max_new_tokens = 256, budget = 64;
   std::vector<float> temperatures = {0.0f};
   bool calibrate = false;
-  bool small_budget_scoring = false;
+  bool small_budget_scoring = true;
+  double scorer_rate = MixtureOptions{}.scorer_rate;
   std::size_t num_prompts = kPrompts.size();
   app.add_option("--model", model_path, "llama2.c checkpoint (default: stories260K under the data directory)");
   app.add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer (default: tok512.bin beside stories260K)");
   app.add_option("--data-dir", data_dir, "data directory (default: $REFDEC_DATA_DIR or ../shared)");
   app.add_option("--drafter", drafters,
                  "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:k,m], ngram-trie, rest "
-                 "(datastore of the other prompts' outputs), lookahead[:W,N,G], mixture:a+b+c; repeatable")
+                 "(datastore of the other prompts' outputs), history (n-gram trie over the outputs of the prompts this drafter "
+                 "decoded before), lookahead[:W,N,G], mixture:a+b+c; repeatable")
       ->capture_default_str();
   app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")
       ->transform(cli::integer_in(1, static_cast<std::int64_t>(kPrompts.size())));
@@ -168,8 +173,12 @@ int main(int argc, char** argv) {
                "time the model's steps at start-up and let mixtures size their trees by that cost (default: flat cost)");
   app.add_flag("--small-budget-scoring,!--no-small-budget-scoring", small_budget_scoring,
                "mixtures: sources propose at least 64 nodes, estimates conditioned on match length and recent reach "
-               "(MixtureOptions source_budget 64, match_context, recent_rate 0.3; off by default)")
+               "(MixtureOptions source_budget 64, match_context, recent_rate 0.3: the defaults; off: 0, false, 0)")
       ->capture_default_str();
+  app.add_option("--scorer-rate", scorer_rate,
+                 "mixtures: learning rate of the learned scorer (MixtureOptions scorer_rate; 0: off)")
+      ->capture_default_str()
+      ->transform(cli::finite_in(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   try {
     const fs::path dir = data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(data_dir);
@@ -208,11 +217,12 @@ int main(int argc, char** argv) {
     }
 
     MixtureOptions mixture;  // its step cost flat unless calibrated
-    if (small_budget_scoring) {
-      mixture.source_budget = 64;
-      mixture.match_context = true;
-      mixture.recent_rate = 0.3;
+    if (!small_budget_scoring) {
+      mixture.source_budget = 0;
+      mixture.match_context = false;
+      mixture.recent_rate = 0.0;
     }
+    mixture.scorer_rate = scorer_rate;
     if (calibrate) {
       const auto samples = measure_step_cost(model, {.context = 128});
       mixture.cost = StepCost::calibrated(samples);
@@ -237,9 +247,10 @@ int main(int argc, char** argv) {
         const Spec spec = parse_spec(text);
         GenerateStats total;
         std::size_t equal = 0;
+        const auto history = std::make_shared<OutputHistory>();  // this drafter's earlier outputs in this run
         const auto t0 = Clock::now();
         for (std::size_t i = 0; i < num_prompts; ++i) {
-          const auto r = generate(model, requests[i], make_drafter(spec, stores, i, mixture), opt);
+          const auto r = generate(model, requests[i], make_drafter(spec, stores, i, history, mixture), opt);
           equal += r.tokens[0] == plain[i] ? 1 : 0;
           total.tokens += r.stats.tokens;
           total.steps += r.stats.steps;

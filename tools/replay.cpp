@@ -27,6 +27,7 @@
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
@@ -55,6 +56,7 @@ struct Settings {
   RestOptions rest;
   LookaheadOptions pool{.window = 0};  // replay has no model to run a Jacobi window: the pool only
   std::string datastore;
+  std::size_t history_tokens = OutputHistory::kDefaultMaxTokens;  // the history drafter's bound
   std::string sources = "llma,ngram-trie,rest";  // the mixture's, comma-separated
   MixtureOptions mixture;
   std::vector<double> step_cost;  // the mixture's affine step cost (a, b); empty: flat
@@ -70,6 +72,8 @@ std::vector<std::string> split_sources(const std::string& list) {
 }
 
 AnyDrafter make_single(const std::string& name, const Settings& s) {
+  if (name == "history")  // the n-gram trie over the outputs of the traces replayed before
+    return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter(s.trie)), std::make_shared<OutputHistory>(s.history_tokens)));
   if (name == "none") return AnyDrafter{};
   if (name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
   if (name == "llma") return AnyDrafter(LlmaDrafter(s.llma));
@@ -108,6 +112,9 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
   if (name == "ngram-trie")
     return {{"n", s.trie.n}, {"prefix_len", s.trie.prefix_len}, {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
   if (name == "ngram-pool") return {{"ngram", s.pool.ngram}, {"guesses", s.pool.guesses}};
+  if (name == "history")
+    return {{"history_tokens", s.history_tokens}, {"n", s.trie.n}, {"prefix_len", s.trie.prefix_len},
+            {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
   if (name == "rest")
     return {{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
             {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}};
@@ -124,7 +131,7 @@ nlohmann::json settings_json(const Settings& s) {
   j.update({{"combine", s.combine}, {"prior_mean", s.mixture.prior_mean}, {"prior_strength", s.mixture.prior_strength},
             {"half_life", s.mixture.half_life}, {"max_depth", s.mixture.max_depth},
             {"source_budget", s.mixture.source_budget}, {"match_context", s.mixture.match_context},
-            {"recent_rate", s.mixture.recent_rate}, {"calibration_half_life", s.mixture.calibration_half_life},
+            {"recent_rate", s.mixture.recent_rate}, {"scorer_rate", s.mixture.scorer_rate}, {"calibration_half_life", s.mixture.calibration_half_life},
             {"calibration_prior", s.mixture.calibration_prior}});
   if (!s.step_cost.empty()) j["step_cost"] = s.step_cost;
   if (!s.step_cost_file.empty()) j["step_cost_file"] = fs::path(s.step_cost_file).filename().string();
@@ -304,7 +311,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
-  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | mixture")->capture_default_str();
+  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | history (the n-gram trie over the outputs of the traces replayed before) | mixture")->capture_default_str();
   app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str()
       ->transform(cli::integer_in(0, cli::kMaxBudget));
   app.add_option("--limit", s.limit, "replay only the first N traces (0: all)")
@@ -354,6 +361,9 @@ int main(int argc, char** argv) {
       ->transform(cli::integer_in(1, kMaxRetrievalNodes));
   app.add_option("--max-occurrences", s.rest.max_occurrences, "rest: occurrences read per step")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalOccurrences));
+  app.add_option("--history-tokens", s.history_tokens, "history: tokens of earlier outputs kept at most")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, OutputHistory::kMaxTokens));
   app.add_option("--sources", s.sources, "mixture: its source drafters, comma-separated, each set by its own flags")
       ->capture_default_str();
   app.add_option("--prior-mean", s.mixture.prior_mean, "mixture: prior acceptance of a node given its parent's")
@@ -373,6 +383,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--recent-rate", s.mixture.recent_rate,
                  "mixture: weight of the newest step in each source's average recent reach (0: off)")
+      ->capture_default_str()
+      ->transform(cli::finite_in(0.0, 1.0));
+  app.add_option("--scorer-rate", s.mixture.scorer_rate,
+                 "mixture: learning rate of the learned scorer that corrects the per-source estimates (0: off)")
       ->capture_default_str()
       ->transform(cli::finite_in(0.0, 1.0));
   app.add_option("--calibration-half-life", s.mixture.calibration_half_life,

@@ -126,6 +126,32 @@ def test_mixture_over_every_drafter_learns_and_leaves_its_sources_alone():
     assert replay(nested, prompt, prompt[50:100]) > 1.0
 
 
+def test_history_drafter_drafts_from_earlier_outputs():
+    history = refdec.OutputHistory(max_tokens=1000)
+    assert len(history) == 0 and history.max_tokens == 1000
+    d = refdec.HistoryDrafter(refdec.NgramTrieDrafter(n=8, prefix_len=2, num_draft=16), history)
+    assert d.name == "history(ngram-trie)" and d.history is history
+    answer = text(200, 7, vocab=150)
+    first = replay(d, [1, 2, 3], answer)  # nothing to copy from but the answer itself
+    d.begin([4, 5, 6])  # the first sequence ends: its output joins the history
+    assert history.outputs == [answer] and history.tokens == 200
+    second = replay(d, [4, 5, 6], answer)  # the same answer again: drafted from the history
+    assert second > first + 1.0
+    history.add([9, 9])
+    assert len(history) == 2 and history.outputs[-1] == [9, 9]  # the second sequence is still running
+
+
+def test_mixture_takes_the_small_budget_settings():
+    mix = refdec.MixtureDrafter([refdec.LlmaDrafter(), refdec.NgramTrieDrafter()], source_budget=0, match_context=False,
+                                recent_rate=0.0, scorer_rate=0.0)
+    prompt = text(400, 4)
+    assert replay(mix, prompt, prompt[50:250], budget=8) > 1.5
+    with pytest.raises(ValueError, match="mixture: scorer_rate"):
+        refdec.MixtureDrafter([refdec.NoDrafter()], scorer_rate=2.0)
+    with pytest.raises(ValueError, match="mixture: recent_rate"):
+        refdec.MixtureDrafter([refdec.NoDrafter()], recent_rate=-1.0)
+
+
 def test_drafter_argument_errors():
     with pytest.raises(ValueError, match="LLMA: k"):
         refdec.LlmaDrafter(k=0)
@@ -143,6 +169,10 @@ def test_drafter_argument_errors():
         refdec.MixtureDrafter([refdec.NoDrafter()], calibration_half_life=-1.0)
     with pytest.raises(ValueError, match="mixture: calibration_prior"):
         refdec.MixtureDrafter([refdec.NoDrafter()], calibration_prior=0.0)
+    with pytest.raises(ValueError, match="output history: max_tokens"):
+        refdec.OutputHistory(max_tokens=0)
+    with pytest.raises(ValueError, match="output history: token ids must be non-negative"):
+        refdec.OutputHistory().add([1, -2])
     d = refdec.LlmaDrafter(self_reference=True)
     d.begin([1, 2, 3, 1, 2])
     with pytest.raises(ValueError, match="outside the vocabulary"):

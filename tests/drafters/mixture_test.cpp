@@ -255,6 +255,18 @@ std::vector<Token> step(MixtureDrafter& mix, Stream& stream) {
   return emitted;
 }
 
+// The per-source estimates alone: no source budget, context features or learned scorer (the
+// defaults turn them on), for the tests of what those estimates and the calibration do by
+// themselves.
+MixtureOptions table_only() {
+  MixtureOptions o;
+  o.source_budget = 0;
+  o.match_context = false;
+  o.recent_rate = 0.0;
+  o.scorer_rate = 0.0;
+  return o;
+}
+
 MixtureDrafter chains_mixture(MixtureOptions options, const Stream& s) {
   PathsDrafter a{{}, "a"};
   PathsDrafter b{{}, "b"};
@@ -363,7 +375,7 @@ Stream fixed_stream(bool right) {
 // estimates keep verifying the whole chain.
 TEST(MixtureDrafter, CalibrationDropsTheBudgetWhereTheEstimatesAreOverConfident) {
   for (const double half_life : {0.0, 12.0}) {
-    MixtureOptions o;
+    MixtureOptions o = table_only();
     o.cost = StepCost::affine(1.0, 0.25);  // a token costs a quarter of a step's fixed cost
     o.calibration_half_life = half_life;
     Stream right = fixed_stream(true);
@@ -406,7 +418,7 @@ TEST(MixtureDrafter, CalibrationDropsTheBudgetWhereTheEstimatesAreOverConfident)
 TEST(MixtureDrafter, CalibrationGrowsTheBudgetWhereTheEstimatesAreUnderConfident) {
   std::vector<double> mean_budget;
   for (const double half_life : {0.0, 12.0}) {
-    MixtureOptions o;
+    MixtureOptions o = table_only();
     o.cost = StepCost::affine(1.0, 0.25);
     o.calibration_half_life = half_life;
     Stream mostly_wrong;
@@ -539,6 +551,9 @@ TEST(MixtureDrafter, RejectsBadOptionsNamingThem) {
   refdec_test::expect_error(
       [&] { make(MixtureOptions{.calibration_half_life = std::numeric_limits<double>::infinity()}); },
       "calibration_half_life must be finite and non-negative (0: off), got inf");
+  refdec_test::expect_error([&] { make(MixtureOptions{.scorer_rate = -0.1}); }, "scorer_rate must be in [0, 1] (0: off), got -0.1");
+  refdec_test::expect_error([&] { make(MixtureOptions{.scorer_rate = std::numeric_limits<double>::quiet_NaN()}); },
+                            "scorer_rate must be in [0, 1] (0: off), got nan");
   refdec_test::expect_error([&] { make(MixtureOptions{.calibration_prior = 0.0}); },
                             "calibration_prior must be finite and positive, got 0");
   refdec_test::expect_error([&] { make(MixtureOptions{.calibration_prior = std::numeric_limits<double>::quiet_NaN()}); },
@@ -601,7 +616,7 @@ TEST(MixtureDrafter, AsksEachSourceForAtLeastTheSourceBudget) {
   EXPECT_TRUE(out.empty());
   mix.accept(std::vector<Token>{7});
 
-  MixtureDrafter own(one_source(src));  // source_budget 0 (the default): the budget
+  MixtureDrafter own(one_source(src), MixtureOptions{.source_budget = 0});  // 0: the budget
   own.begin(std::vector<Token>{0}, {});
   own.propose(8, out);
   EXPECT_EQ(budgets->back(), 8u);
@@ -614,7 +629,7 @@ TEST(MixtureDrafter, EstimatesAreConditionedOnEachSourcesMatchLength) {
   for (const bool context : {true, false}) {
     ScriptedDrafter src{{1}};
     const auto match = src.match;
-    MixtureDrafter mix(one_source(src), MixtureOptions{.match_context = context, .recent_rate = 0.0});
+    MixtureDrafter mix(one_source(src), MixtureOptions{.match_context = context, .recent_rate = 0.0, .scorer_rate = 0.0});
     mix.begin(std::vector<Token>{0}, {});
     DraftTree out;
     for (int i = 0; i < 400; ++i) {
@@ -645,7 +660,7 @@ TEST(MixtureDrafter, EstimatesAreConditionedOnEachSourcesMatchLength) {
 TEST(MixtureDrafter, EstimatesFollowEachSourcesRecentReachInTheSequence) {
   for (const double rate : {0.3, 0.0}) {
     ScriptedDrafter src{{1, 2, 3}};
-    MixtureDrafter mix(one_source(src), MixtureOptions{.match_context = false, .recent_rate = rate});
+    MixtureDrafter mix(one_source(src), MixtureOptions{.match_context = false, .recent_rate = rate, .scorer_rate = 0.0});
     DraftTree out;
     for (int seq = 0; seq < 60; ++seq) {
       mix.begin(std::vector<Token>{0}, {});
@@ -671,6 +686,61 @@ TEST(MixtureDrafter, EstimatesFollowEachSourcesRecentReachInTheSequence) {
       EXPECT_NEAR(again, fresh, 0.05f);  // a new sequence starts without a recent record
     } else {
       EXPECT_NEAR(hot, fresh, 0.05f);
+    }
+  }
+}
+
+// The learned scorer starts as the per-source estimates: before it has learned anything, a
+// mixture with it proposes the same tree with the same scores as one without it.
+TEST(MixtureDrafter, ScorerStartsAsThePerSourceEstimates) {
+  const auto sources = [] {
+    return sources_of({PathsDrafter{{{{1, 2, 3}, 3.0f}, {{1, 4}, 1.0f}, {{5, 6}, 1.0f}}, "a"},
+                       PathsDrafter{{{{1, 2, 7}, 2.0f}, {{8}, 1.0f}}, "b"}});
+  };
+  MixtureDrafter with(sources(), MixtureOptions{.scorer_rate = 0.1});
+  MixtureDrafter without(sources(), MixtureOptions{.scorer_rate = 0.0});
+  with.begin(std::vector<Token>{9}, {});
+  without.begin(std::vector<Token>{9}, {});
+  for (const std::size_t budget : {std::size_t{64}, std::size_t{4}}) {
+    DraftTree a;
+    DraftTree b;
+    with.propose(budget, a);
+    without.propose(budget, b);
+    const LinearTree la = a.linearize(9, budget);
+    const LinearTree lb = b.linearize(9, budget);
+    ASSERT_EQ(paths_of(la), paths_of(lb)) << budget;
+    ASSERT_EQ(la.score.size(), lb.score.size());
+    for (std::size_t i = 0; i < la.score.size(); ++i) EXPECT_NEAR(la.score[i], lb.score[i], 1e-6f) << budget << " node " << i;
+    // No acceptance: the next proposal is the first one again for both.
+  }
+}
+
+// One source proposes two tokens with the same score every step, and the truth is always the
+// second: the per-source estimates give both the same cell (same source, depth, share and score)
+// and cannot tell them apart; the learned scorer sees the tokens and learns which one is right.
+TEST(MixtureDrafter, ScorerLearnsWhatThePerSourceEstimatesCannotTell) {
+  for (const double rate : {0.1, 0.0}) {
+    MixtureDrafter mix(sources_of({PathsDrafter{{{{3}, 1.0f}, {{4}, 1.0f}}, "a"}}), MixtureOptions{.scorer_rate = rate});
+    mix.begin(std::vector<Token>{0}, {});
+    DraftTree out;
+    for (int i = 0; i < 200; ++i) {
+      out.clear();
+      mix.propose(64, out);
+      mix.accept(std::vector<Token>{4, 9});
+    }
+    out.clear();
+    mix.propose(1, out);  // the cut keeps the one it believes in
+    ASSERT_EQ(out.size(), 1u);
+    const Token kept = out.node(out.node(0).first_child).token;
+    const float right = root_child_score(mix, 4);
+    const float wrong = root_child_score(mix, 3);
+    if (rate > 0.0) {
+      EXPECT_EQ(kept, 4) << "the scorer must keep the token that is right";
+      EXPECT_GT(right, 0.8f);
+      EXPECT_LT(wrong, 0.1f);
+    } else {
+      EXPECT_NEAR(right, wrong, 1e-6f);  // one cell, one estimate
+      EXPECT_NEAR(right, 0.5f, 0.05f);   // the sibling pair shares the one right answer
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "refdec/datastore/builder.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"
@@ -201,6 +202,32 @@ TEST_F(StoriesTest, MixtureWithLookaheadIsLossless) {
     const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
     for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batch.tokens[i], plain[i]) << "batch sequence " << i;
   }
+}
+
+// The history drafter (an n-gram trie over the stories it decoded before) is lossless, and from
+// the second story on it drafts from the earlier ones: the stories share their phrasing.
+TEST_F(StoriesTest, HistoryDrafterIsLosslessAndDraftsFromEarlierOutputs) {
+  GenerateOptions opt;
+  opt.max_new_tokens = 120;
+  opt.budget = 16;
+  const auto history = std::make_shared<OutputHistory>();
+  const std::vector<std::string> prompts = {"Once upon a time", "Tom and", "Lily wanted", "One day"};
+  std::int64_t with_history = 0;  // accepted draft tokens after the first story
+  std::int64_t without = 0;       // the same n-gram trie over each story alone
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const Request req{tokenizer_->encode(prompts[i], true, false), {}};
+    const auto plain = run(*model_, req, std::nullopt, opt).tokens[0];
+    const auto spec = generate(*model_, req, AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter{}), history)), opt);
+    EXPECT_EQ(spec.tokens[0], plain) << "prompt " << i;
+    EXPECT_EQ(history->size(), i + 1) << "the drafter, dropped with its request, added its output";
+    const auto alone = generate(*model_, req, AnyDrafter(NgramTrieDrafter{}), opt);
+    EXPECT_EQ(alone.tokens[0], plain) << "prompt " << i;
+    if (i > 0) {
+      with_history += spec.stats.drafting.accepted_tokens;
+      without += alone.stats.drafting.accepted_tokens;
+    }
+  }
+  EXPECT_GT(with_history, without);
 }
 
 // Under sampling, speculative decoding is distributed as plain sampling. For each drafter and

@@ -18,6 +18,7 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/online_logistic.hpp"
 #include "refdec/core/step_cost.hpp"
 #include "refdec/drafters/drafter.hpp"
 
@@ -52,18 +53,26 @@ struct MixtureOptions {
   /// The cut then picks the step's budget from every source's best candidates instead of from
   /// each source's own top `budget`, which at small budgets is not the mixture's: a source ranks
   /// by its own score, the mixture by learned acceptance. Costs drafting time, not verification.
-  /// Off by default, like the two context features below: together they raise replay tau at
-  /// budgets 8 and 16 (docs/drafters.md, "Small budgets"; 64 with match_context and recent_rate
-  /// 0.3) but lowered stories260K end to end at budget 64 (4.892 to 4.868), where a fresh mixture
-  /// per prompt learns from about 50 steps and the finer contexts learn slower.
-  std::size_t source_budget = 0;
+  /// With the two context features below and the learned scorer (the defaults) it raises replay
+  /// tau at budgets 8 and 16 and lowers it nowhere measured (docs/drafters.md, "Small budgets").
+  std::size_t source_budget = 64;
   /// Condition the estimates on each source's match length this step (a MatchReportingDrafter's
   /// last_match(): the context suffix its proposal rests on; 0 for a source that reports none).
-  bool match_context = false;
+  bool match_context = true;
   /// Weight of the newest step in each source's moving average of how many true tokens in a row
   /// it had proposed (its reach), per sequence; the estimates are conditioned on it, so a source
-  /// that has been right lately in this sequence is trusted more (0: off; 0.3 measured). In [0, 1].
-  double recent_rate = 0.0;
+  /// that has been right lately in this sequence is trusted more (0: off). In [0, 1].
+  double recent_rate = 0.3;
+  /// AdaGrad learning rate of the learned scorer (0: off). On, each merged node's probability
+  /// given its parent's acceptance is a logistic regression (OnlineLogistic), learned online from
+  /// the accepted tokens, over what the per-source estimates see one source at a time and what
+  /// they cannot: every source's estimate, match length, recent reach and score at once, the
+  /// node's depth, its merged siblings (how many, its share of their estimates, whether it leads
+  /// them), its parent's estimate, and hashed indicators of its token in the context of the two
+  /// tokens before it and of the set of sources that proposed it. It starts as the per-source
+  /// estimate (weight 1 on its logit, 0 elsewhere) and learns a correction, so a fresh mixture
+  /// proposes what it would without it. In [0, 1]. 2 MiB of weights per mixture.
+  double scorer_rate = 0.1;
   /// Steps after which a step weighs half in the per-sequence calibration of the adaptive budget
   /// (0: off). The learned estimates are shared by every sequence the drafter serves, so on a
   /// sequence where the sources are worse (or better) than on average they are over- (or under-)
@@ -264,6 +273,14 @@ class MixtureDrafter {
                      << opt_.calibration_half_life);
     REFDEC_CHECK(std::isfinite(opt_.calibration_prior) && opt_.calibration_prior > 0.0,
                  "mixture: calibration_prior must be finite and positive, got " << opt_.calibration_prior);
+    REFDEC_CHECK(std::isfinite(opt_.scorer_rate) && opt_.scorer_rate >= 0.0 && opt_.scorer_rate <= 1.0,
+                 "mixture: scorer_rate must be in [0, 1] (0: off), got " << opt_.scorer_rate);
+    if (opt_.scorer_rate > 0.0) {
+      std::vector<double> initial(kScorerDense + kScorerPerSource * sources_.size(), 0.0);
+      initial[kTableLogit] = 1.0;
+      scorer_ = std::make_shared<OnlineLogistic>(std::move(initial),
+                                                 OnlineLogisticOptions{.learning_rate = opt_.scorer_rate});
+    }
     calibration_decay_ = opt_.calibration_half_life > 0.0 ? std::exp2(-1.0 / opt_.calibration_half_life) : 1.0;
     std::vector<std::string> names;
     for (const AnyDrafter& s : sources_) names.push_back(s.name());
@@ -308,6 +325,8 @@ class MixtureDrafter {
   /// Starts a sequence in every source. What was learned is kept.
   void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
     for (AnyDrafter& s : sources_) s.begin(prompt, references);
+    last_token_ = prompt.empty() ? kNoToken : prompt.back();
+    prev_token_ = prompt.size() < 2 ? kNoToken : prompt[prompt.size() - 2];
     merged_.clear();
     proposer_.clear();
     std::fill(recent_.begin(), recent_.end(), 0.0);  // recent reach is per sequence
@@ -327,8 +346,9 @@ class MixtureDrafter {
       DraftTree& tree = trees_[s];
       tree.clear();
       if (source_budget > 0) sources_[s].propose(source_budget, tree);
-      match_[s] = opt_.match_context ? sources_[s].last_match() : 0;
-      const double reach = recent_[s];
+      match_[s] = opt_.match_context || scorer_ ? sources_[s].last_match() : 0;
+      const std::size_t match = opt_.match_context ? match_[s] : 0;
+      const double reach = opt_.recent_rate > 0.0 ? recent_[s] : 0.0;
       map_.assign(tree.size() + 1, 0);  // [source nodes] merged index of each
       double root_total = 0.0;
       for (std::int32_t c = tree.node(0).first_child; c >= 0; c = tree.node(c).next_sibling) root_total += tree.node(c).score;
@@ -343,7 +363,15 @@ class MixtureDrafter {
             proposer_.resize((static_cast<std::size_t>(m) + 1) * num_sources, kNone);
           const double share = parent_score > 0.0 ? n.score / parent_score : 0.0;
           proposer_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<std::int32_t>(
-              stats_->cell(s, static_cast<std::size_t>(n.depth), match_[s], reach, share, n.score));
+              stats_->cell(s, static_cast<std::size_t>(n.depth), match, reach, share, n.score));
+          if (scorer_) {
+            if (source_share_.size() < proposer_.size()) {
+              source_share_.resize(proposer_.size(), 0.0f);
+              source_score_.resize(proposer_.size(), 0.0f);
+            }
+            source_share_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<float>(share);
+            source_score_[static_cast<std::size_t>(m) * num_sources + s] = n.score;
+          }
         }
       }
     }
@@ -403,6 +431,7 @@ class MixtureDrafter {
       for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
         const bool ok = merged_.node(c).token == tokens[j];
         if (ok) next = c;
+        if (scorer_) scorer_->update(scorer_dense(c), scorer_hashed(c), ok);
         for (std::size_t s = 0; s < num_sources; ++s) {
           const std::int32_t cell = proposer_[static_cast<std::size_t>(c) * num_sources + s];
           if (cell == kNone) continue;
@@ -414,10 +443,14 @@ class MixtureDrafter {
       u = next;
     }
     // Each source's reach this step, capped so that one long copy does not dominate the average.
-    const double a = opt_.recent_rate;
+    const double a = opt_.recent_rate > 0.0 ? opt_.recent_rate : kScorerRecentRate;
     for (std::size_t s = 0; s < num_sources; ++s)
       recent_[s] = (1.0 - a) * recent_[s] + a * static_cast<double>(std::min<std::size_t>(reach_[s], kReachCap));
     if (opt_.calibration_half_life > 0.0) calibrate(tokens);
+    if (!tokens.empty()) {
+      prev_token_ = tokens.size() >= 2 ? tokens[tokens.size() - 2] : last_token_;
+      last_token_ = tokens.back();
+    }
     merged_.clear();  // learn from a proposal once
     stats_->end_step();
   }
@@ -481,9 +514,19 @@ class MixtureDrafter {
     const auto count = static_cast<std::int32_t>(merged_.size() + 1);
     prob_.assign(static_cast<std::size_t>(count), 0.0f);
     prob_[0] = 1.0f;
-    cond_.resize(static_cast<std::size_t>(count));
+    cond_.assign(static_cast<std::size_t>(count), 1.0);
+    if (scorer_) {
+      dense_.assign(static_cast<std::size_t>(count) * scorer_->dense_size(), 0.0f);
+      hashed_.assign(static_cast<std::size_t>(count) * kScorerHashed, 0);
+      token_.resize(static_cast<std::size_t>(count));
+      parent_.resize(static_cast<std::size_t>(count));
+      token_[0] = last_token_;
+      parent_[0] = 0;
+    }
     for (std::int32_t u = 0; u < count; ++u) {  // parents first, so prob_[u] is final here
       double sum = 0.0;
+      double best = 0.0;
+      std::size_t siblings = 0;
       for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
         double miss = 1.0;  // probability that the node is wrong
         for (std::size_t s = 0; s < num_sources; ++s) {
@@ -494,6 +537,18 @@ class MixtureDrafter {
         }
         cond_[static_cast<std::size_t>(c)] = 1.0 - miss;
         sum += 1.0 - miss;
+        best = std::max(best, 1.0 - miss);
+        ++siblings;
+      }
+      if (scorer_) {  // the learned scorer's estimate replaces the per-source one
+        const Sibling sibling{.count = siblings, .sum = sum, .best = best};
+        for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling)
+          set_scorer_features(u, c, sibling);
+        sum = 0.0;
+        for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
+          cond_[static_cast<std::size_t>(c)] = scorer_->predict(scorer_dense(c), scorer_hashed(c));
+          sum += cond_[static_cast<std::size_t>(c)];
+        }
       }
       const double scale = sum > 1.0 ? 1.0 / sum : 1.0;  // siblings are exclusive events
       for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
@@ -503,6 +558,95 @@ class MixtureDrafter {
       }
     }
   }
+
+  // What the learned scorer knows of a node's merged siblings (itself included): their number,
+  // and the sum and the largest of their per-source estimates.
+  struct Sibling {
+    std::size_t count = 0;
+    double sum = 0.0;
+    double best = 0.0;
+  };
+
+  // The learned scorer's features of merged node c, child of u (MixtureOptions::scorer_rate),
+  // from cond_[c], its per-source estimate, and cond_[u], its parent's final estimate.
+  void set_scorer_features(std::int32_t u, std::int32_t c, const Sibling& sibling) {
+    const std::size_t num_sources = sources_.size();
+    const auto ci = static_cast<std::size_t>(c);
+    const auto ui = static_cast<std::size_t>(u);
+    const double table = cond_[ci];
+    const std::int32_t depth = merged_.node(c).depth;
+    float* x = dense_.data() + ci * scorer_->dense_size();
+    x[kBias] = 1.0f;
+    x[kTableLogit] = static_cast<float>(OnlineLogistic::logit_of(table));
+    x[kDepth1] = depth == 1 ? 1.0f : 0.0f;
+    x[kDepth2] = depth == 2 ? 1.0f : 0.0f;
+    x[kDepth3To4] = depth == 3 || depth == 4 ? 1.0f : 0.0f;
+    x[kSiblings] = static_cast<float>(std::log(static_cast<double>(sibling.count)));
+    x[kSiblingShare] = static_cast<float>(sibling.sum > 0.0 ? table / sibling.sum : 0.0);
+    x[kLeads] = table >= sibling.best ? 1.0f : 0.0f;
+    x[kParentLogit] = u == 0 ? 0.0f : static_cast<float>(OnlineLogistic::logit_of(cond_[ui]));
+    std::uint64_t proposers = 0;  // bit s: source s proposed c
+    float* xs = x + kScorerDense;
+    for (std::size_t s = 0; s < num_sources; ++s, xs += kScorerPerSource) {
+      const std::size_t k = ci * num_sources + s;
+      const std::int32_t cell = proposer_[k];
+      if (cell == kNone) continue;
+      proposers |= std::uint64_t{1} << std::min<std::size_t>(s, 63);
+      x[kProposers] += 1.0f;
+      xs[0] = 1.0f;
+      xs[1] = static_cast<float>(OnlineLogistic::logit_of(stats_->cell_estimate(static_cast<std::size_t>(cell))));
+      xs[2] = static_cast<float>(std::log1p(static_cast<double>(match_[s])));
+      xs[3] = static_cast<float>(std::min(recent_[s], static_cast<double>(kReachCap)));
+      xs[4] = source_share_[k];
+      xs[5] = static_cast<float>(std::log1p(std::max(0.0f, source_score_[k])));
+    }
+    token_[ci] = merged_.node(c).token;
+    parent_[ci] = u;
+    const auto id = [](Token t) { return static_cast<std::uint64_t>(static_cast<std::uint32_t>(t)); };
+    const std::uint64_t tok = id(token_[ci]);
+    const std::uint64_t parent = id(token_[ui]);
+    const std::uint64_t grand = id(u == 0 ? prev_token_ : token_[static_cast<std::size_t>(parent_[ui])]);
+    std::uint64_t* h = hashed_.data() + ci * kScorerHashed;
+    h[0] = OnlineLogistic::hash(1, tok);
+    h[1] = OnlineLogistic::hash(2, parent, tok);
+    h[2] = OnlineLogistic::hash(3, OnlineLogistic::hash(0, grand, parent), tok);
+    h[3] = OnlineLogistic::hash(4, proposers, tok);
+    h[4] = OnlineLogistic::hash(5, proposers, static_cast<std::uint64_t>(std::min(depth, 8)));
+  }
+  std::span<const float> scorer_dense(std::int32_t c) const {
+    return {dense_.data() + static_cast<std::size_t>(c) * scorer_->dense_size(), scorer_->dense_size()};
+  }
+  std::span<const std::uint64_t> scorer_hashed(std::int32_t c) const {
+    return {hashed_.data() + static_cast<std::size_t>(c) * kScorerHashed, kScorerHashed};
+  }
+
+  // The learned scorer's dense features (set_scorer_features): a bias, the logit of the
+  // per-source estimate, depth 1, 2 and 3-4, log of the number of merged siblings, the node's
+  // share of their estimates, whether it leads them, the logit of its parent's estimate (0 at
+  // depth 1), the number of sources that proposed it; then kScorerPerSource per source: proposed,
+  // the logit of that source's estimate, log(1 + its match length), its recent reach, the node's
+  // share of its parent's score in its tree and log(1 + its score there) (all 0 when it did not
+  // propose the node). Hashed (kScorerHashed): the node's token; the pairs (parent's token, its
+  // token), (grandparent's and parent's tokens, its token), (the set of sources that proposed it,
+  // its token) and (that set, its depth). The tokens before the root are the last accepted ones.
+  enum : std::size_t {
+    kBias,
+    kTableLogit,
+    kDepth1,
+    kDepth2,
+    kDepth3To4,
+    kSiblings,
+    kSiblingShare,
+    kLeads,
+    kParentLogit,
+    kProposers,
+    kScorerDense
+  };
+  static constexpr std::size_t kScorerPerSource = 6;
+  static constexpr std::size_t kScorerHashed = 5;
+  // The recent reach's moving average when only the learned scorer uses it (recent_rate 0).
+  static constexpr double kScorerRecentRate = 0.3;
+  static constexpr Token kNoToken = -1;
 
   std::vector<AnyDrafter> sources_;
   MixtureOptions opt_;
@@ -527,6 +671,16 @@ class MixtureDrafter {
   double accepted_ = 0.0;            // decayed sum of the accepted tokens they came to
   double step_expected_ = 0.0;       // the last proposal's expected accepted tokens
   double last_calibration_ = 1.0;
+  // The learned scorer (MixtureOptions::scorer_rate; null: off) and this step's features.
+  std::shared_ptr<OnlineLogistic> scorer_;
+  std::vector<float> source_share_;     // [merged nodes + 1, sources] a node's share of its parent's score in a source's tree
+  std::vector<float> source_score_;     // [merged nodes + 1, sources] its score there
+  std::vector<float> dense_;            // [merged nodes + 1, dense features]
+  std::vector<std::uint64_t> hashed_;   // [merged nodes + 1, kScorerHashed]
+  std::vector<Token> token_;            // [merged nodes + 1] each node's token (the root: the last accepted one)
+  std::vector<std::int32_t> parent_;    // [merged nodes + 1]
+  Token last_token_ = kNoToken;
+  Token prev_token_ = kNoToken;         // the one before last_token_
 };
 
 static_assert(Drafter<MixtureDrafter>);

@@ -1,0 +1,176 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Drafting from what the model wrote before: the outputs of the sequences an engine has finished
+// (earlier requests, earlier conversations) kept in a bounded shared history, and a drafter that
+// hands them to another drafter as references. A model repeats its own phrasing across answers
+// far more than another model's answers or the prompt do.
+
+#include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/aux_block.hpp"
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/drafters/drafter.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// The outputs of finished sequences, newest last, at most max_tokens() tokens in all: adding one
+/// drops the oldest outputs until the rest fit (an output longer than the bound keeps its last
+/// max_tokens() tokens). Thread-safe: one history may be shared by the drafters of every sequence
+/// an engine serves, each adding its output when its sequence ends.
+class OutputHistory {
+ public:
+  /// The default bound: enough for a few hundred answers, and a HistoryDrafter's begin() (which
+  /// indexes the whole history for its inner drafter) stays a few milliseconds.
+  static constexpr std::size_t kDefaultMaxTokens = std::size_t{1} << 14;
+  /// The largest bound accepted.
+  static constexpr std::size_t kMaxTokens = std::size_t{1} << 26;
+
+  /// An empty history of at most `max_tokens` tokens, in [1, kMaxTokens].
+  explicit OutputHistory(std::size_t max_tokens = kDefaultMaxTokens) : max_tokens_(max_tokens) {
+    REFDEC_CHECK(max_tokens >= 1 && max_tokens <= kMaxTokens,
+                 "output history: max_tokens must be in [1, " << kMaxTokens << "], got " << max_tokens);
+  }
+
+  /// Adds one finished output (token ids >= 0; an empty one is ignored).
+  void add(std::span<const Token> output) {
+    for (const Token t : output)
+      REFDEC_CHECK(t >= 0, "output history: token ids must be non-negative, got " << t);
+    if (output.empty()) return;
+    if (output.size() > max_tokens_) output = output.last(max_tokens_);
+    std::vector<Token> copy(output.begin(), output.end());
+    const std::lock_guard lock(mutex_);
+    while (!outputs_.empty() && tokens_ + copy.size() > max_tokens_) {
+      tokens_ -= outputs_.front().size();
+      outputs_.pop_front();
+    }
+    tokens_ += copy.size();
+    outputs_.push_back(std::move(copy));
+  }
+
+  /// A copy of the outputs, oldest first, appended to `out`.
+  void append_to(std::vector<std::vector<Token>>& out) const {
+    const std::lock_guard lock(mutex_);
+    out.insert(out.end(), outputs_.begin(), outputs_.end());
+  }
+
+  /// The number of outputs held.
+  std::size_t size() const {
+    const std::lock_guard lock(mutex_);
+    return outputs_.size();
+  }
+  /// The number of tokens held, at most max_tokens().
+  std::size_t tokens() const {
+    const std::lock_guard lock(mutex_);
+    return tokens_;
+  }
+  /// The bound on tokens().
+  std::size_t max_tokens() const { return max_tokens_; }
+
+ private:
+  const std::size_t max_tokens_;
+  mutable std::mutex mutex_;
+  std::deque<std::vector<Token>> outputs_;  // oldest first
+  std::size_t tokens_ = 0;                  // sum of outputs_' sizes
+};
+
+/// A drafter that drafts with another (the inner drafter) from the model's earlier outputs: at
+/// begin() the inner drafter gets the request's references followed by every output in the
+/// shared OutputHistory, and the tokens this drafter accepted become an output of the history when
+/// its sequence ends: at the next begin(), at finish(), or when the drafter is destroyed (a
+/// Session destroys a request's drafter when the request leaves). The history never holds the
+/// sequence being drafted. Everything else (proposals, match length, auxiliary tokens) is the
+/// inner drafter's. An n-gram trie inner (NgramTrieDrafter) ranks continuations by how often the
+/// model wrote them. begin() costs what the inner drafter's begin() costs over the whole history
+/// (OutputHistory::kDefaultMaxTokens). One per sequence at a time, like any drafter; the history
+/// may be shared.
+class HistoryDrafter {
+ public:
+  /// Drafts with `inner` over `history` (not null).
+  HistoryDrafter(AnyDrafter inner, std::shared_ptr<OutputHistory> history)
+      : inner_(std::move(inner)), history_(std::move(history)) {
+    REFDEC_CHECK(history_ != nullptr, "history drafter: needs an OutputHistory, got null");
+  }
+  HistoryDrafter(HistoryDrafter&& o) noexcept
+      : inner_(std::move(o.inner_)), history_(std::move(o.history_)), output_(std::exchange(o.output_, {})),
+        references_(std::move(o.references_)) {}
+  HistoryDrafter& operator=(HistoryDrafter&& o) noexcept {
+    if (this != &o) {
+      finish_noexcept();
+      inner_ = std::move(o.inner_);
+      history_ = std::move(o.history_);
+      output_ = std::exchange(o.output_, {});
+      references_ = std::move(o.references_);
+    }
+    return *this;
+  }
+  HistoryDrafter(const HistoryDrafter&) = delete;
+  HistoryDrafter& operator=(const HistoryDrafter&) = delete;
+  /// Adds the sequence's output to the history, if it has one.
+  ~HistoryDrafter() { finish_noexcept(); }
+
+  /// "history(inner)".
+  std::string name() const { return "history(" + inner_.name() + ")"; }
+  /// The shared history.
+  const std::shared_ptr<OutputHistory>& history() const { return history_; }
+
+  /// Ends the previous sequence (finish()) and starts the inner drafter on `prompt` with
+  /// `references` followed by the history's outputs.
+  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+    finish();
+    references_.assign(references.begin(), references.end());
+    history_->append_to(references_);
+    inner_.begin(prompt, references_);
+  }
+  /// The inner drafter's proposal.
+  void propose(std::size_t budget, DraftTree& out) { inner_.propose(budget, out); }
+  /// Tells the inner drafter, and remembers the tokens as this sequence's output.
+  void accept(std::span<const Token> tokens) {
+    inner_.accept(tokens);
+    output_.insert(output_.end(), tokens.begin(), tokens.end());
+  }
+  /// Adds the tokens accepted since begin() to the history as one output, now (nothing if none).
+  void finish() {
+    if (!history_ || output_.empty()) return;
+    history_->add(output_);
+    output_.clear();
+  }
+
+  /// The inner drafter's match length (MatchReportingDrafter).
+  std::size_t last_match() const { return inner_.last_match(); }
+  /// The inner drafter's auxiliary tokens, if it runs any (AuxiliaryDrafter).
+  void auxiliary(AuxBlock& out) { inner_.auxiliary(out); }
+  /// The target's choices at them.
+  void observe(std::span<const Token> choices) { inner_.observe(choices); }
+  /// The inner drafter's bound on them.
+  std::size_t max_auxiliary() const { return inner_.max_auxiliary(); }
+
+ private:
+  // A destructor must not throw: an output that cannot be stored (out of memory) is dropped.
+  void finish_noexcept() noexcept {
+    try {
+      finish();
+    } catch (...) {
+      output_.clear();
+    }
+  }
+
+  AnyDrafter inner_;
+  std::shared_ptr<OutputHistory> history_;
+  std::vector<Token> output_;                   // tokens accepted since begin()
+  std::vector<std::vector<Token>> references_;  // the request's references, then the history's outputs
+};
+
+static_assert(Drafter<HistoryDrafter>);
+static_assert(MatchReportingDrafter<HistoryDrafter>);
+static_assert(AuxiliaryDrafter<HistoryDrafter>);
+
+REFDEC_NAMESPACE_END
