@@ -443,6 +443,23 @@ TEST(MixtureDrafter, CalibrationGrowsTheBudgetWhereTheEstimatesAreUnderConfident
   EXPECT_GT(mean_budget[1], mean_budget[0] + 1.0) << mean_budget[0] << " without calibration";
 }
 
+// Proposes from two mixtures with `budget`, checks that they proposed the same tree (the same
+// paths, scores within `tolerance`), and returns the first's.
+DraftTree expect_same_proposal(MixtureDrafter& a, MixtureDrafter& b, std::size_t budget, Token root, float tolerance,
+                               const std::string& where) {
+  DraftTree ta;
+  DraftTree tb;
+  a.propose(budget, ta);
+  b.propose(budget, tb);
+  const LinearTree la = ta.linearize(root, budget);
+  const LinearTree lb = tb.linearize(root, budget);
+  EXPECT_EQ(paths_of(la), paths_of(lb)) << where;
+  EXPECT_EQ(la.score.size(), lb.score.size()) << where;
+  for (std::size_t i = 0; i < std::min(la.score.size(), lb.score.size()); ++i)
+    EXPECT_NEAR(la.score[i], lb.score[i], tolerance) << where << " node " << i;
+  return ta;
+}
+
 // Under a flat cost the calibration changes nothing: every node with a positive estimate is kept
 // up to the budget, so fixed-budget replays are the same with it and without it.
 TEST(MixtureDrafter, CalibrationLeavesAFlatCostsProposalsAlone) {
@@ -461,14 +478,7 @@ TEST(MixtureDrafter, CalibrationLeavesAFlatCostsProposalsAlone) {
       s_on.qA = s_off.qA = i < 300 ? 0.05 : 0.9;
     }
     for (const std::size_t budget : {std::size_t{64}, std::size_t{3}}) {
-      DraftTree a;
-      DraftTree b;
-      with.propose(budget, a);
-      without.propose(budget, b);
-      const LinearTree la = a.linearize(0, budget);
-      const LinearTree lb = b.linearize(0, budget);
-      ASSERT_EQ(paths_of(la), paths_of(lb)) << "step " << i;
-      ASSERT_EQ(la.score, lb.score) << "step " << i;
+      const DraftTree a = expect_same_proposal(with, without, budget, 0, 0.0f, "step " + std::to_string(i));
       const std::vector<Token> truth = s_on.next_truth();
       EXPECT_EQ(truth, s_off.next_truth());
       std::size_t k = 0;
@@ -701,18 +711,9 @@ TEST(MixtureDrafter, ScorerStartsAsThePerSourceEstimates) {
   MixtureDrafter without(sources(), MixtureOptions{.scorer_rate = 0.0});
   with.begin(std::vector<Token>{9}, {});
   without.begin(std::vector<Token>{9}, {});
-  for (const std::size_t budget : {std::size_t{64}, std::size_t{4}}) {
-    DraftTree a;
-    DraftTree b;
-    with.propose(budget, a);
-    without.propose(budget, b);
-    const LinearTree la = a.linearize(9, budget);
-    const LinearTree lb = b.linearize(9, budget);
-    ASSERT_EQ(paths_of(la), paths_of(lb)) << budget;
-    ASSERT_EQ(la.score.size(), lb.score.size());
-    for (std::size_t i = 0; i < la.score.size(); ++i) EXPECT_NEAR(la.score[i], lb.score[i], 1e-6f) << budget << " node " << i;
-    // No acceptance: the next proposal is the first one again for both.
-  }
+  // No acceptance in between: each proposal is the first one again for both.
+  for (const std::size_t budget : {std::size_t{64}, std::size_t{4}})
+    expect_same_proposal(with, without, budget, 9, 1e-6f, "budget " + std::to_string(budget));
 }
 
 // One source proposes two tokens with the same score every step, and the truth is always the
