@@ -40,6 +40,7 @@
 #include "refdec/torch/errors.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
@@ -319,6 +320,11 @@ int main(int argc, char** argv) {
                  "rows (a calibration from another minute, as it is and learned online from)")
       ->check(CLI::ExistingFile);
   app.add_option("--datastore", live_datastore, "REST datastore of the live mixture (refdec-datastore build; none: no REST)");
+  bool live_compare = false;
+  app.add_flag("--live-compare", live_compare,
+               "two more live rows learned online from this run's calibration: the mixture with its per-source "
+               "tables only (no source budget, contexts or learned scorer), and with the model's earlier outputs "
+               "as a fourth source (HistoryDrafter)");
   app.add_option("--live-budget", live_budget, "the live mixture's largest budget")->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
   app.add_option("--json", json_path, "also write the results as JSON to this file");
@@ -500,14 +506,24 @@ int main(int argc, char** argv) {
         REFDEC_CHECK(!traces.empty(), "--live: no traces in " << file);
         for (Trace& t : traces)  // the generic form keeps an id as JSON text: "\"81/1\"" is replay's 81/1
           if (const auto id = nlohmann::json::parse(t.id, nullptr, false); id.is_string()) t.id = id.get<std::string>();
-        // The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST.
-        const auto mixture = [&](const StepCost& prior) {
+        // The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST;
+        // `variant` (--live-compare) also as it was before the small-budget defaults ("table"), or
+        // with the model's earlier outputs as a source ("history": the dataset's traces replayed
+        // before, which this row's mixture drafted too).
+        const auto mixture = [&](const StepCost& prior, const std::string& variant = "") {
           std::vector<AnyDrafter> sources;
           sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
           sources.emplace_back(NgramTrieDrafter());
           if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
+          if (variant == "history") sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter()), std::make_shared<OutputHistory>()));
           MixtureOptions options;
           options.cost = prior;
+          if (variant == "table") {
+            options.source_budget = 0;
+            options.match_context = false;
+            options.recent_rate = 0.0;
+            options.scorer_rate = 0.0;
+          }
           return AnyDrafter(MixtureDrafter(std::move(sources), options));
         };
         const std::string label = datastore != nullptr ? "mixture" : "mixture (no REST)";
@@ -519,6 +535,12 @@ int main(int argc, char** argv) {
           rows.push_back({label + " live adaptive, learned online from " + source, mixture(prior), StepCostTracker(prior)});
         };
         add_rows(calibrated, "this run's calibration");
+        if (live_compare) {
+          rows.push_back({label + " (table only) live adaptive, learned online from this run's calibration",
+                          mixture(calibrated, "table"), StepCostTracker(calibrated)});
+          rows.push_back({label + " + history live adaptive, learned online from this run's calibration",
+                          mixture(calibrated, "history"), StepCostTracker(calibrated)});
+        }
         for (const std::string& f : live_priors)
           add_rows(read_step_cost(f, "--live-prior"), "the calibration of " + std::filesystem::path(f).filename().string());
         for (const auto& row : rows) {
