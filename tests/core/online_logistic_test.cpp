@@ -91,6 +91,20 @@ TEST(OnlineLogistic, ClampsTheLogitSoThatNoEstimateIsCertain) {
   EXPECT_TRUE(std::isfinite(OnlineLogistic::logit_of(1.0)));
 }
 
+// A non-finite feature neither yields a non-finite estimate nor poisons the weights.
+TEST(OnlineLogistic, NonFiniteFeaturesLeaveTheWeightsFinite) {
+  OnlineLogistic m({0.5, 0.5});
+  const std::vector<float> bad{1.0f, std::numeric_limits<float>::quiet_NaN()};
+  const std::vector<float> inf{1.0f, std::numeric_limits<float>::infinity()};
+  EXPECT_DOUBLE_EQ(m.logit(bad, {}), 0.0);
+  EXPECT_DOUBLE_EQ(m.logit(inf, {}), 12.0);
+  m.update(bad, {}, true);
+  m.update(inf, {}, false);
+  for (const double w : m.dense_weights()) EXPECT_TRUE(std::isfinite(w));
+  EXPECT_DOUBLE_EQ(m.dense_weights()[1], 0.5);  // its gradient was never finite
+  EXPECT_NE(m.dense_weights()[0], 0.5);         // the bias learned
+}
+
 TEST(OnlineLogistic, HashesTellKindsAndArgumentOrderApart) {
   std::set<std::uint64_t> seen;
   for (std::uint64_t kind = 0; kind < 4; ++kind)

@@ -144,8 +144,28 @@ TEST(HistoryDrafter, AddsItsOutputWhenDestroyedOnceWhateverItWasMovedThrough) {
   EXPECT_EQ(history->size(), 3u);
 }
 
-TEST(HistoryDrafter, RejectsANullHistory) {
+TEST(HistoryDrafter, RejectsANullHistoryAndUseAfterAMove) {
   refdec_test::expect_error([] { HistoryDrafter(AnyDrafter(RecordingDrafter{}), nullptr); }, "needs an OutputHistory");
+  HistoryDrafter d(AnyDrafter(RecordingDrafter{}), std::make_shared<OutputHistory>());
+  HistoryDrafter other(std::move(d));
+  refdec_test::expect_error([&] { d.begin(std::vector<Token>{1}, {}); }, "used after it was moved from");  // NOLINT: on purpose
+}
+
+// Records the step costs it is given.
+struct CostRecordingDrafter : RecordingDrafter {
+  std::shared_ptr<std::vector<double>> costs = std::make_shared<std::vector<double>>();
+  void set_step_cost(const StepCost& cost) { costs->push_back(cost.seconds(1)); }
+};
+static_assert(CostAwareDrafter<CostRecordingDrafter>);
+
+TEST(HistoryDrafter, PassesTheStepCostToACostAwareInnerDrafter) {
+  CostRecordingDrafter inner;
+  const auto costs = inner.costs;
+  AnyDrafter d(HistoryDrafter(AnyDrafter(inner), std::make_shared<OutputHistory>()));
+  EXPECT_TRUE(d.cost_aware());
+  d.set_step_cost(StepCost::affine(2.0, 0.5));
+  ASSERT_EQ(costs->size(), 1u);
+  EXPECT_DOUBLE_EQ(costs->front(), 2.5);
 }
 
 // With an n-gram trie inside, a phrase the model wrote in an earlier sequence is drafted in a

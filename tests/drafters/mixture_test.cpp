@@ -746,4 +746,45 @@ TEST(MixtureDrafter, ScorerLearnsWhatThePerSourceEstimatesCannotTell) {
   }
 }
 
+// A source that throws in the middle of a proposal (after another source's nodes were merged):
+// the error reaches the caller, nothing of the half-built proposal is learned from by the accept()
+// that may follow, and the next proposal is whole.
+struct ThrowingDrafter {
+  std::shared_ptr<bool> fail = std::make_shared<bool>(false);
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t, DraftTree& out) {
+    if (*fail) throw Error("source failed");
+    out.insert(std::vector<Token>{5, 6}, 1.0f);
+  }
+  void accept(std::span<const Token>) {}
+  std::string name() const { return "throwing"; }
+};
+
+TEST(MixtureDrafter, ASourcesExceptionLeavesNothingHalfBuilt) {
+  ThrowingDrafter thrower;
+  const auto fail = thrower.fail;
+  std::vector<AnyDrafter> sources;
+  PathsDrafter paths;
+  for (Token t = 10; t < 40; ++t) paths.paths.push_back({{t, static_cast<Token>(t + 100)}, 1.0f});
+  sources.emplace_back(paths);
+  sources.emplace_back(thrower);
+  MixtureDrafter mix(std::move(sources));  // the learned scorer on (the default)
+  mix.begin(std::vector<Token>{0}, {});
+  DraftTree out;
+  mix.propose(8, out);  // a small proposal sizes the scorer's features
+  mix.accept(std::vector<Token>{5, 6, 1});
+  *fail = true;
+  out.clear();
+  refdec_test::expect_error([&] { mix.propose(64, out); }, "source failed");
+  const std::int64_t steps = mix.statistics()->steps();
+  mix.accept(std::vector<Token>{10, 110, 1});  // nothing to learn from
+  EXPECT_EQ(mix.statistics()->sources()[0].accepted_tokens, 0);
+  *fail = false;
+  out.clear();
+  mix.propose(64, out);
+  EXPECT_EQ(mix.statistics()->steps(), steps + 1);
+  EXPECT_GE(out.find_child(0, 5), 0);
+  EXPECT_GE(out.find_child(0, 39), 0);
+}
+
 }  // namespace

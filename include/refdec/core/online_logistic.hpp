@@ -60,14 +60,16 @@ class OnlineLogistic {
   /// Examples learned from.
   std::int64_t updates() const { return updates_; }
 
-  /// w . x, clamped to +-max_logit. `dense`: [dense_size()]; `hashed`: feature hashes (any
-  /// 64-bit values: each is reduced to a weight slot; see hash()).
+  /// w . x, clamped to +-max_logit (0 if it is NaN, from a non-finite feature). `dense`:
+  /// [dense_size()]; `hashed`: feature hashes (any 64-bit values: each is reduced to a weight
+  /// slot; see hash()).
   double logit(std::span<const float> dense, std::span<const std::uint64_t> hashed) const {
     REFDEC_CHECK(dense.size() == dense_.size(),
                  "online logistic: got " << dense.size() << " dense features for " << dense_.size());
     double z = 0.0;
     for (std::size_t i = 0; i < dense.size(); ++i) z += dense_[i] * static_cast<double>(dense[i]);
     for (const std::uint64_t h : hashed) z += hashed_[h & mask_];
+    if (std::isnan(z)) return 0.0;
     return std::clamp(z, -opt_.max_logit, opt_.max_logit);
   }
 
@@ -76,12 +78,13 @@ class OnlineLogistic {
     return sigmoid(logit(dense, hashed));
   }
 
-  /// One AdaGrad step on the log loss of `label` for this example.
+  /// One AdaGrad step on the log loss of `label` for this example. A weight whose gradient is not
+  /// finite (its feature is not) is left alone, so one bad example cannot poison the model.
   void update(std::span<const float> dense, std::span<const std::uint64_t> hashed, bool label) {
     const double g = predict(dense, hashed) - (label ? 1.0 : 0.0);  // d loss / d logit
     for (std::size_t i = 0; i < dense.size(); ++i) {
       const double gi = g * static_cast<double>(dense[i]);
-      if (gi == 0.0) continue;
+      if (gi == 0.0 || !std::isfinite(gi)) continue;
       dense_g2_[i] += gi * gi;
       dense_[i] -= opt_.learning_rate * gi / std::sqrt(dense_g2_[i]);
     }

@@ -18,6 +18,7 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_cost.hpp"
 #include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -46,20 +47,26 @@ class OutputHistory {
       REFDEC_CHECK(t >= 0, "output history: token ids must be non-negative, got " << t);
     if (output.empty()) return;
     if (output.size() > max_tokens_) output = output.last(max_tokens_);
-    std::vector<Token> copy(output.begin(), output.end());
+    auto copy = std::make_shared<const std::vector<Token>>(output.begin(), output.end());
     const std::lock_guard lock(mutex_);
-    while (!outputs_.empty() && tokens_ + copy.size() > max_tokens_) {
-      tokens_ -= outputs_.front().size();
+    while (!outputs_.empty() && tokens_ + copy->size() > max_tokens_) {
+      tokens_ -= outputs_.front()->size();
       outputs_.pop_front();
     }
-    tokens_ += copy.size();
+    tokens_ += copy->size();
     outputs_.push_back(std::move(copy));
   }
 
-  /// A copy of the outputs, oldest first, appended to `out`.
+  /// A copy of the outputs, oldest first, appended to `out`. Only the handles are taken under the
+  /// lock: copying the tokens does not hold up the other threads.
   void append_to(std::vector<std::vector<Token>>& out) const {
-    const std::lock_guard lock(mutex_);
-    out.insert(out.end(), outputs_.begin(), outputs_.end());
+    std::vector<std::shared_ptr<const std::vector<Token>>> held;
+    {
+      const std::lock_guard lock(mutex_);
+      held.assign(outputs_.begin(), outputs_.end());
+    }
+    out.reserve(out.size() + held.size());
+    for (const auto& o : held) out.push_back(*o);
   }
 
   /// The number of outputs held.
@@ -78,17 +85,18 @@ class OutputHistory {
  private:
   const std::size_t max_tokens_;
   mutable std::mutex mutex_;
-  std::deque<std::vector<Token>> outputs_;  // oldest first
-  std::size_t tokens_ = 0;                  // sum of outputs_' sizes
+  std::deque<std::shared_ptr<const std::vector<Token>>> outputs_;  // oldest first, never modified
+  std::size_t tokens_ = 0;  // sum of outputs_' sizes
 };
 
 /// A drafter that drafts with another (the inner drafter) from the model's earlier outputs: at
 /// begin() the inner drafter gets the request's references followed by every output in the
 /// shared OutputHistory, and the tokens this drafter accepted become an output of the history when
 /// its sequence ends: at the next begin(), at finish(), or when the drafter is destroyed (a
-/// Session destroys a request's drafter when the request leaves). The history never holds the
-/// sequence being drafted. Everything else (proposals, match length, auxiliary tokens) is the
-/// inner drafter's. An n-gram trie inner (NgramTrieDrafter) ranks continuations by how often the
+/// request's drafter is destroyed after the request leaves the Session, or with the caller's
+/// AnyDrafter). The history never holds the sequence being drafted (unless finish() is called in
+/// the middle of it). Everything else (proposals, match length, auxiliary tokens, the step cost of
+/// a cost-aware inner drafter) is the inner drafter's. An n-gram trie inner (NgramTrieDrafter) ranks continuations by how often the
 /// model wrote them. begin() costs what the inner drafter's begin() costs over the whole history
 /// (OutputHistory::kDefaultMaxTokens). One per sequence at a time, like any drafter; the history
 /// may be shared.
@@ -125,6 +133,7 @@ class HistoryDrafter {
   /// Ends the previous sequence (finish()) and starts the inner drafter on `prompt` with
   /// `references` followed by the history's outputs.
   void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+    REFDEC_CHECK(history_ != nullptr, "history drafter: used after it was moved from");
     finish();
     references_.assign(references.begin(), references.end());
     history_->append_to(references_);
@@ -137,7 +146,8 @@ class HistoryDrafter {
     inner_.accept(tokens);
     output_.insert(output_.end(), tokens.begin(), tokens.end());
   }
-  /// Adds the tokens accepted since begin() to the history as one output, now (nothing if none).
+  /// Adds the tokens accepted since begin() (or the last finish()) to the history as one output,
+  /// now (nothing if none). In the middle of a sequence, the rest of it becomes a later output.
   void finish() {
     if (!history_ || output_.empty()) return;
     history_->add(output_);
@@ -152,6 +162,8 @@ class HistoryDrafter {
   void observe(std::span<const Token> choices) { inner_.observe(choices); }
   /// The inner drafter's bound on them.
   std::size_t max_auxiliary() const { return inner_.max_auxiliary(); }
+  /// Gives a cost-aware inner drafter (e.g. a MixtureDrafter) the step cost (CostAwareDrafter).
+  void set_step_cost(const StepCost& cost) { inner_.set_step_cost(cost); }
 
  private:
   // A destructor must not throw: an output that cannot be stored (out of memory) is dropped.
@@ -165,12 +177,13 @@ class HistoryDrafter {
 
   AnyDrafter inner_;
   std::shared_ptr<OutputHistory> history_;
-  std::vector<Token> output_;                   // tokens accepted since begin()
+  std::vector<Token> output_;                   // tokens accepted since begin() or the last finish()
   std::vector<std::vector<Token>> references_;  // the request's references, then the history's outputs
 };
 
 static_assert(Drafter<HistoryDrafter>);
 static_assert(MatchReportingDrafter<HistoryDrafter>);
 static_assert(AuxiliaryDrafter<HistoryDrafter>);
+static_assert(CostAwareDrafter<HistoryDrafter>);
 
 REFDEC_NAMESPACE_END

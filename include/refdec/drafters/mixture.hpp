@@ -237,15 +237,19 @@ class MixtureStatistics {
 ///   span rank, whatever the source scores by; and the source's context this step: its match
 ///   length and how far it has lately been right in this sequence) is accepted given that its
 ///   parent was;
-/// - combined over those sources (MixtureOptions::combine), scaled down where the siblings' sum
-///   exceeds 1 (they are exclusive), and multiplied by the parent's probability, so a node never
-///   scores above its parent.
+/// - combined over those sources (MixtureOptions::combine);
+/// - with the learned scorer (MixtureOptions::scorer_rate, on by default) replaced by its
+///   prediction from every source's estimate and context at once, the node's siblings, its
+///   parent's estimate and its tokens;
+/// - scaled down where the siblings' sum exceeds 1 (they are exclusive), and multiplied by the
+///   parent's probability, so a node never scores above its parent.
 /// The tree is then cut to the n best nodes, n chosen by choose_budget() under the options' step
 /// cost (auxiliary tokens counted at max_auxiliary(), since propose() comes first), the
 /// probabilities scaled for that choice by this sequence's calibration factor
 /// (MixtureOptions::calibration_half_life: accepted over expected tokens so far). accept()
 /// walks the whole merged trie (the cut nodes too) along the appended tokens: every node whose
-/// parent is on the true path is an observation for each source that proposed it.
+/// parent is on the true path is an observation for each source that proposed it, and for the
+/// scorer. A proposal that a source's exception interrupted is not learned from.
 ///
 /// Sources that run auxiliary tokens (AuxiliaryDrafter) keep doing so: the mixture concatenates
 /// their blocks in source order and hands each its part of the target's choices. One per sequence
@@ -338,44 +342,13 @@ class MixtureDrafter {
   /// Writes the merged tree cut to the chosen number of nodes (at most `budget`) into `out`,
   /// scored by estimated probability of acceptance.
   void propose(std::size_t budget, DraftTree& out) {
-    const std::size_t num_sources = sources_.size();
-    merged_.clear();
-    proposer_.assign(num_sources, kNone);  // the root's row
-    const std::size_t source_budget = budget == 0 ? 0 : std::max(budget, opt_.source_budget);
-    for (std::size_t s = 0; s < num_sources; ++s) {
-      DraftTree& tree = trees_[s];
-      tree.clear();
-      if (source_budget > 0) sources_[s].propose(source_budget, tree);
-      match_[s] = opt_.match_context || scorer_ ? sources_[s].last_match() : 0;
-      const std::size_t match = opt_.match_context ? match_[s] : 0;
-      const double reach = opt_.recent_rate > 0.0 ? recent_[s] : 0.0;
-      map_.assign(tree.size() + 1, 0);  // [source nodes] merged index of each
-      double root_total = 0.0;
-      for (std::int32_t c = tree.node(0).first_child; c >= 0; c = tree.node(c).next_sibling) root_total += tree.node(c).score;
-      // Index order visits parents before children.
-      for (std::int32_t i = 0; i <= static_cast<std::int32_t>(tree.size()); ++i) {
-        const double parent_score = i == 0 ? root_total : static_cast<double>(tree.node(i).score);
-        for (std::int32_t c = tree.node(i).first_child; c >= 0; c = tree.node(c).next_sibling) {
-          const DraftTree::Node& n = tree.node(c);
-          const std::int32_t m = merged_.add_child(map_[static_cast<std::size_t>(i)], n.token);
-          map_[static_cast<std::size_t>(c)] = m;
-          if (proposer_.size() < (static_cast<std::size_t>(m) + 1) * num_sources)
-            proposer_.resize((static_cast<std::size_t>(m) + 1) * num_sources, kNone);
-          const double share = parent_score > 0.0 ? n.score / parent_score : 0.0;
-          proposer_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<std::int32_t>(
-              stats_->cell(s, static_cast<std::size_t>(n.depth), match, reach, share, n.score));
-          if (scorer_) {
-            if (source_share_.size() < proposer_.size()) {
-              source_share_.resize(proposer_.size(), 0.0f);
-              source_score_.resize(proposer_.size(), 0.0f);
-            }
-            source_share_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<float>(share);
-            source_score_[static_cast<std::size_t>(m) * num_sources + s] = n.score;
-          }
-        }
-      }
+    try {
+      merge_sources(budget);
+      score_merged();
+    } catch (...) {
+      merged_.clear();  // accept() learns from merged_: never from a half-built proposal
+      throw;
     }
-    score_merged();
     const std::size_t nodes = merged_.size();
     // Probabilities best first, for the budget choice; under a flat cost every useful node is kept.
     sorted_.assign(prob_.begin() + 1, prob_.end());
@@ -489,6 +462,48 @@ class MixtureDrafter {
  private:
   static constexpr std::int32_t kNone = -1;
   static constexpr std::size_t kReachCap = 8;  // reach counted in the moving average at most
+
+  // Asks every source for its proposal and merges them into merged_, each node's statistics cell
+  // per source in proposer_ (and its share and score for the learned scorer).
+  void merge_sources(std::size_t budget) {
+    const std::size_t num_sources = sources_.size();
+    merged_.clear();
+    proposer_.assign(num_sources, kNone);  // the root's row
+    const std::size_t source_budget = budget == 0 ? 0 : std::max(budget, opt_.source_budget);
+    for (std::size_t s = 0; s < num_sources; ++s) {
+      DraftTree& tree = trees_[s];
+      tree.clear();
+      if (source_budget > 0) sources_[s].propose(source_budget, tree);
+      match_[s] = opt_.match_context || scorer_ ? sources_[s].last_match() : 0;
+      const std::size_t match = opt_.match_context ? match_[s] : 0;
+      const double reach = opt_.recent_rate > 0.0 ? recent_[s] : 0.0;
+      map_.assign(tree.size() + 1, 0);  // [source nodes] merged index of each
+      double root_total = 0.0;
+      for (std::int32_t c = tree.node(0).first_child; c >= 0; c = tree.node(c).next_sibling) root_total += tree.node(c).score;
+      // Index order visits parents before children.
+      for (std::int32_t i = 0; i <= static_cast<std::int32_t>(tree.size()); ++i) {
+        const double parent_score = i == 0 ? root_total : static_cast<double>(tree.node(i).score);
+        for (std::int32_t c = tree.node(i).first_child; c >= 0; c = tree.node(c).next_sibling) {
+          const DraftTree::Node& n = tree.node(c);
+          const std::int32_t m = merged_.add_child(map_[static_cast<std::size_t>(i)], n.token);
+          map_[static_cast<std::size_t>(c)] = m;
+          if (proposer_.size() < (static_cast<std::size_t>(m) + 1) * num_sources)
+            proposer_.resize((static_cast<std::size_t>(m) + 1) * num_sources, kNone);
+          const double share = parent_score > 0.0 ? n.score / parent_score : 0.0;
+          proposer_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<std::int32_t>(
+              stats_->cell(s, static_cast<std::size_t>(n.depth), match, reach, share, n.score));
+          if (scorer_) {
+            if (source_share_.size() < proposer_.size()) {
+              source_share_.resize(proposer_.size(), 0.0f);
+              source_score_.resize(proposer_.size(), 0.0f);
+            }
+            source_share_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<float>(std::min(share, kMaxShare));
+            source_score_[static_cast<std::size_t>(m) * num_sources + s] = n.score;
+          }
+        }
+      }
+    }
+  }
 
   // Adds the last proposal's expected and realised accepted tokens to the sequence's decayed sums
   // (MixtureOptions::calibration_half_life). Realised: the true path's length in the kept tree
@@ -646,6 +661,9 @@ class MixtureDrafter {
   static constexpr std::size_t kScorerHashed = 5;
   // The recent reach's moving average when only the learned scorer uses it (recent_rate 0).
   static constexpr double kScorerRecentRate = 0.3;
+  // The largest share of its parent's score a node's scorer feature takes (a source may score a
+  // child far above its parent).
+  static constexpr double kMaxShare = 16.0;
   static constexpr Token kNoToken = -1;
 
   std::vector<AnyDrafter> sources_;
@@ -654,7 +672,7 @@ class MixtureDrafter {
   std::vector<DraftTree> trees_;        // [sources] this step's proposals
   DraftTree merged_;                    // this step's merged trie, uncut, until accept()
   std::vector<std::int32_t> proposer_;  // [merged nodes + 1, sources] statistics cell, kNone: not proposed
-  std::vector<std::size_t> match_;      // [sources] each one's last_match() this step (0 without match_context)
+  std::vector<std::size_t> match_;      // [sources] each one's last_match() this step (0 without match_context and the scorer)
   std::vector<std::size_t> reach_;      // [sources] true tokens in a row each proposed at the last step
   std::vector<double> recent_;          // [sources] moving average of reach_ over this sequence's steps
   std::vector<std::int32_t> map_;       // [source nodes + 1] merged index of a source's node
