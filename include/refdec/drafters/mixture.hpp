@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -282,8 +283,7 @@ class MixtureDrafter {
     if (opt_.scorer_rate > 0.0) {
       std::vector<double> initial(kScorerDense + kScorerPerSource * sources_.size(), 0.0);
       initial[kTableLogit] = 1.0;
-      scorer_ = std::make_shared<OnlineLogistic>(std::move(initial),
-                                                 OnlineLogisticOptions{.learning_rate = opt_.scorer_rate});
+      scorer_.emplace(std::move(initial), OnlineLogisticOptions{.learning_rate = opt_.scorer_rate});
     }
     calibration_decay_ = opt_.calibration_half_life > 0.0 ? std::exp2(-1.0 / opt_.calibration_half_life) : 1.0;
     std::vector<std::string> names;
@@ -533,9 +533,7 @@ class MixtureDrafter {
     if (scorer_) {
       dense_.assign(static_cast<std::size_t>(count) * scorer_->dense_size(), 0.0f);
       hashed_.assign(static_cast<std::size_t>(count) * kScorerHashed, 0);
-      token_.resize(static_cast<std::size_t>(count));
       parent_.resize(static_cast<std::size_t>(count));
-      token_[0] = last_token_;
       parent_[0] = 0;
     }
     for (std::int32_t u = 0; u < count; ++u) {  // parents first, so prob_[u] is final here
@@ -615,12 +613,15 @@ class MixtureDrafter {
       xs[4] = source_share_[k];
       xs[5] = static_cast<float>(std::log1p(std::max(0.0f, source_score_[k])));
     }
-    token_[ci] = merged_.node(c).token;
     parent_[ci] = u;
-    const auto id = [](Token t) { return static_cast<std::uint64_t>(static_cast<std::uint32_t>(t)); };
-    const std::uint64_t tok = id(token_[ci]);
-    const std::uint64_t parent = id(token_[ui]);
-    const std::uint64_t grand = id(u == 0 ? prev_token_ : token_[static_cast<std::size_t>(parent_[ui])]);
+    // A node's token as a hash argument; the root's is the last accepted token.
+    const auto id = [this](std::int32_t i) {
+      return static_cast<std::uint64_t>(static_cast<std::uint32_t>(i == 0 ? last_token_ : merged_.node(i).token));
+    };
+    const std::uint64_t tok = id(c);
+    const std::uint64_t parent = id(u);
+    const std::uint64_t grand =
+        u == 0 ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(prev_token_)) : id(parent_[ui]);
     std::uint64_t* h = hashed_.data() + ci * kScorerHashed;
     h[0] = OnlineLogistic::hash(1, tok);
     h[1] = OnlineLogistic::hash(2, parent, tok);
@@ -690,13 +691,12 @@ class MixtureDrafter {
   double step_expected_ = 0.0;       // the last proposal's expected accepted tokens
   double last_calibration_ = 1.0;
   // The learned scorer (MixtureOptions::scorer_rate; null: off) and this step's features.
-  std::shared_ptr<OnlineLogistic> scorer_;
+  std::optional<OnlineLogistic> scorer_;
   std::vector<float> source_share_;     // [merged nodes + 1, sources] a node's share of its parent's score in a source's tree
   std::vector<float> source_score_;     // [merged nodes + 1, sources] its score there
   std::vector<float> dense_;            // [merged nodes + 1, dense features]
   std::vector<std::uint64_t> hashed_;   // [merged nodes + 1, kScorerHashed]
-  std::vector<Token> token_;            // [merged nodes + 1] each node's token (the root: the last accepted one)
-  std::vector<std::int32_t> parent_;    // [merged nodes + 1]
+  std::vector<std::int32_t> parent_;    // [merged nodes + 1] each node's parent in merged_
   Token last_token_ = kNoToken;
   Token prev_token_ = kNoToken;         // the one before last_token_
 };
