@@ -1,8 +1,8 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // Attention of one sequence's step rows over its cache on the CPU in bf16, one layer: the
 // reference path of the model (libtorch's batched products over permuted views, which copy the
-// keys) against the packed path's (attention_products.hpp: oneDNN over the cache in place), with
-// the same softmax between. Shapes: TinyLlama's heads (32 query heads over 4 kv heads of 64) and
+// keys) against the packed path's (attention_products.hpp: oneDNN over the cache in place, where
+// oneDNN runs bf16; float32 products otherwise, as on AVX2 machines), with the same softmax between. Shapes: TinyLlama's heads (32 query heads over 4 kv heads of 64) and
 // Llama-2-7B's (32 of 128, one per kv head); args: cached length, step rows, shape (0 / 1).
 
 #include <ATen/ATen.h>
@@ -53,7 +53,7 @@ BENCHMARK(BM_AtenProducts)->Apply(args);
 void BM_PackedPathProducts(benchmark::State& state) {
   const Inputs in = make(state);
   if (!attention_products_supported(in.keys)) {
-    state.SkipWithError("this build has no oneDNN (libdnnl-dev)");
+    state.SkipWithError(("oneDNN's bf16 products do not run here: " + packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16)).c_str());
     return;
   }
   for (auto _ : state) {
@@ -62,5 +62,16 @@ void BM_PackedPathProducts(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PackedPathProducts)->Apply(args);
+
+// The packed path where oneDNN runs no bf16 (llama.hpp): the products in float32.
+void BM_Float32Products(benchmark::State& state) {
+  const Inputs in = make(state);
+  for (auto _ : state) {
+    const auto scores = at::matmul(in.q.to(at::kFloat), in.keys.permute({1, 2, 0}).to(at::kFloat)) * in.scale;
+    const auto probs = at::softmax(scores, -1, at::kFloat);
+    benchmark::DoNotOptimize(at::matmul(probs, in.values.permute({1, 0, 2}).to(at::kFloat)).to(at::kBFloat16));
+  }
+}
+BENCHMARK(BM_Float32Products)->Apply(args);
 
 }  // namespace

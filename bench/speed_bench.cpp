@@ -283,7 +283,10 @@ int main(int argc, char** argv) {
   app.add_option("--shape", shape_name, "tiny (stories260K's shape), 1b (TinyLlama-1.1B) or 7b (Llama-2-7B)")->capture_default_str();
   app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
   app.add_option("--dtype", dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
-  app.add_option("--linear", linear_name, "linear layers: auto (packed where supported), aten (at::linear) or packed (oneDNN)")
+  app.add_option("--linear", linear_name,
+                 "linear layers: auto (the fastest packed kernel this CPU runs, else at::linear), aten (at::linear), packed "
+                 "(the fastest packed kernel; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512) or avx2 "
+                 "(refdec's AVX2 kernel)")
       ->capture_default_str();
   app.add_option("--threads", threads, "intra-op threads (0: libtorch's default, which is 1 on some machines)")->capture_default_str()
       ->transform(cli::integer_in(0, 1024));
@@ -334,10 +337,12 @@ int main(int argc, char** argv) {
     REFDEC_CHECK(!device.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
     const auto dtype = parse_dtype(dtype_name);
     const LlamaConfig config = refdec_bench::shape(shape_name);
-    REFDEC_CHECK(linear_name == "auto" || linear_name == "aten" || linear_name == "packed",
-                 "--linear must be auto, aten or packed, got '" << linear_name << "'");
-    const LinearKernel linear = linear_name == "aten" ? LinearKernel::kAten
-                                : linear_name == "packed" ? LinearKernel::kPacked : LinearKernel::kAuto;
+    const LinearKernel linear = parse_linear_kernel(linear_name);
+    // Phases go to stderr as they start, so that a run of minutes is never silent.
+    const auto t_start = Clock::now();
+    const auto phase = [&](const std::string& what) {
+      std::cerr << "[refdec-speed-bench +" << std::fixed << std::setprecision(1) << seconds_since(t_start) << " s] " << what << std::endl;
+    };
     if (threads > 0) at::set_num_threads(static_cast<int>(threads));
     nlohmann::json report{{"shape", shape_name}, {"device", device_name}, {"dtype", dtype_name}, {"context", context},
                           {"threads", at::get_num_threads()}};
@@ -351,6 +356,7 @@ int main(int argc, char** argv) {
     };
 
     // 1. The model and what a step at batch 1 reads: every weight, the KV cache of the context.
+    phase("initialising " + shape_name + " " + dtype_name + " weights (CPU: " + cpu_isa().describe() + ")");
     const auto t_init = Clock::now();
     const LlamaModel model = LlamaModel::random(config, 1, dtype, device, linear);
     const double init_seconds = seconds_since(t_init);
@@ -361,8 +367,13 @@ int main(int argc, char** argv) {
     std::cout << std::fixed << std::setprecision(2) << "device " << device_name << " (" << at::get_num_threads()
               << " threads), " << shape_name << " " << dtype_name << (model.packed() ? ", packed linear layers" : ", at::linear")
               << ": weights " << static_cast<double>(weight_bytes) / 1e9 << " GB (random init " << init_seconds
-              << " s), KV at context " << context << " " << static_cast<double>(kv_bytes) / 1e6 << " MB\n";
+              << " s), KV at context " << context << " " << static_cast<double>(kv_bytes) / 1e6 << " MB\n"
+              << "linear layers: " << model.linear_path() << "\n";
+    phase("weights initialised; linear layers: " + model.linear_path());
     report["packed"] = model.packed();
+    report["linear_kernel"] = linear_kernel_name(model.linear_kernel());
+    report["linear_path"] = model.linear_path();
+    report["cpu_isa"] = cpu_isa().describe();
     report["weight_bytes"] = weight_bytes;
     report["kv_bytes"] = kv_bytes;
     report["init_seconds"] = init_seconds;
@@ -375,6 +386,7 @@ int main(int argc, char** argv) {
     plain_opt.budget = 0;
     Request req;
     req.prompt.assign(context, 1);
+    phase("plain decoding: warm-up, prefill, " + std::to_string(plain_tokens) + " tokens between two bandwidth measurements");
     GenerateOptions warm_up = plain_opt;
     warm_up.max_new_tokens = 4;
     (void)generate(model, req, AnyDrafter{}, warm_up);
@@ -409,6 +421,7 @@ int main(int argc, char** argv) {
     // than the better of two measurements a minute apart. The median over the steps of
     // (bytes / bandwidth) / step time.
     if (paired_steps > 0) {
+      phase("plain decoding, " + std::to_string(paired_steps) + " steps each after a bandwidth measurement");
       GenerateOptions paired_opt = plain_opt;
       paired_opt.max_new_tokens = paired_steps;
       Session paired(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + paired_steps + 1), paired_opt);
@@ -437,6 +450,7 @@ int main(int argc, char** argv) {
     // itself, budget 16. Random weights accept almost nothing, but every step drafts, plans,
     // verifies 17 tokens, walks and commits as a real one does.
     {
+      phase("speculative decoding's share of the step outside the forward pass");
       GenerateOptions spec_opt = plain_opt;
       spec_opt.budget = 16;
       Request spec_req;
@@ -466,6 +480,7 @@ int main(int argc, char** argv) {
     calibration.tokens = cost_tokens;
     calibration.context = static_cast<std::int64_t>(context);
     calibration.repeats = 5;  // rounds over every size (calibrate.hpp): a drift moves the whole curve alike
+    phase("step cost curve (" + std::to_string(cost_tokens.size()) + " step sizes, 5 rounds)");
     const auto samples = measure_step_cost(model, calibration);
     std::cout << "| tokens per step | ms per step | x one token | roofline one-token step ms |\n|---|---|---|---|\n";
     nlohmann::json cost = nlohmann::json::array();
@@ -484,6 +499,7 @@ int main(int argc, char** argv) {
     // over it, and plain decoding of as many tokens, all from one prefill of the trace's prompt and
     // the output before the window (capped at --context). Speedup = plain seconds / speculative
     // seconds over the same tokens.
+    phase("forced trajectories at batch 1");
     std::vector<TrajectorySet> sets;
     for (const auto& f : trajectory_files) sets.push_back(load_trajectories(f));
     if (sets.empty() && live_datasets.empty()) sets.push_back(synthetic_trajectories());
@@ -713,6 +729,7 @@ int main(int argc, char** argv) {
     // 5. Batch sweep: B slots run different traces. The budget adapts to the batch size by
     // measurement: a short trial of plain decoding and of every trajectory set (one per budget),
     // then the best of them is timed, so speculation is used only where it pays at that B.
+    if (!batches.empty()) phase("batch sweep");
     std::cout << "\n| batch | chosen | plain tokens/s | speculative tokens/s | ratio |\n|---|---|---|---|---|\n";
     nlohmann::json sweep = nlohmann::json::array();
     // The steps of B slots, [steps][B] (nodes, accepted): slot b replays traces first + b,

@@ -55,7 +55,7 @@ std::vector<Token> parse_ids(const std::string& text, std::int64_t vocab, const 
 
 int main(int argc, char** argv) {
   CLI::App app{"refdec-generate: greedy speculative decoding with a reference-copy drafter"};
-  std::string model_path, tokenizer_path, prompt, prompt_ids, drafter = "llma", dtype = "fp32", device = "cpu";
+  std::string model_path, tokenizer_path, prompt, prompt_ids, drafter = "llma", dtype = "fp32", device = "cpu", linear = "auto";
   std::string data_dir;
   std::vector<std::string> reference_files;
   bool from_first_run = false, json = false, self_reference = true;
@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-context", max_context, "prompt + output at most (default, 0: the model's context)")
       ->transform(cli::integer_in(0, cli::kMaxTokens));
   app.add_option("--dtype", dtype, "fp32, fp64, fp16 or bf16");
+  app.add_option("--linear", linear, "linear layers: auto (the fastest kernel this CPU runs), aten, packed, onednn or avx2")
+      ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda");
   app.add_option("--seed", seed, "seed of the random model used when no checkpoint is found")
       ->transform(cli::integer_in(0, std::numeric_limits<std::int64_t>::max()));
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
     const at::Device dev(device);
     REFDEC_CHECK(!dev.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
     const auto dt = parse_dtype(dtype);
+    const LinearKernel kernel = parse_linear_kernel(linear);
     if (data_dir.empty()) data_dir = data_dir_or(REFDEC_DEFAULT_DATA_DIR);
     const fs::path stories = fs::path(data_dir) / "models/stories260K/stories260K.bin";
     if (model_path.empty() && fs::exists(stories)) model_path = stories.string();
@@ -111,13 +114,13 @@ int main(int argc, char** argv) {
       c.n_kv_heads = 4;
       c.vocab_size = 512;
       c.max_seq_len = 512;
-      model.emplace(LlamaModel::random(c, seed, dt, dev));
+      model.emplace(LlamaModel::random(c, seed, dt, dev, kernel));
       model_name = "random (seed " + std::to_string(seed) + ")";
     } else if (fs::is_directory(model_path)) {
-      model.emplace(load_hf_llama(model_path, dt, dev));
+      model.emplace(load_hf_llama(model_path, dt, dev, kernel));
       model_name = model_path;
     } else {
-      model.emplace(load_llama2c(model_path, dt, dev));
+      model.emplace(load_llama2c(model_path, dt, dev, kernel));
       model_name = model_path;
       llama2c = true;
     }
@@ -178,6 +181,8 @@ int main(int argc, char** argv) {
       nlohmann::json j;
       j["model"] = model_name;
       j["drafter"] = drafter;
+      j["linear_kernel"] = linear_kernel_name(model->linear_kernel());
+      j["linear_path"] = model->linear_path();
       j["prompt_tokens"] = request.prompt.size();
       j["tokens"] = st.tokens;
       j["steps"] = st.steps;
@@ -204,6 +209,7 @@ int main(int argc, char** argv) {
       }
       std::cout << "model " << model_name << ", drafter " << drafter << ", " << st.tokens << " tokens in " << st.steps
                 << " steps: " << st.tokens_per_step() << " tokens/step\n"
+                << "linear layers: " << model->linear_path() << "\n"
                 << "identical to plain decoding: " << (identical ? "yes" : "NO") << "; speedup " << speedup
                 << "x (plain " << plain.stats.total_seconds << " s, speculative " << st.total_seconds << " s)\n"
                 << "time: draft " << st.draft_seconds << " s, model " << st.verify.model << " s, accept "

@@ -598,11 +598,17 @@ class LlamaConfig:
 class LlamaModel:
     """refdec's reference Llama-family model (libtorch)."""
     @staticmethod
-    def load_llama2c(path: Union[str, os.PathLike], dtype: Optional[torch.dtype] = None) -> LlamaModel:
-        """Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or bad file."""
+    def load_llama2c(path: Union[str, os.PathLike], dtype: Optional[torch.dtype] = None, linear: str = 'auto') -> LlamaModel:
+        """Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or bad file. `linear`: the linear layers' kernel (auto, aten, packed, onednn, avx2; linear_path says which ran and why)."""
     @staticmethod
-    def random(config: LlamaConfig, seed: int, dtype: Optional[torch.dtype] = None) -> LlamaModel:
-        """A model with seeded random weights."""
+    def random(config: LlamaConfig, seed: int, dtype: Optional[torch.dtype] = None, linear: str = 'auto') -> LlamaModel:
+        """A model with seeded random weights; `linear` as load_llama2c takes it."""
+    @property
+    def linear_kernel(self) -> str:
+        """The kernel the linear layers run on: 'aten', 'onednn' or 'avx2'."""
+    @property
+    def linear_path(self) -> str:
+        """Which kernel the linear layers run on and why it was chosen (what this CPU runs)."""
     @property
     def config(self) -> LlamaConfig:
         """LlamaConfig (a copy)."""

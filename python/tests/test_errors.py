@@ -34,7 +34,8 @@ def test_io_errors_are_os_errors(tmp_path):
 def test_libtorch_errors_are_runtime_errors_without_the_cpp_backtrace():
     c = refdec.LlamaConfig()
     c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 8, 16, 1, 2, 2, 11, 16
-    model = refdec.LlamaModel.random(c, 0, torch.float16)  # libtorch 1.13 has no float16 matmul on the CPU
+    # at::linear: libtorch 1.13 has no float16 matmul on the CPU (the packed kernels have one)
+    model = refdec.LlamaModel.random(c, 0, torch.float16, linear="aten")
     session = refdec.Session(model)
     session.add([1])
     try:
@@ -42,6 +43,20 @@ def test_libtorch_errors_are_runtime_errors_without_the_cpp_backtrace():
     except RuntimeError as e:
         assert "Exception raised from" not in str(e)
     # (libtorch 2.x runs float16 on the CPU: then there is nothing to translate)
+
+
+def test_linear_kernels_say_which_ran_and_reject_unknown_names():
+    c = refdec.LlamaConfig()
+    c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 16, 32, 1, 2, 2, 11, 16
+    fp32 = refdec.LlamaModel.random(c, 0)
+    assert fp32.linear_kernel == "aten" and "bf16 or fp16" in fp32.linear_path
+    bf16 = refdec.LlamaModel.random(c, 0, torch.bfloat16)
+    assert bf16.linear_kernel in ("onednn", "avx2", "aten") and bf16.linear_path.startswith(bf16.linear_kernel)
+    assert refdec.LlamaModel.random(c, 0, torch.bfloat16, linear="aten").linear_kernel == "aten"
+    with pytest.raises(ValueError, match="unknown linear kernel 'mkl'"):
+        refdec.LlamaModel.random(c, 0, torch.bfloat16, linear="mkl")
+    with pytest.raises(ValueError, match="LinearKernel::kPacked cannot run"):
+        refdec.LlamaModel.random(c, 0, torch.float32, linear="packed")
 
 
 def test_type_errors_stay_type_errors():

@@ -57,7 +57,7 @@ TEST(Bf16Kernels, RmsNormIsTheReferenceModelsUpToOneStep) {
       const auto x = random_row(rng, n, scale), w = random_row(rng, n, 1.0f);
       const float eps = 1e-5f;
       std::vector<std::uint16_t> out(n);
-      refdec::bf16::rms_norm(x.data(), w.data(), out.data(), n, eps);
+      refdec::half::rms_norm<refdec::HalfFormat::kBf16>(x.data(), w.data(), out.data(), n, eps);
       double squares = 0;
       for (const auto v : x) squares += static_cast<double>(to_float(v)) * to_float(v);
       const double r = 1.0 / std::sqrt(squares / static_cast<double>(n) + eps);
@@ -74,8 +74,8 @@ TEST(Bf16Kernels, RmsNormIsTheReferenceModelsUpToOneStep) {
   auto x = random_row(rng, 33, 2.0f);
   const auto w = random_row(rng, 33, 1.0f);
   std::vector<std::uint16_t> separate(33);
-  refdec::bf16::rms_norm(x.data(), w.data(), separate.data(), 33, 1e-6f);
-  refdec::bf16::rms_norm(x.data(), w.data(), x.data(), 33, 1e-6f);
+  refdec::half::rms_norm<refdec::HalfFormat::kBf16>(x.data(), w.data(), separate.data(), 33, 1e-6f);
+  refdec::half::rms_norm<refdec::HalfFormat::kBf16>(x.data(), w.data(), x.data(), 33, 1e-6f);
   EXPECT_EQ(x, separate);
 }
 
@@ -89,7 +89,7 @@ TEST(Bf16Kernels, RotateTurnsEachPairOfEachHead) {
     const auto pair_of = [&](std::size_t i) { return half ? std::pair{i, i + pairs} : std::pair{2 * i, 2 * i + 1}; };
     std::vector<float> cos(pairs, 0.0f), sin(pairs, 1.0f);
     auto turned = x;
-    refdec::bf16::rotate(turned.data(), heads, d, cos.data(), sin.data(), half);
+    refdec::half::rotate<refdec::HalfFormat::kBf16>(turned.data(), heads, d, cos.data(), sin.data(), half);
     for (std::size_t h = 0; h < heads; ++h)
       for (std::size_t i = 0; i < pairs; ++i) {
         const auto [a, b] = pair_of(i);
@@ -103,7 +103,7 @@ TEST(Bf16Kernels, RotateTurnsEachPairOfEachHead) {
       sin[i] = static_cast<float>(std::sin(angle[i]));
     }
     auto rotated = x;
-    refdec::bf16::rotate(rotated.data(), heads, d, cos.data(), sin.data(), half);
+    refdec::half::rotate<refdec::HalfFormat::kBf16>(rotated.data(), heads, d, cos.data(), sin.data(), half);
     for (std::size_t h = 0; h < heads; ++h)
       for (std::size_t i = 0; i < pairs; ++i) {
         const auto [a, b] = pair_of(i);
@@ -111,6 +111,33 @@ TEST(Bf16Kernels, RotateTurnsEachPairOfEachHead) {
         EXPECT_LE(steps_apart(rotated[h * d + a], from_float(static_cast<float>(va * std::cos(angle[i]) - vb * std::sin(angle[i])))), 1);
         EXPECT_LE(steps_apart(rotated[h * d + b], from_float(static_cast<float>(va * std::sin(angle[i]) + vb * std::cos(angle[i])))), 1);
       }
+  }
+}
+
+// The same RMSNorm and rotation on fp16 rows: within one fp16 step of the float64 reference.
+TEST(Bf16Kernels, Fp16RowsNormAndRotateToTheReference) {
+  using refdec::HalfFormat;
+  namespace fp16 = refdec::fp16;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::size_t n = 96;
+  std::vector<std::uint16_t> x(n), w(n), out(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = fp16::from_float(3.0f * normal(rng)), w[i] = fp16::from_float(normal(rng));
+  refdec::half::rms_norm<HalfFormat::kFp16>(x.data(), w.data(), out.data(), n, 1e-5f);
+  double squares = 0;
+  for (const auto v : x) squares += static_cast<double>(fp16::to_float(v)) * fp16::to_float(v);
+  const double r = 1.0 / std::sqrt(squares / static_cast<double>(n) + 1e-5);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto want = fp16::from_float(static_cast<float>(fp16::to_float(fp16::from_float(static_cast<float>(fp16::to_float(x[i]) * r))) *
+                                                          static_cast<double>(fp16::to_float(w[i]))));
+    EXPECT_LE(steps_apart(out[i], want), 1) << i;
+  }
+  std::vector<float> cos(4, 0.0f), sin(4, 1.0f);  // a quarter turn: exact
+  auto turned = x;
+  refdec::half::rotate<HalfFormat::kFp16>(turned.data(), 1, 8, cos.data(), sin.data(), false);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(fp16::to_float(turned[2 * i]), -fp16::to_float(x[2 * i + 1]));
+    EXPECT_EQ(fp16::to_float(turned[2 * i + 1]), fp16::to_float(x[2 * i]));
   }
 }
 

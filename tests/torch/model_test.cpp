@@ -602,68 +602,113 @@ TEST(LlamaModel, HalfPrecisionRunsCloseToFloat) {
   EXPECT_LT((a - b).abs().max().item<double>(), 0.25 * a.abs().max().item<double>());
 }
 
-// ---- PackedLinear (oneDNN, prepacked bf16 weights) against at::linear ----
+// ---- PackedLinear (oneDNN's bf16 matmul, refdec's AVX2 kernel) against at::linear ----
 
-#define REFDEC_SKIP_WITHOUT_ONEDNN() \
-  if (!REFDEC_HAVE_ONEDNN) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev): PackedLinear is not available"
+// Skips visibly, with the reason, when `backend` cannot run `dtype` weights on this machine.
+#define REFDEC_SKIP_UNLESS_BACKEND_RUNS(backend, dtype)                                                                 \
+  if (const std::string why = packed_backend_unavailable(backend, dtype); !why.empty())                                 \
+  GTEST_SKIP() << backend_name(backend) << " cannot run " << at::toString(dtype) << " weights here: " << why
 
-// x W^T in float64 from the same bf16 values: the reference both kernels approximate.
+// x W^T in float64 from the same half values: the reference both kernels approximate.
 at::Tensor linear_reference(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x.to(at::kDouble), w.to(at::kDouble).t()); }
 
-TEST(PackedLinear, EqualsTheProductForEveryRowCount) {
-  REFDEC_SKIP_WITHOUT_ONEDNN();
+// Every epilogue of one backend and dtype against the float64 product, over row counts a step has.
+void expect_products(PackedBackend backend, at::ScalarType dtype) {
   auto gen = at::detail::createCPUGenerator(3);
+  // Rounding to the half dtype: its relative half-step.
+  const double step = dtype == at::kHalf ? 1e-3 : 1e-2;
   for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{48, 32}, {130, 70}, {256, 512}}) {
-    const auto w = at::randn({out, in}, gen, at::kFloat).to(at::kBFloat16);
-    const PackedLinear packed(w);
+    const auto w = at::randn({out, in}, gen, at::kFloat).to(dtype);
+    const PackedLinear packed(w, backend);
+    EXPECT_EQ(packed.backend(), backend);
+    EXPECT_EQ(packed.dtype(), dtype);
     EXPECT_EQ(packed.in_features(), in);
     EXPECT_EQ(packed.out_features(), out);
     EXPECT_GE(packed.bytes(), out * in * 2);  // padded to its blocks where the sizes are not multiples
-    for (const std::int64_t rows : {1, 2, 7, 33, 130}) {
-      const auto x = at::randn({rows, in}, gen, at::kFloat).to(at::kBFloat16);
+    for (const std::int64_t rows : {1, 2, 3, 4, 5, 7, 8, 16, 33, 64, 130}) {
+      const auto x = at::randn({rows, in}, gen, at::kFloat).to(dtype);
       const auto want = linear_reference(x, w);
       const double scale = want.abs().max().item<double>();
+      const std::string where = std::string(backend_name(backend)) + " " + at::toString(dtype) + " " + std::to_string(out) + "x" +
+                                std::to_string(in) + ", " + std::to_string(rows) + " rows";
       // float32 output: only the summation order differs from the reference.
       const auto f32 = packed(x, at::kFloat);
       EXPECT_EQ(f32.scalar_type(), at::kFloat);
-      EXPECT_LT((f32.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << out << "x" << in << ", " << rows << " rows";
-      // bf16 output: rounded to 8 bits of mantissa, as at::linear's is.
-      const auto bf16 = packed(x);
-      EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
-      EXPECT_LT((bf16.to(at::kDouble) - want).abs().max().item<double>(), 1e-2 * scale);
+      EXPECT_LT((f32.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
+      // Output in the weights' dtype: rounded, as at::linear's is.
+      const auto rounded = packed(x);
+      EXPECT_EQ(rounded.scalar_type(), dtype);
+      EXPECT_LT((rounded.to(at::kDouble) - want).abs().max().item<double>(), step * scale) << where;
       // Accumulating adds to what the output holds (the residual connection).
       const auto residual = at::randn({rows, out}, gen, at::kFloat);
       auto sum = residual.clone();
       packed.run(x, sum, Epilogue::kAccumulate);
-      EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale);
+      EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
       // SwiGLU's epilogues: silu of the product, the product times another tensor.
       const auto silu = packed(x, at::kFloat, Epilogue::kSilu).to(at::kDouble);
-      EXPECT_LT((silu - want * at::sigmoid(want)).abs().max().item<double>(), 1e-4 * scale) << out << "x" << in << ", " << rows << " rows";
-      const auto other = at::randn({rows, out}, gen, at::kFloat).to(at::kBFloat16);
-      const auto product = packed(x, at::kBFloat16, Epilogue::kMultiply, other).to(at::kDouble);
+      EXPECT_LT((silu - want * at::sigmoid(want)).abs().max().item<double>(), 1e-4 * scale) << where;
+      const auto other = at::randn({rows, out}, gen, at::kFloat).to(dtype);
+      const auto product = packed(x, dtype, Epilogue::kMultiply, other).to(at::kDouble);
       const auto want_product = want * other.to(at::kDouble);
-      EXPECT_LT((product - want_product).abs().max().item<double>(), 1e-2 * want_product.abs().max().item<double>());
+      EXPECT_LT((product - want_product).abs().max().item<double>(), step * want_product.abs().max().item<double>()) << where;
     }
   }
+}
+
+TEST(PackedLinear, OneDnnEqualsTheProductForEveryRowCount) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  expect_products(PackedBackend::kOneDnn, at::kBFloat16);
+}
+
+TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInBf16) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  expect_products(PackedBackend::kAvx2, at::kBFloat16);
+}
+
+TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInFp16) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kHalf);
+  expect_products(PackedBackend::kAvx2, at::kHalf);
+}
+
+// The default backend is the fastest that runs; one that cannot run says why and what the CPU has.
+TEST(PackedLinear, PicksTheFastestBackendAndNamesWhatTheCpuLacks) {
+  const auto w = at::randn({8, 4}).to(at::kBFloat16);
+  const auto fastest = fastest_packed_backend(at::kBFloat16);
+  EXPECT_EQ(PackedLinear::supported(w), fastest.has_value());
+  EXPECT_EQ(fastest == PackedBackend::kOneDnn, packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16).empty());
+  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kOneDnn, at::kHalf).empty()) << "oneDNN runs bf16 only";
+  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kAvx2, at::kFloat).empty());
+  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kAvx2}) {
+    const std::string why = packed_backend_unavailable(b, at::kBFloat16);
+    if (why.empty()) {
+      EXPECT_EQ(PackedLinear(w, b).backend(), b);
+    } else {
+      EXPECT_NE(why.find("this"), std::string::npos) << why;  // this CPU / this build
+      refdec_test::expect_error([&] { PackedLinear p(w, b); }, "PackedLinear: cannot pack");
+    }
+  }
+  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
+  EXPECT_EQ(PackedLinear(w).backend(), *fastest);
 }
 
 TEST(PackedLinear, RejectsWhatItCannotRun) {
   const auto f32 = at::randn({8, 4});
   EXPECT_FALSE(PackedLinear::supported(f32));
   EXPECT_FALSE(PackedLinear::supported(at::Tensor()));
-  refdec_test::expect_error([&] { PackedLinear p(f32); }, "PackedLinear: needs a 2-D bf16 CPU weight");
-  REFDEC_SKIP_WITHOUT_ONEDNN();
+  refdec_test::expect_error([&] { PackedLinear p(f32); }, "needs a 2-D bf16 or fp16 CPU weight");
+  const auto fastest = fastest_packed_backend(at::kBFloat16);
+  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
   const PackedLinear packed(f32.to(at::kBFloat16));
   const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
-  refdec_test::expect_error([&] { (void)packed(bf({3, 5})); }, "input must be a contiguous bf16 CPU [rows, 4]");
-  refdec_test::expect_error([&] { (void)packed(at::zeros({3, 4})); }, "input must be a contiguous bf16 CPU");
-  refdec_test::expect_error([&] { (void)packed(bf({4, 3}).t()); }, "input must be a contiguous bf16 CPU");
-  refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8})); }, "output must be a contiguous bf16 or float32 CPU [3, 8]");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 5})); }, "input must be a contiguous BFloat16 CPU [rows, 4]");
+  refdec_test::expect_error([&] { (void)packed(at::zeros({3, 4})); }, "input must be a contiguous BFloat16 CPU");
+  refdec_test::expect_error([&] { (void)packed(bf({4, 3}).t()); }, "input must be a contiguous BFloat16 CPU");
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8})); }, "output must be a contiguous BFloat16 or float32 CPU [3, 8]");
   refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble)); }, "output must be");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply); }, "Epilogue::kMultiply needs the tensor");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kSilu, bf({3, 8})); }, "and only it takes one");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, bf({3, 7})); },
-                            "the tensor to multiply by must be a contiguous bf16 CPU [3, 8] apart from the output");
+                            "the tensor to multiply by must be a contiguous BFloat16 CPU [3, 8] apart from the output");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, at::zeros({3, 8})); },
                             "the tensor to multiply by must be");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kFloat, Epilogue::kAccumulate); }, "adds to an output: call run()");
@@ -676,7 +721,7 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
 // hand it out) equal the float64 products of the same bf16 values, for every head grouping, row
 // count, length and head size, the length changing from call to call under one primitive.
 TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
-  REFDEC_SKIP_WITHOUT_ONEDNN();
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
   auto gen = at::detail::createCPUGenerator(9);
   const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
   for (const std::int64_t kv : {1, 2, 4})
@@ -707,6 +752,8 @@ TEST(AttentionProducts, RejectWhatTheyCannotRun) {
   EXPECT_FALSE(attention_products_supported(at::zeros({4, 2, 8})));
   EXPECT_FALSE(attention_products_supported(bf({4, 8, 2}).transpose(1, 2)));  // last dimension strided
   EXPECT_FALSE(attention_products_supported(at::Tensor()));
+  EXPECT_EQ(attention_products_supported(bf({4, 2, 8})), packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16).empty())
+      << "the products run where oneDNN runs bf16";
   refdec_test::expect_error([&] { (void)attention_scores(bf({2, 1, 8}), at::zeros({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
   refdec_test::expect_error([&] { (void)attention_scores(bf({3, 1, 8}), bf({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
   refdec_test::expect_error([&] { (void)attention_values(bf({2, 1, 5}), bf({4, 2, 8})); }, "attention_values: needs bf16 CPU");
@@ -714,13 +761,12 @@ TEST(AttentionProducts, RejectWhatTheyCannotRun) {
 
 // One packed layer serves several threads at once (each row count's kernel is made once, under a
 // lock); every thread gets what a lone call gives.
-TEST(PackedLinear, ThreadsShareOneLayer) {
-  REFDEC_SKIP_WITHOUT_ONEDNN();
+void expect_threads_share_one_layer(PackedBackend backend) {
   auto gen = at::detail::createCPUGenerator(4);
-  const PackedLinear packed(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16));
+  const PackedLinear packed(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16), backend);
   std::vector<at::Tensor> inputs, alone;
   for (std::int64_t rows = 1; rows <= 24; ++rows) inputs.push_back(at::randn({rows, 96}, gen, at::kFloat).to(at::kBFloat16));
-  const PackedLinear fresh(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16));  // kernels not made yet
+  const PackedLinear fresh(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16), backend);  // kernels not made yet
   for (const auto& x : inputs) alone.push_back(fresh(x, at::kFloat));
   std::vector<std::vector<at::Tensor>> got(4);
   std::vector<std::thread> threads;
@@ -732,28 +778,41 @@ TEST(PackedLinear, ThreadsShareOneLayer) {
   for (std::size_t t = 0; t < got.size(); ++t)
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const auto& x = inputs[(i + 5 * t) % inputs.size()];
-      EXPECT_TRUE(at::equal(got[t][i], packed(x, at::kFloat))) << "thread " << t << ", " << x.size(0) << " rows";
+      EXPECT_TRUE(at::equal(got[t][i], packed(x, at::kFloat))) << backend_name(backend) << " thread " << t << ", " << x.size(0) << " rows";
     }
   EXPECT_EQ(alone.size(), inputs.size());
 }
 
+TEST(PackedLinear, ThreadsShareOneOneDnnLayer) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  expect_threads_share_one_layer(PackedBackend::kOneDnn);
+}
+
+TEST(PackedLinear, ThreadsShareOneAvx2Layer) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  expect_threads_share_one_layer(PackedBackend::kAvx2);
+}
+
 // The packed model (fused q/k/v, SwiGLU and residuals in the products' epilogues, float32
-// logits) computes what the at::linear model computes from the same bf16 weights, over trees,
+// logits) computes what the at::linear model computes from the same half weights, over trees,
 // auxiliary rows and ragged batches, with either rotary pairing (its fused element-wise kernels
 // against the reference's ATen ops); its weights are released and it says so.
-TEST(LlamaModel, PackedLinearLayersMatchAtLinearInBf16) {
-  REFDEC_SKIP_WITHOUT_ONEDNN();
+void expect_packed_model_matches_aten(LinearKernel kernel, at::ScalarType dtype) {
   std::mt19937 rng(31);
   for (int kind = 0; kind < 4; ++kind) {
     auto config = attention_config(kind % 3);
     if (kind == 3) config.rope_style = RopeStyle::kHalf;
-    const auto aten = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16, at::kCPU, LinearKernel::kAten);
-    const auto packed = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16, at::kCPU, LinearKernel::kPacked);
-    const auto automatic = LlamaModel::random(config, 50 + static_cast<std::uint64_t>(kind), at::kBFloat16);
+    const auto seed = 50 + static_cast<std::uint64_t>(kind);
+    const auto same = LlamaModel::random(config, seed, dtype, at::kCPU, LinearKernel::kAten);
+    // libtorch 1.13 has no fp16 products on the CPU: the reference runs the same values in float32.
+    const LlamaModel aten = dtype == at::kHalf ? same.to(at::kFloat, at::kCPU, LinearKernel::kAten) : same;
+    const auto packed = LlamaModel::random(config, seed, dtype, at::kCPU, kernel);
     EXPECT_FALSE(aten.packed());
+    EXPECT_EQ(aten.linear_kernel(), LinearKernel::kAten);
     EXPECT_TRUE(packed.packed());
-    EXPECT_TRUE(automatic.packed()) << "kAuto packs bf16 CPU weights";
-    EXPECT_GE(packed.step_weight_bytes(), aten.step_weight_bytes());  // blocks may pad
+    EXPECT_EQ(packed.linear_kernel(), kernel);
+    EXPECT_EQ(packed.linear_path().find(linear_kernel_name(kernel)), 0u) << packed.linear_path();
+    EXPECT_GE(packed.step_weight_bytes(), same.step_weight_bytes());  // blocks may pad
     EXPECT_FALSE(packed.weights().layers[0].wq.defined()) << "packed projections are released";
     EXPECT_TRUE(packed.weights().embedding.defined());
     refdec_test::expect_error([&] { (void)packed.to(at::kFloat, at::kCPU); }, "convert the model before packing");
@@ -767,14 +826,59 @@ TEST(LlamaModel, PackedLinearLayersMatchAtLinearInBf16) {
       plan_step(trees, aux, sa.lengths(), aten.vocab_size(), plan);
       const auto a = aten.forward(plan, sa), p = packed.forward(plan, sp);
       EXPECT_EQ(p.scalar_type(), at::kFloat);
-      // bf16 activations round differently between the kernels: a loose bound, and the same
+      // Half activations round differently between the kernels: a loose bound, and the same
       // argmax on nearly every row.
       EXPECT_LT((a - p).abs().max().item<double>(), 0.1 * a.abs().max().item<double>()) << "kind " << kind << " trial " << trial;
       EXPECT_GE(a.argmax(-1).eq(p.argmax(-1)).to(at::kDouble).mean().item<double>(), 0.8) << "kind " << kind << " trial " << trial;
     }
   }
-  refdec_test::expect_error([] { (void)LlamaModel::random(small_config(), 1, at::kFloat, at::kCPU, LinearKernel::kPacked); },
-                            "LinearKernel::kPacked needs bf16 CPU weights");
+}
+
+TEST(LlamaModel, OneDnnLayersMatchAtLinearInBf16) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  expect_packed_model_matches_aten(LinearKernel::kOneDnn, at::kBFloat16);
+}
+
+TEST(LlamaModel, Avx2LayersMatchAtLinearInBf16) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  expect_packed_model_matches_aten(LinearKernel::kAvx2, at::kBFloat16);
+}
+
+TEST(LlamaModel, Avx2LayersMatchAtLinearInFp16) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kHalf);
+  expect_packed_model_matches_aten(LinearKernel::kAvx2, at::kHalf);
+}
+
+// kAuto and kPacked take the fastest kernel this CPU runs and say why; a kernel that cannot run
+// is an error naming what the CPU lacks and the alternatives; float32 weights stay on at::linear.
+TEST(LlamaModel, ChoosesItsLinearKernelByWhatTheCpuRuns) {
+  const auto config = attention_config(0);
+  const auto fp32 = LlamaModel::random(config, 1, at::kFloat);
+  EXPECT_EQ(fp32.linear_kernel(), LinearKernel::kAten);
+  EXPECT_NE(fp32.linear_path().find("bf16 or fp16"), std::string::npos) << fp32.linear_path();
+  refdec_test::expect_error([&] { (void)LlamaModel::random(config, 1, at::kFloat, at::kCPU, LinearKernel::kPacked); },
+                            "LinearKernel::kPacked cannot run");
+  refdec_test::expect_error([&] { (void)LlamaModel::random(config, 1, at::kFloat, at::kCPU, LinearKernel::kAvx2); },
+                            "LinearKernel::kAvx2 cannot run");
+  for (const LinearKernel k : {LinearKernel::kAuto, LinearKernel::kAten, LinearKernel::kPacked, LinearKernel::kOneDnn, LinearKernel::kAvx2})
+    EXPECT_EQ(parse_linear_kernel(linear_kernel_name(k)), k);
+  refdec_test::expect_error([] { (void)parse_linear_kernel("mkl"); }, "unknown linear kernel 'mkl'");
+  const std::string onednn_why = packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16);
+  if (!onednn_why.empty())
+    refdec_test::expect_error([&] { (void)LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kOneDnn); },
+                              "use LinearKernel::kAuto (the fastest that runs) or kAten");
+  const auto fastest = fastest_packed_backend(at::kBFloat16);
+  const auto automatic = LlamaModel::random(config, 1, at::kBFloat16);
+  if (!fastest) {
+    EXPECT_EQ(automatic.linear_kernel(), LinearKernel::kAten) << automatic.linear_path();
+    GTEST_SKIP() << "no packed kernel runs here (" << cpu_isa().describe() << "): kAuto keeps at::linear";
+  }
+  const LinearKernel want = *fastest == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kAvx2;
+  EXPECT_EQ(automatic.linear_kernel(), want) << automatic.linear_path();
+  EXPECT_EQ(LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kPacked).linear_kernel(), want);
+  if (want == LinearKernel::kAvx2) {  // the report says why oneDNN was passed over
+    EXPECT_NE(automatic.linear_path().find(onednn_why), std::string::npos) << automatic.linear_path();
+  }
 }
 
 // ---- node_draws (include/refdec/torch/node_draws.hpp) against LogitsProcessor on the host ----

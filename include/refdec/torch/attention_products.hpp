@@ -24,9 +24,10 @@
 REFDEC_NAMESPACE_BEGIN
 
 /// Whether attention_scores() and attention_values() run these keys or values ([S, KV, D]): bf16
-/// on the CPU with a contiguous last dimension, and refdec built with oneDNN.
+/// on the CPU with a contiguous last dimension, refdec built with oneDNN, and a CPU on which
+/// oneDNN runs bf16 products (AVX-512; packed_linear.hpp probes it).
 inline bool attention_products_supported(const at::Tensor& cache) {
-  return REFDEC_HAVE_ONEDNN && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
+  return detail::onednn_bf16_matmul_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
          cache.scalar_type() == at::kBFloat16 && cache.stride(2) == 1;
 }
 
@@ -80,7 +81,7 @@ inline void run_attention_primitive(const dnnl::matmul& product, const dnnl::mem
 inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, double scale) {
   REFDEC_CHECK(attention_products_supported(keys) && q.dim() == 3 && q.scalar_type() == at::kBFloat16 && q.device().is_cpu() &&
                    q.size(0) == keys.size(1) && q.size(2) == keys.size(2),
-               "attention_scores: needs bf16 CPU queries [KV, rows, D] and keys [S, KV, D] with oneDNN, got "
+               "attention_scores: needs bf16 CPU queries [KV, rows, D] and keys [S, KV, D] with oneDNN running bf16 on this CPU, got "
                    << q.toString() << " " << q.sizes() << " and " << keys.toString() << " " << keys.sizes());
   const auto qc = q.contiguous();
   const std::int64_t kv = q.size(0), rows = q.size(1), d = q.size(2), s = keys.size(0);
@@ -101,7 +102,7 @@ inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Te
   REFDEC_CHECK(attention_products_supported(values) && probabilities.dim() == 3 && probabilities.scalar_type() == at::kBFloat16 &&
                    probabilities.device().is_cpu() && probabilities.size(0) == values.size(1) &&
                    probabilities.size(2) == values.size(0),
-               "attention_values: needs bf16 CPU probabilities [KV, rows, S] and values [S, KV, D] with oneDNN, got "
+               "attention_values: needs bf16 CPU probabilities [KV, rows, S] and values [S, KV, D] with oneDNN running bf16 on this CPU, got "
                    << probabilities.toString() << " " << probabilities.sizes() << " and " << values.toString() << " "
                    << values.sizes());
   const auto pc = probabilities.contiguous();

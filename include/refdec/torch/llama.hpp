@@ -75,12 +75,36 @@ struct LlamaLayerWeights {
   at::Tensor w3;         // [hidden_dim, dim] up
 };
 
-/// Which kernel runs a model's linear layers.
+/// Which kernel runs a model's linear layers. The packed kernels (PackedLinear: weights packed
+/// once, q/k/v fused, SwiGLU and residuals in the products' epilogues) take bf16 or fp16 CPU
+/// weights; asking for one this CPU cannot run throws refdec::ArgumentError naming what it lacks.
 enum class LinearKernel {
-  kAuto,    ///< kPacked where PackedLinear supports the weights (bf16 on the CPU with oneDNN), else kAten
+  kAuto,    ///< the fastest packed kernel this CPU runs for the weights (kPacked), else kAten
   kAten,    ///< at::linear over the weights as given
-  kPacked,  ///< PackedLinear (oneDNN, weights reordered once, q/k/v fused, SwiGLU and residuals in the products); throws where unsupported
+  kPacked,  ///< the fastest packed kernel this CPU runs: kOneDnn where oneDNN runs bf16, else kAvx2
+  kOneDnn,  ///< PackedLinear on oneDNN's bf16 matmul (AVX-512 CPUs; bf16 weights)
+  kAvx2,    ///< PackedLinear on refdec's AVX2 kernel (AVX2, FMA and F16C; bf16 or fp16 weights)
 };
+
+/// The kernel's name as options and reports spell it: "auto", "aten", "packed", "onednn", "avx2".
+inline const char* linear_kernel_name(LinearKernel kernel) {
+  switch (kernel) {
+    case LinearKernel::kAuto: return "auto";
+    case LinearKernel::kAten: return "aten";
+    case LinearKernel::kPacked: return "packed";
+    case LinearKernel::kOneDnn: return "onednn";
+    case LinearKernel::kAvx2: return "avx2";
+  }
+  return "?";
+}
+
+/// The LinearKernel a name from linear_kernel_name() stands for; throws ArgumentError otherwise.
+inline LinearKernel parse_linear_kernel(const std::string& name) {
+  for (const LinearKernel k : {LinearKernel::kAuto, LinearKernel::kAten, LinearKernel::kPacked, LinearKernel::kOneDnn, LinearKernel::kAvx2})
+    if (name == linear_kernel_name(k)) return k;
+  REFDEC_CHECK(false, "unknown linear kernel '" << name << "': use auto, aten, packed, onednn or avx2");
+  return LinearKernel::kAuto;
+}
 
 /// All weights of a Llama-family model.
 struct LlamaWeights {
@@ -120,11 +144,8 @@ class LlamaModel {
     }
     inv_freq_ = at::pow(config_.rope_theta,
                         -at::arange(0, hd, 2, at::TensorOptions().dtype(at::kDouble)) / static_cast<double>(hd));
-    const bool can_pack = PackedLinear::supported(w_.embedding);
-    REFDEC_CHECK(kernel != LinearKernel::kPacked || can_pack,
-                 "LlamaModel: LinearKernel::kPacked needs bf16 CPU weights and refdec built with oneDNN (libdnnl-dev), got "
-                     << w_.embedding.toString());
-    if (kernel != LinearKernel::kAten && can_pack) pack();
+    choose_linear_path(kernel);
+    if (linear_path_ != LinearKernel::kAten) pack(linear_path_ == LinearKernel::kOneDnn ? PackedBackend::kOneDnn : PackedBackend::kAvx2);
   }
 
   /// A model with seeded random weights (for tests and for running without a checkpoint).
@@ -163,9 +184,15 @@ class LlamaModel {
   const LlamaConfig& config() const { return config_; }
   /// The weights as given; a model with packed linear layers keeps only the embedding and norms here.
   const LlamaWeights& weights() const { return w_; }
-  /// Whether the linear layers run PackedLinear (LinearKernel); attention's products then run
-  /// through oneDNN too, over the cache in place (attention_products.hpp).
+  /// Whether the linear layers run PackedLinear (LinearKernel). Attention's products then run
+  /// through oneDNN over the cache in place (attention_products.hpp) where oneDNN runs bf16, and
+  /// in float32 otherwise.
   bool packed() const { return !packed_.empty(); }
+  /// The kernel the linear layers run on: kAten, kOneDnn or kAvx2 (never kAuto or kPacked).
+  LinearKernel linear_kernel() const { return linear_path_; }
+  /// Which kernel the linear layers run on and why it was chosen, in words (for reports):
+  /// "avx2 (oneDNN creates no bf16 matmul on this CPU ...)".
+  const std::string& linear_path() const { return linear_reason_; }
   /// Bytes of every weight a decoding step reads: projections, norms and the output layer (the
   /// embedding only where it is the tied output layer: a step gathers just its rows otherwise).
   std::int64_t step_weight_bytes() const {
@@ -186,8 +213,9 @@ class LlamaModel {
   at::ScalarType dtype() const { return w_.embedding.scalar_type(); }
   at::Device device() const { return w_.embedding.device(); }
 
-  /// A copy of this model with its weights in `dtype` on `device` (ties are kept).
-  LlamaModel to(at::ScalarType dtype, at::Device device) const {
+  /// A copy of this model with its weights in `dtype` on `device` (ties are kept), its linear
+  /// layers on `kernel`.
+  LlamaModel to(at::ScalarType dtype, at::Device device, LinearKernel kernel = LinearKernel::kAuto) const {
     REFDEC_CHECK(!packed(), "LlamaModel::to: this model's linear layers are packed and their weights released; "
                             "convert the model before packing (LinearKernel::kAten keeps the weights)");
     auto cv = [&](const at::Tensor& t) { return t.to(device, dtype); };
@@ -198,7 +226,7 @@ class LlamaModel {
                           cv(l.w2), cv(l.w3)});
     w.final_norm = cv(w_.final_norm);
     w.output = w_.output.is_same(w_.embedding) ? w.embedding : cv(w_.output);
-    return LlamaModel(config_, std::move(w));
+    return LlamaModel(config_, std::move(w), kernel);
   }
 
   /// What the model stores per token, for building a KV store.
@@ -276,13 +304,16 @@ class LlamaModel {
         const std::int64_t S = keys.size(0);
         // Query head h reads kv head h / G: group the G query heads of a kv head together.
         const auto qg = q.narrow(0, first, n).permute({1, 0, 2}).reshape({KV, G * n, D});  // [KV, G*n, D]
-        // The packed path reads the cache in place through oneDNN (attention_products.hpp).
+        // The packed path reads the cache in place through oneDNN (attention_products.hpp); where
+        // oneDNN runs no bf16 (or the model is fp16) it multiplies in float32, as libtorch 1.13's
+        // half-precision products on the CPU are several times slower.
         const bool in_place = packed() && attention_products_supported(keys) && attention_products_supported(values);
-        auto scores = (in_place ? attention_scores(qg, keys, scale) : at::matmul(qg, keys.permute({1, 2, 0})) * scale)
+        const auto pt = packed() && !in_place ? at::kFloat : dt;  // the dtype of the ATen products
+        auto scores = (in_place ? attention_scores(qg, keys, scale) : at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale)
                           .view({KV, G, n, S});
         if (const auto& mask = bias[static_cast<std::size_t>(b)]; mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
-        const auto probs = at::softmax(scores, -1, compute).to(dt).view({KV, G * n, S});
-        heads[static_cast<std::size_t>(b)] = (in_place ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2})))
+        const auto probs = at::softmax(scores, -1, compute).to(in_place ? dt : pt).view({KV, G * n, S});
+        heads[static_cast<std::size_t>(b)] = (in_place ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt))
                                                  .view({H, n, D})  // [KV, G*n, D] viewed per query head
                                                  .permute({1, 0, 2})
                                                  .reshape({n, H * D});
@@ -292,8 +323,8 @@ class LlamaModel {
         const auto& p = packed_[static_cast<std::size_t>(li)];
         p.o->run(attended.contiguous(), x, Epilogue::kAccumulate);
         const auto h = fused_rms_norm(x, l.ffn_norm);
-        const auto gate = (*p.gate)(h, at::kBFloat16, Epilogue::kSilu);
-        p.down->run((*p.up)(h, at::kBFloat16, Epilogue::kMultiply, gate), x, Epilogue::kAccumulate);
+        const auto gate = (*p.gate)(h, std::nullopt, Epilogue::kSilu);
+        p.down->run((*p.up)(h, std::nullopt, Epilogue::kMultiply, gate), x, Epilogue::kAccumulate);
       } else {
         x = x + at::linear(attended, l.wo);
         const auto h = rms_norm(x, l.ffn_norm, compute);
@@ -310,12 +341,48 @@ class LlamaModel {
     REFDEC_CHECK(t.sizes() == at::IntArrayRef(want), "LlamaModel: weight " << name << " has shape " << t.sizes() << ", expected " << at::IntArrayRef(want));
   }
 
-  // Packs every projection (LinearKernel::kPacked) and releases the tensors given for them; the
-  // embedding stays for the token lookup.
-  void pack() {
-    const auto packed = [](const at::Tensor& w) { return std::make_shared<const PackedLinear>(w); };
-    // The fused RMSNorm reads the norms' weights as bf16 arrays.
-    const auto as_array = [](const at::Tensor& w) { return w.to(at::kCPU, at::kBFloat16).contiguous(); };
+  // Decides linear_path_ and linear_reason_ from what was asked for and what this CPU runs.
+  void choose_linear_path(LinearKernel kernel) {
+    const at::ScalarType dt = w_.embedding.scalar_type();
+    const bool half = w_.embedding.device().is_cpu() && (dt == at::kBFloat16 || dt == at::kHalf);
+    const std::string isa = "CPU: " + cpu_isa().describe();
+    if (kernel == LinearKernel::kAten) {
+      linear_path_ = LinearKernel::kAten, linear_reason_ = "aten (asked for)";
+      return;
+    }
+    if (kernel == LinearKernel::kOneDnn || kernel == LinearKernel::kAvx2) {
+      const PackedBackend backend = kernel == LinearKernel::kOneDnn ? PackedBackend::kOneDnn : PackedBackend::kAvx2;
+      const std::string why = half ? packed_backend_unavailable(backend, dt) : "packed kernels take bf16 or fp16 CPU weights";
+      REFDEC_CHECK(why.empty(), "LlamaModel: LinearKernel::" << (backend == PackedBackend::kOneDnn ? "kOneDnn" : "kAvx2") << " cannot run "
+                                                           << w_.embedding.toString() << " weights here: " << why
+                                                           << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
+      linear_path_ = kernel, linear_reason_ = std::string(linear_kernel_name(kernel)) + " (asked for; " + isa + ")";
+      return;
+    }
+    const auto fastest = half ? fastest_packed_backend(dt) : std::nullopt;
+    if (!fastest) {
+      const std::string why = !half ? "packed kernels take bf16 or fp16 CPU weights, these are " + w_.embedding.toString()
+                                    : packed_backend_unavailable(PackedBackend::kOneDnn, dt) + "; " +
+                                          packed_backend_unavailable(PackedBackend::kAvx2, dt);
+      REFDEC_CHECK(kernel != LinearKernel::kPacked, "LlamaModel: LinearKernel::kPacked cannot run " << w_.embedding.toString()
+                                                                                                  << " weights here: " << why
+                                                                                                  << "; use LinearKernel::kAten");
+      linear_path_ = LinearKernel::kAten, linear_reason_ = "aten (" + why + ")";
+      return;
+    }
+    linear_path_ = *fastest == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kAvx2;
+    linear_reason_ = std::string(linear_kernel_name(linear_path_)) + " (the fastest packed kernel here";
+    if (*fastest == PackedBackend::kAvx2) linear_reason_ += ": " + packed_backend_unavailable(PackedBackend::kOneDnn, dt);
+    else linear_reason_ += "; " + isa;
+    linear_reason_ += ")";
+  }
+
+  // Packs every projection for `backend` and releases the tensors given for them; the embedding
+  // stays for the token lookup.
+  void pack(PackedBackend backend) {
+    const auto packed = [backend](const at::Tensor& w) { return std::make_shared<const PackedLinear>(w, backend); };
+    // The fused RMSNorm reads the norms' weights as arrays of the model's dtype.
+    const auto as_array = [dt = dtype()](const at::Tensor& w) { return w.to(at::kCPU, dt).contiguous(); };
     w_.final_norm = as_array(w_.final_norm);
     for (auto& l : w_.layers) {
       l.attn_norm = as_array(l.attn_norm);
@@ -333,22 +400,24 @@ class LlamaModel {
   }
 
   // The packed path's RMSNorm and rotary embedding, one pass per row each (bf16_kernels.hpp)
-  // instead of a chain of ATen ops: x, w and the tables are contiguous bf16 (float for the
-  // tables) CPU tensors.
+  // instead of a chain of ATen ops: x and w are contiguous bf16 or fp16 CPU tensors (the model's
+  // dtype), the tables float.
   static std::uint16_t* bits(const at::Tensor& t) { return static_cast<std::uint16_t*>(t.data_ptr()); }
   at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w) const {
     auto out = at::empty_like(x);
     const std::int64_t n = x.size(1);
+    const auto norm = dtype() == at::kHalf ? half::rms_norm<HalfFormat::kFp16> : half::rms_norm<HalfFormat::kBf16>;
     for (std::int64_t r = 0; r < x.size(0); ++r)
-      bf16::rms_norm(bits(x) + r * n, bits(w), bits(out) + r * n, static_cast<std::size_t>(n), static_cast<float>(config_.norm_eps));
+      norm(bits(x) + r * n, bits(w), bits(out) + r * n, static_cast<std::size_t>(n), static_cast<float>(config_.norm_eps));
     return out;
   }
   // Rotates the first `heads` heads of each row of `rows` ([R, >= heads * D]) in place.
   void rotate_rows(const at::Tensor& rows, std::int64_t heads, const at::Tensor& cos, const at::Tensor& sin) const {
-    const std::int64_t D = config_.head_dim(), half = D / 2;
+    const std::int64_t D = config_.head_dim(), pairs = D / 2;
+    const auto turn = dtype() == at::kHalf ? half::rotate<HalfFormat::kFp16> : half::rotate<HalfFormat::kBf16>;
     for (std::int64_t r = 0; r < rows.size(0); ++r)
-      bf16::rotate(bits(rows) + r * rows.size(1), static_cast<std::size_t>(heads), static_cast<std::size_t>(D),
-                   cos.data_ptr<float>() + r * half, sin.data_ptr<float>() + r * half, config_.rope_style == RopeStyle::kHalf);
+      turn(bits(rows) + r * rows.size(1), static_cast<std::size_t>(heads), static_cast<std::size_t>(D), cos.data_ptr<float>() + r * pairs,
+           sin.data_ptr<float>() + r * pairs, config_.rope_style == RopeStyle::kHalf);
   }
 
   // cos and sin of position * inverse frequency, computed in float64: [R, D/2] each.
@@ -377,6 +446,8 @@ class LlamaModel {
 
   LlamaConfig config_;
   LlamaWeights w_;
+  LinearKernel linear_path_ = LinearKernel::kAten;
+  std::string linear_reason_;
   std::vector<PackedLayer> packed_;  // empty when the model runs at::linear
   std::shared_ptr<const PackedLinear> packed_output_;
   at::Tensor inv_freq_;  // [head_dim / 2] float64

@@ -1,25 +1,34 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// A CPU linear layer whose weight is reordered once into the blocked layout oneDNN's bf16 matmul
-// streams fastest. At batch 1 a decoding step is a stream over every weight, so the layout the
-// kernel reads decides the speed: on AVX-512-BF16 machines oneDNN reads its blocked layout at the
-// memory bandwidth and at::linear in bf16 at less than half of it (docs/speed.md).
+// A CPU linear layer whose weight is packed once into the layout its kernel streams fastest. At
+// batch 1 a decoding step is a stream over every weight, so the layout the kernel reads decides
+// the speed. Two kernels (backends), chosen at run time by what the CPU runs:
+//  - oneDNN's bf16 matmul, the weight reordered into its blocked layout: on AVX-512 machines it
+//    reads that layout at the memory bandwidth, at::linear in bf16 at less than half of it;
+//    oneDNN 2.6 (Debian's) creates no bf16 matmul below AVX-512.
+//  - refdec's AVX2 kernel (core/avx2_linear.hpp), bf16 or fp16 weights kept 2 bytes each and
+//    widened in registers: any x86-64 CPU with AVX2, FMA and F16C.
+// docs/speed.md has both paths' step costs against the memory roofline.
 //
 // oneDNN is optional: REFDEC_HAVE_ONEDNN is 1 when CMake found Debian's libdnnl-dev (the same
-// library Debian's libtorch links). Without it PackedLinear::supported() is false and models keep
-// at::linear.
+// library Debian's libtorch links).
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "refdec/core/avx2_linear.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/core/cpu_isa.hpp"
 
 #ifndef REFDEC_HAVE_ONEDNN
 #define REFDEC_HAVE_ONEDNN 0
@@ -41,40 +50,96 @@ inline const dnnl::engine& onednn_engine() {
 }  // namespace detail
 #endif
 
-/// What PackedLinear::run() does with x W^T as it writes its output, inside oneDNN's product (a
-/// post-op: no pass of its own over the result).
-enum class Epilogue {
-  kStore,       ///< out = x W^T
-  kAccumulate,  ///< out += x W^T: a residual connection
-  kSilu,        ///< out = silu(x W^T): SwiGLU's gate
-  kMultiply,    ///< out = (x W^T) * other: SwiGLU's up projection times the gate
+/// The kernels a PackedLinear runs on.
+enum class PackedBackend {
+  kOneDnn,  ///< oneDNN's bf16 matmul over its blocked layout (CPUs with AVX-512; bf16 only)
+  kAvx2,    ///< refdec's AVX2 kernel (core/avx2_linear.hpp; CPUs with AVX2, FMA and F16C; bf16 and fp16)
 };
 
-/// y = x W^T with W prepacked for oneDNN (bf16 weights on the CPU). Thread-safe: run() may be
+/// The backend's name as options and reports spell it: "onednn", "avx2".
+inline const char* backend_name(PackedBackend backend) { return backend == PackedBackend::kOneDnn ? "onednn" : "avx2"; }
+
+namespace detail {
+// Whether oneDNN creates a bf16 matmul here, probed once by creating one: the library decides by
+// the CPU (and by ONEDNN_MAX_CPU_ISA), and refdec's own cap (REFDEC_CPU_ISA=avx2 or baseline)
+// keeps it off as it keeps off every AVX-512 path.
+inline bool onednn_bf16_matmul_runs() {
+#if REFDEC_HAVE_ONEDNN
+  static const bool runs = [] {
+    if (!cpu_isa().cap.empty() && cpu_isa().cap != "avx512") return false;
+    try {
+      using dt = dnnl::memory::data_type;
+      using tag = dnnl::memory::format_tag;
+      const dnnl::matmul::desc desc({{1, 32}, dt::bf16, tag::ab}, {{32, 32}, dt::bf16, tag::any}, {{1, 32}, dt::bf16, tag::ab});
+      (void)dnnl::matmul::primitive_desc(desc, onednn_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return runs;
+#else
+  return false;
+#endif
+}
+}  // namespace detail
+
+/// Why `backend` cannot run a `dtype` weight on this machine, or "" when it can: names what the
+/// CPU lacks and what to use instead.
+inline std::string packed_backend_unavailable(PackedBackend backend, at::ScalarType dtype) {
+  std::ostringstream why;
+  if (backend == PackedBackend::kOneDnn) {
+    if (!REFDEC_HAVE_ONEDNN)
+      why << "this build of refdec has no oneDNN (install libdnnl-dev and reconfigure)";
+    else if (dtype != at::kBFloat16)
+      why << "oneDNN runs bf16 weights only, got " << dtype;
+    else if (!detail::onednn_bf16_matmul_runs())
+      why << "oneDNN creates no bf16 matmul on this CPU (it needs AVX-512; this CPU runs " << cpu_isa().describe() << ")";
+  } else {
+    if (dtype != at::kBFloat16 && dtype != at::kHalf)
+      why << "the AVX2 kernel runs bf16 and fp16 weights, got " << dtype;
+    else if (!Avx2Linear::cpu_runs())
+      why << "the AVX2 kernel needs AVX2, FMA and F16C (this CPU runs " << cpu_isa().describe() << ")";
+  }
+  return why.str();
+}
+
+/// The fastest backend that runs `dtype` weights on this CPU (oneDNN where it runs bf16, which
+/// streams at least as fast on AVX-512 machines; else the AVX2 kernel), or none.
+inline std::optional<PackedBackend> fastest_packed_backend(at::ScalarType dtype) {
+  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kAvx2})
+    if (packed_backend_unavailable(b, dtype).empty()) return b;
+  return std::nullopt;
+}
+
+/// y = x W^T with W packed for a CPU kernel (bf16 or fp16 weights). Thread-safe: run() may be
 /// called from several threads at once.
 class PackedLinear {
  public:
-  /// Whether `weight` ([out, in], as torch.nn.Linear holds it) can be packed here: a 2-D bf16 CPU
-  /// tensor, and refdec built with oneDNN.
-  static bool supported(const at::Tensor& weight) {
-    return REFDEC_HAVE_ONEDNN && weight.defined() && weight.dim() == 2 && weight.device().is_cpu() &&
-           weight.scalar_type() == at::kBFloat16;
-  }
+  /// Whether `weight` ([out, in], as torch.nn.Linear holds it) can be packed here: a 2-D bf16 or
+  /// fp16 CPU tensor, and a backend that runs it on this CPU.
+  static bool supported(const at::Tensor& weight) { return why_unsupported(weight, std::nullopt).empty(); }
 
-  /// Packs `weight` ([out, in]); the tensor itself is not kept. Throws ArgumentError when
-  /// !supported(weight).
-  explicit PackedLinear(const at::Tensor& weight) {
-    REFDEC_CHECK(supported(weight), "PackedLinear: needs a 2-D bf16 CPU weight and refdec built with oneDNN (libdnnl-dev), got "
-                                        << (weight.defined() ? weight.toString() : std::string("an undefined tensor"))
-                                        << (REFDEC_HAVE_ONEDNN ? "" : " (this build has no oneDNN)"));
+  /// Packs `weight` ([out, in]) for `backend` (by default the fastest that runs here); the tensor
+  /// itself is not kept. Throws ArgumentError naming the reason when it cannot.
+  explicit PackedLinear(const at::Tensor& weight, std::optional<PackedBackend> backend = std::nullopt) {
+    const std::string why = why_unsupported(weight, backend);
+    REFDEC_CHECK(why.empty(), "PackedLinear: cannot pack " << (weight.defined() ? weight.toString() : std::string("an undefined tensor"))
+                                                           << ": " << why);
+    backend_ = backend ? *backend : *fastest_packed_backend(weight.scalar_type());
+    dtype_ = weight.scalar_type();
     out_ = weight.size(0), in_ = weight.size(1);
+    const auto source = weight.contiguous();
+    if (backend_ == PackedBackend::kAvx2) {
+      avx2_ = std::make_unique<const Avx2Linear>(static_cast<const std::uint16_t*>(source.data_ptr()), out_, in_, format());
+      return;
+    }
 #if REFDEC_HAVE_ONEDNN
     using tag = dnnl::memory::format_tag;
     // The layout oneDNN picks for one row of input; rows up to a few hundred reuse it at full speed.
     const auto pd = primitive_desc(1, dnnl::memory::desc({in_, out_}, dnnl::memory::data_type::bf16, tag::any), false, Epilogue::kStore);
     packed_desc_ = pd.weights_desc();
     packed_ = at::empty({static_cast<std::int64_t>(packed_desc_.get_size())}, at::TensorOptions().dtype(at::kByte));
-    const auto source = weight.contiguous();
     // torch's [out, in] row-major is oneDNN's [in, out] with tag ba: no transpose copy.
     dnnl::memory from({{in_, out_}, dnnl::memory::data_type::bf16, tag::ba}, detail::onednn_engine(), source.data_ptr());
     dnnl::memory to(packed_desc_, detail::onednn_engine(), packed_.data_ptr());
@@ -89,28 +154,35 @@ class PackedLinear {
 
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
+  /// The kernel this layer runs on.
+  PackedBackend backend() const { return backend_; }
+  /// The weights' (and the inputs') dtype: bf16 or fp16.
+  at::ScalarType dtype() const { return dtype_; }
   /// Bytes of the packed weight (what one step streams).
-  std::int64_t bytes() const { return packed_.numel(); }
+  std::int64_t bytes() const { return avx2_ ? avx2_->bytes() : packed_.numel(); }
 
-  /// out = x W^T, with `epilogue` applied: x [rows, in] bf16, contiguous; out [rows,
-  /// out_features()], contiguous, bf16 or float32; `other` (Epilogue::kMultiply only) like out,
-  /// bf16, not overlapping it. Rounds once, after the epilogue.
+  /// out = x W^T, with `epilogue` applied: x [rows, in] of dtype(), contiguous; out [rows,
+  /// out_features()], contiguous, dtype() or float32; `other` (Epilogue::kMultiply only) like out,
+  /// of dtype(), not overlapping it. Rounds once, after the epilogue.
   void run(const at::Tensor& x, const at::Tensor& out, Epilogue epilogue = Epilogue::kStore, const at::Tensor& other = {}) const {
-    REFDEC_CHECK(x.dim() == 2 && x.size(1) == in_ && x.scalar_type() == at::kBFloat16 && x.is_contiguous() && x.device().is_cpu(),
-                 "PackedLinear: input must be a contiguous bf16 CPU [rows, " << in_ << "], got " << x.toString() << " " << x.sizes());
+    REFDEC_CHECK(x.dim() == 2 && x.size(1) == in_ && x.scalar_type() == dtype_ && x.is_contiguous() && x.device().is_cpu(),
+                 "PackedLinear: input must be a contiguous " << dtype_ << " CPU [rows, " << in_ << "], got " << x.toString() << " "
+                                                             << x.sizes());
     REFDEC_CHECK(out.dim() == 2 && out.size(0) == x.size(0) && out.size(1) == out_ && out.is_contiguous() &&
-                     (out.scalar_type() == at::kBFloat16 || out.scalar_type() == at::kFloat) && out.device().is_cpu(),
-                 "PackedLinear: output must be a contiguous bf16 or float32 CPU [" << x.size(0) << ", " << out_ << "], got "
-                                                                                  << out.toString() << " " << out.sizes());
+                     (out.scalar_type() == dtype_ || out.scalar_type() == at::kFloat) && out.device().is_cpu(),
+                 "PackedLinear: output must be a contiguous " << dtype_ << " or float32 CPU [" << x.size(0) << ", " << out_ << "], got "
+                                                              << out.toString() << " " << out.sizes());
     const bool multiply = epilogue == Epilogue::kMultiply;
     REFDEC_CHECK(multiply == other.defined(), "PackedLinear: Epilogue::kMultiply needs the tensor to multiply by, and only it takes one");
-    REFDEC_CHECK(!multiply || (other.sizes() == out.sizes() && other.scalar_type() == at::kBFloat16 && other.is_contiguous() &&
+    REFDEC_CHECK(!multiply || (other.sizes() == out.sizes() && other.scalar_type() == dtype_ && other.is_contiguous() &&
                                other.device().is_cpu() && other.data_ptr() != out.data_ptr()),
-                 "PackedLinear: the tensor to multiply by must be a contiguous bf16 CPU " << out.sizes() << " apart from the output, got "
-                                                                                        << other.toString() << " " << other.sizes());
+                 "PackedLinear: the tensor to multiply by must be a contiguous " << dtype_ << " CPU " << out.sizes()
+                                                                                 << " apart from the output, got " << other.toString()
+                                                                                 << " " << other.sizes());
     if (x.size(0) == 0) return;
-#if REFDEC_HAVE_ONEDNN
     const bool f32 = out.scalar_type() == at::kFloat;
+    if (avx2_) return run_avx2(x, out, f32, epilogue, multiply ? static_cast<const std::uint16_t*>(other.data_ptr()) : nullptr);
+#if REFDEC_HAVE_ONEDNN
     const dnnl::matmul kernel = kernel_for(x.size(0), f32, epilogue);
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -128,17 +200,43 @@ class PackedLinear {
 #endif
   }
 
-  /// x W^T as a new [rows, out_features()] tensor of `dtype` (bf16 or float32), with `epilogue`
-  /// (not Epilogue::kAccumulate: there is nothing to add to) and `other` as run() takes them.
-  at::Tensor operator()(const at::Tensor& x, at::ScalarType dtype = at::kBFloat16, Epilogue epilogue = Epilogue::kStore,
+  /// x W^T as a new [rows, out_features()] tensor of `dtype` (the weights' dtype when not given,
+  /// or float32), with `epilogue` (not Epilogue::kAccumulate: there is nothing to add to) and
+  /// `other` as run() takes them.
+  at::Tensor operator()(const at::Tensor& x, std::optional<at::ScalarType> dtype = std::nullopt, Epilogue epilogue = Epilogue::kStore,
                         const at::Tensor& other = {}) const {
     REFDEC_CHECK(epilogue != Epilogue::kAccumulate, "PackedLinear: Epilogue::kAccumulate adds to an output: call run()");
-    auto out = at::empty({x.size(0), out_}, x.options().dtype(dtype));
+    auto out = at::empty({x.size(0), out_}, x.options().dtype(dtype.value_or(dtype_)));
     run(x, out, epilogue, other);
     return out;
   }
 
  private:
+  HalfFormat format() const { return dtype_ == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16; }
+
+  static std::string why_unsupported(const at::Tensor& weight, std::optional<PackedBackend> backend) {
+    if (!weight.defined() || weight.dim() != 2 || !weight.device().is_cpu() ||
+        (weight.scalar_type() != at::kBFloat16 && weight.scalar_type() != at::kHalf))
+      return "needs a 2-D bf16 or fp16 CPU weight";
+    if (backend) return packed_backend_unavailable(*backend, weight.scalar_type());
+    if (fastest_packed_backend(weight.scalar_type())) return "";
+    return packed_backend_unavailable(PackedBackend::kOneDnn, weight.scalar_type()) + "; " +
+           packed_backend_unavailable(PackedBackend::kAvx2, weight.scalar_type());
+  }
+
+  // The AVX2 kernel: x widened to float32 once, the column blocks split over libtorch's threads
+  // (each takes one contiguous run of the weight).
+  void run_avx2(const at::Tensor& x, const at::Tensor& out, bool f32, Epilogue epilogue, const std::uint16_t* other) const {
+    const std::int64_t rows = x.size(0);
+    const auto xf = at::empty({rows, avx2_->padded_in()}, x.options().dtype(at::kFloat));  // [rows, padded in] float32
+    avx2_->to_float(static_cast<const std::uint16_t*>(x.data_ptr()), rows, xf.data_ptr<float>());
+    const float* xp = xf.data_ptr<float>();
+    void* op = out.data_ptr();
+    at::parallel_for(0, avx2_->blocks(), 1, [&](std::int64_t first, std::int64_t last) {
+      avx2_->run_blocks(xp, rows, op, f32, epilogue, other, first, last);
+    });
+  }
+
 #if REFDEC_HAVE_ONEDNN
   dnnl::matmul::primitive_desc primitive_desc(std::int64_t rows, const dnnl::memory::desc& weights, bool f32,
                                               Epilogue epilogue) const {
@@ -174,6 +272,9 @@ class PackedLinear {
   std::unique_ptr<Kernels> kernels_ = std::make_unique<Kernels>();
 #endif
   std::int64_t in_ = 0, out_ = 0;
+  PackedBackend backend_ = PackedBackend::kAvx2;
+  at::ScalarType dtype_ = at::kBFloat16;
+  std::unique_ptr<const Avx2Linear> avx2_;  // the AVX2 backend's packed weight and kernel
   at::Tensor packed_;  // [bytes] uint8: the weight in oneDNN's layout
 };
 

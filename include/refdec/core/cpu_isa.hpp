@@ -1,0 +1,105 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Which vector instruction sets this CPU runs, read once at run time (CPUID and the operating
+// system's saved register state), so that one build picks its kernels on every x86-64 machine.
+// REFDEC_CPU_ISA caps what refdec uses below what the CPU has ("avx2": as if it had no AVX-512;
+// "baseline": neither AVX2 nor AVX-512), so that a machine can run the tests of a lower path.
+// Plain C++20, no libtorch; on other architectures every flag is false.
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "refdec/core/config.hpp"
+
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__CUDACC__)
+#include <cpuid.h>
+#define REFDEC_X86 1
+#else
+#define REFDEC_X86 0
+#endif
+
+REFDEC_NAMESPACE_BEGIN
+
+/// The instruction sets refdec's CPU kernels choose between.
+struct CpuIsa {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512_bf16 = false;
+  std::string cap;  ///< the REFDEC_CPU_ISA value applied ("" when none)
+
+  /// Whether refdec's AVX2 kernels (avx2_linear.hpp) run: AVX2, FMA and F16C.
+  bool runs_avx2() const { return avx2 && fma && f16c; }
+  /// Whether the CPU runs AVX-512 with BF16 instructions (what oneDNN's fast bf16 matmul needs).
+  bool runs_avx512_bf16() const { return avx512f && avx512bw && avx512vl && avx512_bf16; }
+
+  /// The flags that are set, space-separated ("avx2 fma f16c"), then the cap if there is one.
+  std::string describe() const {
+    std::string s;
+    for (const auto& [on, name] : {std::pair{avx2, "avx2"}, {fma, "fma"}, {f16c, "f16c"}, {avx512f, "avx512f"},
+                                   {avx512bw, "avx512bw"}, {avx512vl, "avx512vl"}, {avx512_bf16, "avx512_bf16"}})
+      if (on) {
+        if (!s.empty()) s += ' ';
+        s += name;
+      }
+    if (s.empty()) s = "no AVX2 or AVX-512";
+    if (!cap.empty()) s += " (capped by REFDEC_CPU_ISA=" + cap + ")";
+    return s;
+  }
+
+  /// This ISA without what `level` excludes: "avx512" (nothing), "avx2" (every AVX-512 flag),
+  /// "baseline" (AVX2, FMA and F16C too). Throws ArgumentError for any other value.
+  CpuIsa capped(std::string_view level) const {
+    REFDEC_CHECK(level == "avx512" || level == "avx2" || level == "baseline",
+                 "REFDEC_CPU_ISA must be avx512, avx2 or baseline, got '" << level << "'");
+    CpuIsa c = *this;
+    c.cap = level;
+    if (level != "avx512") c.avx512f = c.avx512bw = c.avx512vl = c.avx512_bf16 = false;
+    if (level == "baseline") c.avx2 = c.fma = c.f16c = false;
+    return c;
+  }
+};
+
+/// What the CPU and the operating system support, without any cap.
+inline CpuIsa detect_cpu_isa() {
+  CpuIsa isa;
+#if REFDEC_X86
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return isa;
+  const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+  if (!osxsave || !avx) return isa;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool ymm_state = (xcr0_lo & 0x6u) == 0x6u, zmm_state = (xcr0_lo & 0xE6u) == 0xE6u;
+  if (!ymm_state) return isa;  // the OS does not save AVX registers
+  isa.fma = (c >> 12) & 1;
+  isa.f16c = (c >> 29) & 1;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    isa.avx2 = (b >> 5) & 1;
+    if (zmm_state) {
+      isa.avx512f = (b >> 16) & 1;
+      isa.avx512bw = (b >> 30) & 1;
+      isa.avx512vl = (b >> 31) & 1;
+      if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) isa.avx512_bf16 = (a >> 5) & 1;
+    }
+  }
+#endif
+  return isa;
+}
+
+/// What refdec uses: detect_cpu_isa() capped by the environment variable REFDEC_CPU_ISA, read once
+/// per process (a bad value throws ArgumentError at every call).
+inline const CpuIsa& cpu_isa() {
+  static const CpuIsa isa = [] {
+    const char* cap = std::getenv("REFDEC_CPU_ISA");
+    return cap && *cap ? detect_cpu_isa().capped(cap) : detect_cpu_isa();
+  }();
+  return isa;
+}
+
+REFDEC_NAMESPACE_END

@@ -1,0 +1,219 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The AVX2 half-precision linear kernel against the float64 product of the same values: every row
+// count a step has (1 to 64), sizes that are not multiples of the blocks, bf16 and fp16, every
+// epilogue, and threads sharing one layer. The CPU probe's cap (REFDEC_CPU_ISA) and its errors.
+
+#include "refdec/core/avx2_linear.hpp"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/expect_error.hpp"
+
+namespace {
+
+using refdec::Avx2Linear;
+using refdec::Epilogue;
+using refdec::HalfFormat;
+
+#define REFDEC_SKIP_WITHOUT_AVX2()                                                                           \
+  if (!Avx2Linear::cpu_runs())                                                                               \
+  GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() \
+               << "): the AVX2 kernel cannot run here"
+
+std::vector<std::uint16_t> random_halves(std::mt19937& rng, std::size_t n, HalfFormat format) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) x = Avx2Linear::from_float(normal(rng), format);
+  return v;
+}
+
+double value(std::uint16_t bits, HalfFormat format) { return Avx2Linear::to_float(bits, format); }
+
+// x W^T in float64 from the same half values: [rows, out].
+std::vector<double> reference(const std::vector<std::uint16_t>& x, const std::vector<std::uint16_t>& w, std::int64_t rows,
+                              std::int64_t out, std::int64_t in, HalfFormat format) {
+  std::vector<double> y(static_cast<std::size_t>(rows * out));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < out; ++c) {
+      double s = 0;
+      for (std::int64_t k = 0; k < in; ++k)
+        s += value(x[static_cast<std::size_t>(r * in + k)], format) * value(w[static_cast<std::size_t>(c * in + k)], format);
+      y[static_cast<std::size_t>(r * out + c)] = s;
+    }
+  return y;
+}
+
+const char* name(HalfFormat f) { return f == HalfFormat::kBf16 ? "bf16" : "fp16"; }
+
+TEST(Avx2Linear, EqualsTheFloat64ProductForEveryRowCountAndEpilogue) {
+  REFDEC_SKIP_WITHOUT_AVX2();
+  std::mt19937 rng(7);
+  for (const HalfFormat format : {HalfFormat::kBf16, HalfFormat::kFp16})
+    for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{16, 2}, {37, 65}, {130, 96}, {5, 1}}) {
+      const auto w = random_halves(rng, static_cast<std::size_t>(out * in), format);
+      const Avx2Linear linear(w.data(), out, in, format);
+      EXPECT_EQ(linear.out_features(), out);
+      EXPECT_EQ(linear.in_features(), in);
+      EXPECT_EQ(linear.format(), format);
+      EXPECT_EQ(linear.bytes(), (out + 15) / 16 * 16 * ((in + 1) / 2 * 2) * 2);  // padded to blocks and pairs
+      for (std::int64_t rows = 1; rows <= 64; ++rows) {
+        const auto x = random_halves(rng, static_cast<std::size_t>(rows * in), format);
+        const auto want = reference(x, w, rows, out, in, format);
+        const std::size_t n = want.size();
+        // Summation order is the only difference in float32: relative to the sum of magnitudes.
+        const double tol32 = 1e-5 * std::sqrt(static_cast<double>(in)) * 4;
+        // Rounded to the format: its half-ulp relative error plus the float32 bound.
+        const double tol16 = (format == HalfFormat::kBf16 ? 1.0 / 256 : 1.0 / 2048) + 1e-5;
+        const auto check = [&](const std::vector<double>& expect, const auto& got, double rel, const char* what) {
+          for (std::size_t i = 0; i < n; ++i) {
+            const double g = [&] {
+              if constexpr (std::is_same_v<std::decay_t<decltype(got)>, std::vector<float>>)
+                return static_cast<double>(got[i]);
+              else
+                return value(got[i], format);
+            }();
+            ASSERT_NEAR(g, expect[i], rel * (1.0 + std::abs(expect[i])) + tol32)
+                << what << " " << name(format) << " " << out << "x" << in << ", " << rows << " rows, element " << i;
+          }
+        };
+        std::vector<float> f32(n);
+        linear.run(x.data(), rows, f32.data(), true);
+        check(want, f32, 0.0, "store f32");
+        std::vector<std::uint16_t> h(n);
+        linear.run(x.data(), rows, h.data(), false);
+        check(want, h, tol16, "store half");
+        // Accumulate: adds to what the output holds (the residual connection), rounded once.
+        std::vector<float> acc(n);
+        std::vector<double> acc_want(n);
+        for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(i % 7) - 3.0f, acc_want[i] = acc[i] + want[i];
+        linear.run(x.data(), rows, acc.data(), true, Epilogue::kAccumulate);
+        check(acc_want, acc, 0.0, "accumulate f32");
+        std::vector<std::uint16_t> acc_h(n);
+        for (std::size_t i = 0; i < n; ++i)
+          acc_h[i] = Avx2Linear::from_float(static_cast<float>(i % 5) - 2.0f, format), acc_want[i] = value(acc_h[i], format) + want[i];
+        linear.run(x.data(), rows, acc_h.data(), false, Epilogue::kAccumulate);
+        check(acc_want, acc_h, tol16, "accumulate half");
+        // SwiGLU's epilogues.
+        std::vector<double> silu_want(n), mul_want(n);
+        for (std::size_t i = 0; i < n; ++i) silu_want[i] = want[i] / (1.0 + std::exp(-want[i]));
+        linear.run(x.data(), rows, f32.data(), true, Epilogue::kSilu);
+        check(silu_want, f32, 1e-6, "silu f32");
+        const auto other = random_halves(rng, n, format);
+        for (std::size_t i = 0; i < n; ++i) mul_want[i] = want[i] * value(other[i], format);
+        linear.run(x.data(), rows, h.data(), false, Epilogue::kMultiply, other.data());
+        check(mul_want, h, tol16, "multiply half");
+        if (HasFatalFailure()) return;
+      }
+    }
+}
+
+// Threads that each take a run of blocks write exactly what one thread writes.
+TEST(Avx2Linear, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
+  REFDEC_SKIP_WITHOUT_AVX2();
+  std::mt19937 rng(11);
+  for (const HalfFormat format : {HalfFormat::kBf16, HalfFormat::kFp16}) {
+    const std::int64_t out = 200, in = 77, rows = 9;
+    const auto w = random_halves(rng, static_cast<std::size_t>(out * in), format);
+    const auto x = random_halves(rng, static_cast<std::size_t>(rows * in), format);
+    const Avx2Linear linear(w.data(), out, in, format);
+    std::vector<float> alone(static_cast<std::size_t>(rows * out)), split(alone.size(), -1.0f);
+    linear.run(x.data(), rows, alone.data(), true);
+    std::vector<float> xf(static_cast<std::size_t>(rows * linear.padded_in()));
+    linear.to_float(x.data(), rows, xf.data());
+    std::vector<std::thread> threads;
+    const std::int64_t parts = 4, per = (linear.blocks() + parts - 1) / parts;
+    for (std::int64_t t = 0; t < parts; ++t)
+      threads.emplace_back([&, t] {
+        const std::int64_t first = std::min(t * per, linear.blocks()), last = std::min(first + per, linear.blocks());
+        linear.run_blocks(xf.data(), rows, split.data(), true, Epilogue::kStore, nullptr, first, last);
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(alone, split) << name(format);
+  }
+}
+
+TEST(Avx2Linear, RejectsBadInput) {
+  const std::vector<std::uint16_t> w(8, 0);
+  refdec_test::expect_error([&] { Avx2Linear l(w.data(), 0, 8, HalfFormat::kBf16); }, "Avx2Linear: needs a weight of positive sizes, got [0, 8]");
+  refdec_test::expect_error([&] { Avx2Linear l(nullptr, 1, 8, HalfFormat::kBf16); }, "Avx2Linear: needs a weight of positive sizes");
+  const Avx2Linear linear(w.data(), 2, 4, HalfFormat::kBf16);
+  std::vector<float> xf(4), out(2);
+  if (!Avx2Linear::cpu_runs()) {
+    refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 1); },
+                              "Avx2Linear: this CPU does not run AVX2");
+    GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C: only the error was checked";
+  }
+  refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 2); },
+                            "Avx2Linear: blocks [0, 2) outside [0, 1)");
+  refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kMultiply, nullptr, 0, 1); },
+                            "Epilogue::kMultiply needs the values to multiply by");
+  refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kStore, w.data(), 0, 1); },
+                            "and only it takes them");
+}
+
+#if REFDEC_X86
+__attribute__((target("f16c"))) std::uint16_t f16c_from_float(float v) {
+  return static_cast<std::uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+}
+#endif
+
+// fp16 conversions (core/bf16_kernels.hpp, no F16C needed): exact both ways for every half value;
+// from float32 to nearest even, bit for bit what F16C gives where the CPU has it.
+TEST(Fp16, ConversionsAreExactAndRoundAsF16cDoes) {
+  namespace fp16 = refdec::fp16;
+  for (std::uint32_t bits = 0; bits < 0x10000u; ++bits) {
+    const auto h = static_cast<std::uint16_t>(bits);
+    const float f = fp16::to_float(h);
+    if (f != f) continue;  // NaN payloads are not kept
+    ASSERT_EQ(fp16::from_float(f), h) << std::hex << bits;
+  }
+  EXPECT_EQ(fp16::to_float(0x3C00), 1.0f);
+  EXPECT_EQ(fp16::to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(fp16::from_float(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // a tie goes to the even neighbour
+  EXPECT_EQ(fp16::from_float(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
+  EXPECT_EQ(fp16::from_float(70000.0f), 0x7C00);  // overflow to infinity
+  EXPECT_EQ(fp16::from_float(std::numeric_limits<float>::quiet_NaN()), 0x7E00);
+#if REFDEC_X86
+  if (!refdec::detect_cpu_isa().f16c) GTEST_SKIP() << "this CPU has no F16C: the comparison with it was not run";
+  std::mt19937 rng(2);
+  for (int i = 0; i < 1000000; ++i) {
+    const float v = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));
+    if (v != v) continue;
+    ASSERT_EQ(fp16::from_float(v), f16c_from_float(v)) << v;
+  }
+#else
+  GTEST_SKIP() << "not an x86 CPU: the comparison with F16C was not run";
+#endif
+}
+
+TEST(CpuIsa, CapsRemoveWhatTheyNameAndDescribeThemselves) {
+  refdec::CpuIsa all;
+  all.avx2 = all.fma = all.f16c = all.avx512f = all.avx512bw = all.avx512vl = all.avx512_bf16 = true;
+  EXPECT_TRUE(all.runs_avx2());
+  EXPECT_TRUE(all.runs_avx512_bf16());
+  EXPECT_EQ(all.describe(), "avx2 fma f16c avx512f avx512bw avx512vl avx512_bf16");
+  const auto avx2 = all.capped("avx2");
+  EXPECT_TRUE(avx2.runs_avx2());
+  EXPECT_FALSE(avx2.runs_avx512_bf16());
+  EXPECT_EQ(avx2.describe(), "avx2 fma f16c (capped by REFDEC_CPU_ISA=avx2)");
+  const auto base = all.capped("baseline");
+  EXPECT_FALSE(base.runs_avx2());
+  EXPECT_EQ(base.describe(), "no AVX2 or AVX-512 (capped by REFDEC_CPU_ISA=baseline)");
+  EXPECT_TRUE(all.capped("avx512").runs_avx512_bf16());
+  refdec_test::expect_error([&] { (void)all.capped("sse"); }, "REFDEC_CPU_ISA must be avx512, avx2 or baseline, got 'sse'");
+  // The process's own view is the hardware's under the cap in the environment.
+  const char* cap = std::getenv("REFDEC_CPU_ISA");
+  const auto want = cap && *cap ? refdec::detect_cpu_isa().capped(cap) : refdec::detect_cpu_isa();
+  EXPECT_EQ(refdec::cpu_isa().describe(), want.describe());
+}
+
+}  // namespace
