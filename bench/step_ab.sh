@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 git -C "$root" archive "$base" include | tar -x -C "$work"
 onednn=0
 [ -f /usr/include/dnnl.hpp ] && onednn=1
-flags=(-O3 -std=c++20 -DREFDEC_HAVE_ONEDNN=$onednn -I"$root/bench")
+flags=(-O3 -std=c++20 -fopenmp -DREFDEC_HAVE_ONEDNN=$onednn -I"$root/bench")
 g++ "${flags[@]}" -c -Drefdec=refdec_base -DSTEP_AB_SIDE=base -I"$work/include" "$root/bench/step_ab_model.cpp" -o "$work/base.o" &
 g++ "${flags[@]}" -c -DSTEP_AB_SIDE=head -I"$root/include" "$root/bench/step_ab_model.cpp" -o "$work/head.o"
 wait $!

@@ -720,8 +720,8 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
 // Attention's two products over a cache read in place (a slice of a longer buffer, as the stores
 // hand it out) equal the float64 products of the same bf16 values, for every head grouping, row
 // count, length and head size, the length changing from call to call under one primitive.
-TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+template <class Scores, class Values>
+void expect_attention_products(Scores scores_of, Values values_of) {
   auto gen = at::detail::createCPUGenerator(9);
   const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
   for (const std::int64_t kv : {1, 2, 4})
@@ -730,14 +730,14 @@ TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
         for (const std::int64_t s : {1, 5, 17, 130}) {
           const auto keys = bf({s + 7, kv, d}).narrow(0, 0, s), values = bf({s + 7, kv, d}).narrow(0, 0, s);
           const auto q = bf({kv, rows, d});
-          const auto scores = attention_scores(q, keys, 0.25);
+          const auto scores = scores_of(q, keys, 0.25);
           const auto want = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;
           ASSERT_EQ(scores.scalar_type(), at::kFloat);
           ASSERT_EQ(scores.sizes(), want.sizes());
           EXPECT_LT((scores.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * (1.0 + want.abs().max().item<double>()))
               << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
           const auto probs = at::softmax(scores, -1).to(at::kBFloat16);
-          const auto out = attention_values(probs, values);
+          const auto out = values_of(probs, values);
           const auto out_want = at::matmul(probs.to(at::kDouble), values.to(at::kDouble).permute({1, 0, 2}));
           ASSERT_EQ(out.scalar_type(), at::kBFloat16);
           ASSERT_EQ(out.sizes(), out_want.sizes());
@@ -745,6 +745,17 @@ TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
           EXPECT_LT((out.to(at::kDouble) - out_want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
               << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
         }
+}
+
+TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  expect_attention_products(attention_scores, attention_values);
+}
+
+// The same through refdec's AVX2 kernel (the path of CPUs where oneDNN runs no bf16).
+TEST(AttentionProducts, Avx2EqualTheProductsOverTheCacheInPlace) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  expect_attention_products(avx2_attention_scores, avx2_attention_values);
 }
 
 TEST(AttentionProducts, RejectWhatTheyCannotRun) {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "refdec/core/avx2_attention.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/torch/packed_linear.hpp"  // REFDEC_HAVE_ONEDNN, <dnnl.hpp>
 
@@ -115,6 +116,58 @@ inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Te
                                   {{kv, s, d}, dt::bf16, {values.stride(1), values.stride(0), 1}}, values.data_ptr(),
                                   {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, out.data_ptr());
 #endif
+  return out;
+}
+
+/// Whether avx2_attention_scores() and avx2_attention_values() run these keys or values ([S, KV,
+/// D]): bf16 or fp16 on the CPU with a contiguous last dimension, D a multiple of 8 up to 256, and
+/// a CPU with AVX2, FMA and F16C (core/avx2_attention.hpp).
+inline bool avx2_attention_supported(const at::Tensor& cache) {
+  return Avx2Linear::cpu_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
+         (cache.scalar_type() == at::kBFloat16 || cache.scalar_type() == at::kHalf) && cache.stride(2) == 1 && cache.size(2) % 8 == 0 &&
+         cache.size(2) <= 256;
+}
+
+namespace detail {
+inline CacheView cache_view(const at::Tensor& cache) {
+  return {static_cast<const std::uint16_t*>(cache.data_ptr()), cache.size(0), cache.stride(0), cache.stride(1), cache.size(2)};
+}
+inline HalfFormat half_format(const at::Tensor& t) { return t.scalar_type() == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16; }
+}  // namespace detail
+
+/// scale * q k^T per kv head through refdec's AVX2 kernel, the kv heads split over libtorch's
+/// threads: q [KV, rows, D] (any floating dtype), keys [S, KV, D] (read in place). Returns [KV,
+/// rows, S] float32.
+inline at::Tensor avx2_attention_scores(const at::Tensor& q, const at::Tensor& keys, double scale) {
+  REFDEC_CHECK(avx2_attention_supported(keys) && q.dim() == 3 && q.size(0) == keys.size(1) && q.size(2) == keys.size(2),
+               "avx2_attention_scores: needs queries [KV, rows, D] and bf16 or fp16 CPU keys [S, KV, D] on an AVX2 CPU, got "
+                   << q.sizes() << " and " << keys.toString() << " " << keys.sizes());
+  const auto qf = q.to(at::kFloat).contiguous();  // [KV, rows, D] float32
+  const std::int64_t kv = q.size(0), rows = q.size(1);
+  auto out = at::empty({kv, rows, keys.size(0)}, qf.options());
+  const CacheView view = detail::cache_view(keys);
+  at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
+    avx2::attention_scores(qf.data_ptr<float>(), rows, view, detail::half_format(keys), static_cast<float>(scale), out.data_ptr<float>(),
+                           first, last);
+  });
+  return out;
+}
+
+/// probabilities v per kv head through refdec's AVX2 kernel: probabilities [KV, rows, S] (any
+/// floating dtype), values [S, KV, D] (read in place). Returns [KV, rows, D] in the values' dtype.
+inline at::Tensor avx2_attention_values(const at::Tensor& probabilities, const at::Tensor& values) {
+  REFDEC_CHECK(avx2_attention_supported(values) && probabilities.dim() == 3 && probabilities.size(0) == values.size(1) &&
+                   probabilities.size(2) == values.size(0),
+               "avx2_attention_values: needs probabilities [KV, rows, S] and bf16 or fp16 CPU values [S, KV, D] on an AVX2 CPU, got "
+                   << probabilities.sizes() << " and " << values.toString() << " " << values.sizes());
+  const auto pf = probabilities.to(at::kFloat).contiguous();  // [KV, rows, S] float32
+  const std::int64_t kv = pf.size(0), rows = pf.size(1);
+  auto out = at::empty({kv, rows, values.size(2)}, values.options());
+  const CacheView view = detail::cache_view(values);
+  at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
+    avx2::attention_values(pf.data_ptr<float>(), rows, view, detail::half_format(values), static_cast<std::uint16_t*>(out.data_ptr()),
+                           first, last);
+  });
   return out;
 }
 

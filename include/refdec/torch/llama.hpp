@@ -184,9 +184,9 @@ class LlamaModel {
   const LlamaConfig& config() const { return config_; }
   /// The weights as given; a model with packed linear layers keeps only the embedding and norms here.
   const LlamaWeights& weights() const { return w_; }
-  /// Whether the linear layers run PackedLinear (LinearKernel). Attention's products then run
-  /// through oneDNN over the cache in place (attention_products.hpp) where oneDNN runs bf16, and
-  /// in float32 otherwise.
+  /// Whether the linear layers run PackedLinear (LinearKernel). Attention's products then read
+  /// the cache in place (attention_products.hpp): through oneDNN where it runs bf16, else through
+  /// refdec's AVX2 kernel, else in float32.
   bool packed() const { return !packed_.empty(); }
   /// The kernel the linear layers run on: kAten, kOneDnn or kAvx2 (never kAuto or kPacked).
   LinearKernel linear_kernel() const { return linear_path_; }
@@ -304,16 +304,18 @@ class LlamaModel {
         const std::int64_t S = keys.size(0);
         // Query head h reads kv head h / G: group the G query heads of a kv head together.
         const auto qg = q.narrow(0, first, n).permute({1, 0, 2}).reshape({KV, G * n, D});  // [KV, G*n, D]
-        // The packed path reads the cache in place through oneDNN (attention_products.hpp); where
-        // oneDNN runs no bf16 (or the model is fp16) it multiplies in float32, as libtorch 1.13's
-        // half-precision products on the CPU are several times slower.
-        const bool in_place = packed() && attention_products_supported(keys) && attention_products_supported(values);
-        const auto pt = packed() && !in_place ? at::kFloat : dt;  // the dtype of the ATen products
-        auto scores = (in_place ? attention_scores(qg, keys, scale) : at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale)
+        // The packed path reads the cache in place (attention_products.hpp): through oneDNN where
+        // it runs bf16, else through refdec's AVX2 kernel; float32 products where neither runs.
+        const bool onednn = packed() && attention_products_supported(keys) && attention_products_supported(values);
+        const bool avx2 = packed() && !onednn && avx2_attention_supported(keys) && avx2_attention_supported(values);
+        const auto pt = packed() && !onednn && !avx2 ? at::kFloat : dt;  // the dtype of ATen's products
+        const auto aten_scores = [&] { return at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale; };
+        auto scores = (onednn ? attention_scores(qg, keys, scale) : avx2 ? avx2_attention_scores(qg, keys, scale) : aten_scores())
                           .view({KV, G, n, S});
         if (const auto& mask = bias[static_cast<std::size_t>(b)]; mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
-        const auto probs = at::softmax(scores, -1, compute).to(in_place ? dt : pt).view({KV, G * n, S});
-        heads[static_cast<std::size_t>(b)] = (in_place ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt))
+        const auto probs = at::softmax(scores, -1, compute).to(onednn ? dt : avx2 ? at::kFloat : pt).view({KV, G * n, S});
+        const auto aten_values = [&] { return at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt); };
+        heads[static_cast<std::size_t>(b)] = (onednn ? attention_values(probs, values) : avx2 ? avx2_attention_values(probs, values) : aten_values())
                                                  .view({H, n, D})  // [KV, G*n, D] viewed per query head
                                                  .permute({1, 0, 2})
                                                  .reshape({n, H * D});
@@ -375,6 +377,10 @@ class LlamaModel {
     if (*fastest == PackedBackend::kAvx2) linear_reason_ += ": " + packed_backend_unavailable(PackedBackend::kOneDnn, dt);
     else linear_reason_ += "; " + isa;
     linear_reason_ += ")";
+#ifndef _OPENMP
+    if (linear_path_ == LinearKernel::kAvx2)  // at::parallel_for's OpenMP region is compiled here
+      linear_reason_ += "; on one thread: this code was compiled without OpenMP (-fopenmp)";
+#endif
   }
 
   // Packs every projection for `backend` and releases the tensors given for them; the embedding

@@ -1,0 +1,163 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Attention's two products over a sequence's cached keys and values in bf16 or fp16, read in
+// place through their strides, on any x86-64 CPU with AVX2, FMA and F16C: the packed model's
+// attention where oneDNN runs no bf16 products (attention_products.hpp is the AVX-512 path).
+// Widening the cache to float32 for libtorch's products instead allocates and writes a copy of
+// it per layer, and OpenBLAS's own threads then contend with the OpenMP team of the linear layers
+// on a 2-core machine (a 1.1B step took 0.5 s that way, 0.1 s with OpenBLAS on one thread).
+//
+// Keys are widened eight rows at a time into a float block that every query row then reads;
+// values sixteen rows at a time, each query row accumulating into a float row of its own. The
+// caller splits the kv heads over threads. Plain C++20 and intrinsics under a target attribute:
+// nothing here runs unless Avx2Linear::cpu_runs().
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "refdec/core/avx2_linear.hpp"
+#include "refdec/core/bf16_kernels.hpp"
+#include "refdec/core/config.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Where a cache's entries lie: entry s of kv head h starts at s * row_stride + h * head_stride
+/// values from the base pointer (a [S, KV, D] tensor's strides), each entry `head_dim` values.
+struct CacheView {
+  const std::uint16_t* data = nullptr;
+  std::int64_t length = 0;  ///< S: entries
+  std::int64_t row_stride = 0;
+  std::int64_t head_stride = 0;
+  std::int64_t head_dim = 0;  ///< D: a multiple of 8, at most 256
+};
+
+namespace avx2 {
+
+#if REFDEC_X86
+namespace detail {
+
+// `n` (<= 16) cache entries of head h from entry s on, widened into rows of D floats (the rest 0).
+template <HalfFormat F>
+REFDEC_AVX2_TARGET inline void widen_entries(const CacheView& c, std::int64_t h, std::int64_t s, std::int64_t n, std::int64_t block,
+                                             float* to) {
+  const std::int64_t d = c.head_dim;
+  for (std::int64_t j = 0; j < block; ++j) {
+    float* row = to + j * d;
+    if (j >= n) {
+      std::fill(row, row + d, 0.0f);
+      continue;
+    }
+    const std::uint16_t* from = c.data + (s + j) * c.row_stride + h * c.head_stride;
+    for (std::int64_t i = 0; i < d; i += 8) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i));
+      if constexpr (F == HalfFormat::kBf16)
+        _mm256_storeu_ps(row + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)));
+      else
+        _mm256_storeu_ps(row + i, _mm256_cvtph_ps(v));
+    }
+  }
+}
+
+// The eight sums of a[0..7], as one vector.
+REFDEC_AVX2_TARGET inline __m256 sum8(const __m256* a) {
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+template <HalfFormat F>
+REFDEC_AVX2_TARGET inline void scores(const float* q, std::int64_t rows, const CacheView& keys, float scale, float* out,
+                                      std::int64_t first_head, std::int64_t last_head) {
+  const std::int64_t d = keys.head_dim, len = keys.length;
+  std::vector<float> block(static_cast<std::size_t>(8 * d));
+  alignas(32) float eight[8];
+  for (std::int64_t h = first_head; h < last_head; ++h)
+    for (std::int64_t s = 0; s < len; s += 8) {
+      const std::int64_t n = std::min<std::int64_t>(8, len - s);
+      widen_entries<F>(keys, h, s, n, 8, block.data());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* qr = q + (h * rows + r) * d;
+        __m256 acc[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+        for (std::int64_t i = 0; i < d; i += 8) {
+          const __m256 qv = _mm256_loadu_ps(qr + i);
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(block.data() + j * d + i), acc[j]);
+        }
+        _mm256_store_ps(eight, _mm256_mul_ps(sum8(acc), _mm256_set1_ps(scale)));
+        std::copy(eight, eight + n, out + (h * rows + r) * len + s);
+      }
+    }
+}
+
+template <HalfFormat F>
+REFDEC_AVX2_TARGET inline void values(const float* p, std::int64_t rows, const CacheView& vals, std::uint16_t* out,
+                                      std::int64_t first_head, std::int64_t last_head) {
+  constexpr std::int64_t kBlock = 16;
+  const std::int64_t d = vals.head_dim, len = vals.length;
+  std::vector<float> block(static_cast<std::size_t>(kBlock * d)), sums(static_cast<std::size_t>(rows * d));
+  for (std::int64_t h = first_head; h < last_head; ++h) {
+    std::fill(sums.begin(), sums.end(), 0.0f);
+    for (std::int64_t s = 0; s < len; s += kBlock) {
+      const std::int64_t n = std::min(kBlock, len - s);
+      widen_entries<F>(vals, h, s, n, n, block.data());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* pr = p + (h * rows + r) * len + s;
+        float* sr = sums.data() + r * d;
+        for (std::int64_t i = 0; i < d; i += 8) {
+          __m256 acc = _mm256_loadu_ps(sr + i);
+          for (std::int64_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(pr[j]), _mm256_loadu_ps(block.data() + j * d + i), acc);
+          _mm256_storeu_ps(sr + i, acc);
+        }
+      }
+    }
+    for (std::int64_t i = 0; i < rows * d; ++i) out[h * rows * d + i] = half::from_float<F>(sums[static_cast<std::size_t>(i)]);
+  }
+}
+
+inline void check_attention_input(const CacheView& c, std::int64_t rows, std::int64_t first_head, std::int64_t last_head) {
+  REFDEC_CHECK(Avx2Linear::cpu_runs(), "avx2 attention: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
+  REFDEC_CHECK(c.data != nullptr && c.length >= 0 && rows >= 0 && c.head_dim > 0 && c.head_dim % 8 == 0 && c.head_dim <= 256,
+               "avx2 attention: needs a cache of head size a multiple of 8 up to 256, got " << c.head_dim << " (length " << c.length
+                                                                                            << ", rows " << rows << ")");
+  REFDEC_CHECK(0 <= first_head && first_head <= last_head, "avx2 attention: bad head range [" << first_head << ", " << last_head << ")");
+}
+
+}  // namespace detail
+#endif
+
+/// scores[h][r][s] = scale * q[h][r] . keys[s][h] for kv heads [first_head, last_head): q
+/// [KV, rows, D] float32, scores [KV, rows, S] float32. Throws ArgumentError unless
+/// Avx2Linear::cpu_runs() and the cache's head size is a multiple of 8 up to 256.
+inline void attention_scores(const float* q, std::int64_t rows, const CacheView& keys, HalfFormat format, float scale, float* scores,
+                             std::int64_t first_head, std::int64_t last_head) {
+  REFDEC_CHECK(REFDEC_X86, "avx2 attention: not an x86 CPU");
+#if REFDEC_X86
+  detail::check_attention_input(keys, rows, first_head, last_head);
+  if (format == HalfFormat::kBf16)
+    detail::scores<HalfFormat::kBf16>(q, rows, keys, scale, scores, first_head, last_head);
+  else
+    detail::scores<HalfFormat::kFp16>(q, rows, keys, scale, scores, first_head, last_head);
+#endif
+}
+
+/// out[h][r] = sum_s probabilities[h][r][s] values[s][h] for kv heads [first_head, last_head):
+/// probabilities [KV, rows, S] float32, out [KV, rows, D] of `format` (rounded once). Throws as
+/// attention_scores() does.
+inline void attention_values(const float* probabilities, std::int64_t rows, const CacheView& values, HalfFormat format,
+                             std::uint16_t* out, std::int64_t first_head, std::int64_t last_head) {
+  REFDEC_CHECK(REFDEC_X86, "avx2 attention: not an x86 CPU");
+#if REFDEC_X86
+  detail::check_attention_input(values, rows, first_head, last_head);
+  if (format == HalfFormat::kBf16)
+    detail::values<HalfFormat::kBf16>(probabilities, rows, values, out, first_head, last_head);
+  else
+    detail::values<HalfFormat::kFp16>(probabilities, rows, values, out, first_head, last_head);
+#endif
+}
+
+}  // namespace avx2
+
+REFDEC_NAMESPACE_END

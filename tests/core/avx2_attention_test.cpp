@@ -1,0 +1,91 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The AVX2 attention products over a strided cache against float64 sums of the same values:
+// every head grouping, row count, length (blocks of 8 and 16 and their tails) and head size, bf16
+// and fp16, heads split into ranges.
+
+#include "refdec/core/avx2_attention.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/expect_error.hpp"
+
+namespace {
+
+using refdec::Avx2Linear;
+using refdec::CacheView;
+using refdec::HalfFormat;
+
+TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
+  if (!Avx2Linear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const HalfFormat f : {HalfFormat::kBf16, HalfFormat::kFp16})
+    for (const std::int64_t kv : {1, 3})
+      for (const std::int64_t rows : {1, 5, 16})
+        for (const std::int64_t d : {8, 64, 128})
+          for (const std::int64_t len : {1, 7, 8, 17, 40}) {
+            // [len + 3, kv, d] with an extra head's room per entry: strides that are not the sizes.
+            const std::int64_t head_stride = d, row_stride = (kv + 1) * d;
+            std::vector<std::uint16_t> keys(static_cast<std::size_t>((len + 3) * row_stride)), vals(keys.size());
+            for (auto& v : keys) v = Avx2Linear::from_float(normal(rng), f);
+            for (auto& v : vals) v = Avx2Linear::from_float(normal(rng), f);
+            std::vector<float> q(static_cast<std::size_t>(kv * rows * d)), p(static_cast<std::size_t>(kv * rows * len));
+            for (auto& v : q) v = normal(rng);
+            for (auto& v : p) v = std::abs(normal(rng)) / static_cast<float>(len);
+            const CacheView kc{keys.data(), len, row_stride, head_stride, d}, vc{vals.data(), len, row_stride, head_stride, d};
+            std::vector<float> scores(p.size(), -7.0f);
+            std::vector<std::uint16_t> out(q.size());
+            // Two head ranges, as two threads would take them.
+            for (const auto& [a, b] : {std::pair<std::int64_t, std::int64_t>{0, kv / 2}, {kv / 2, kv}}) {
+              refdec::avx2::attention_scores(q.data(), rows, kc, f, 0.5f, scores.data(), a, b);
+              refdec::avx2::attention_values(p.data(), rows, vc, f, out.data(), a, b);
+            }
+            const double half_step = f == HalfFormat::kBf16 ? 1.0 / 256 : 1.0 / 2048;
+            for (std::int64_t h = 0; h < kv; ++h)
+              for (std::int64_t r = 0; r < rows; ++r) {
+                for (std::int64_t s = 0; s < len; ++s) {
+                  double want = 0, mag = 0;
+                  for (std::int64_t i = 0; i < d; ++i) {
+                    const double t = q[static_cast<std::size_t>((h * rows + r) * d + i)] *
+                                     static_cast<double>(Avx2Linear::to_float(keys[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
+                    want += t, mag += std::abs(t);
+                  }
+                  ASSERT_NEAR(scores[static_cast<std::size_t>((h * rows + r) * len + s)], 0.5 * want, 1e-5 * (1 + mag))
+                      << "kv " << kv << " rows " << rows << " d " << d << " len " << len << " head " << h << " row " << r << " entry " << s;
+                }
+                for (std::int64_t i = 0; i < d; ++i) {
+                  double want = 0, mag = 0;
+                  for (std::int64_t s = 0; s < len; ++s) {
+                    const double t = p[static_cast<std::size_t>((h * rows + r) * len + s)] *
+                                     static_cast<double>(Avx2Linear::to_float(vals[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
+                    want += t, mag += std::abs(t);
+                  }
+                  ASSERT_NEAR(Avx2Linear::to_float(out[static_cast<std::size_t>((h * rows + r) * d + i)], f), want,
+                              half_step * std::abs(want) + 1e-5 * (1 + mag))
+                      << "kv " << kv << " rows " << rows << " d " << d << " len " << len << " head " << h << " row " << r << " dim " << i;
+                }
+              }
+          }
+}
+
+TEST(Avx2Attention, RejectsWhatItCannotRun) {
+  const std::vector<std::uint16_t> cache(64);
+  const std::vector<float> q(16);
+  std::vector<float> scores(16);
+  if (!Avx2Linear::cpu_runs()) {
+    refdec_test::expect_error([&] { refdec::avx2::attention_scores(q.data(), 1, {cache.data(), 1, 8, 8, 8}, HalfFormat::kBf16, 1.0f, scores.data(), 0, 1); },
+                              "does not run AVX2");
+    GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C: only the error was checked";
+  }
+  refdec_test::expect_error([&] { refdec::avx2::attention_scores(q.data(), 1, {cache.data(), 1, 12, 12, 12}, HalfFormat::kBf16, 1.0f, scores.data(), 0, 1); },
+                            "head size a multiple of 8 up to 256, got 12");
+  refdec_test::expect_error([&] { refdec::avx2::attention_scores(q.data(), 1, {cache.data(), 1, 8, 8, 8}, HalfFormat::kBf16, 1.0f, scores.data(), 1, 0); },
+                            "bad head range [1, 0)");
+}
+
+}  // namespace
