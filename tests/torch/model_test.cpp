@@ -720,8 +720,8 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
 // Attention's two products over a cache read in place (a slice of a longer buffer, as the stores
 // hand it out) equal the float64 products of the same bf16 values, for every head grouping, row
 // count, length and head size, the length changing from call to call under one primitive.
-template <class Scores, class Values>
-void expect_attention_products(Scores scores_of, Values values_of) {
+void expect_attention_products(at::Tensor (*scores_of)(const at::Tensor&, const at::Tensor&, double),
+                               at::Tensor (*values_of)(const at::Tensor&, const at::Tensor&)) {
   auto gen = at::detail::createCPUGenerator(9);
   const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
   for (const std::int64_t kv : {1, 2, 4})
