@@ -309,13 +309,25 @@ class LlamaModel {
         const bool onednn = packed() && attention_products_supported(keys) && attention_products_supported(values);
         const bool avx2 = packed() && !onednn && avx2_attention_supported(keys) && avx2_attention_supported(values);
         const auto pt = packed() && !onednn && !avx2 ? at::kFloat : dt;  // the dtype of ATen's products
-        const auto aten_scores = [&] { return at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale; };
-        auto scores = (onednn ? attention_scores(qg, keys, scale) : avx2 ? avx2_attention_scores(qg, keys, scale) : aten_scores())
-                          .view({KV, G, n, S});
+        // (No lambdas over keys and values: clang 14 cannot capture structured bindings.)
+        at::Tensor raw;  // [KV, G*n, S] float32 (pt on ATen's path)
+        if (onednn)
+          raw = attention_scores(qg, keys, scale);
+        else if (avx2)
+          raw = avx2_attention_scores(qg, keys, scale);
+        else
+          raw = at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale;
+        auto scores = raw.view({KV, G, n, S});
         if (const auto& mask = bias[static_cast<std::size_t>(b)]; mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
         const auto probs = at::softmax(scores, -1, compute).to(onednn ? dt : avx2 ? at::kFloat : pt).view({KV, G * n, S});
-        const auto aten_values = [&] { return at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt); };
-        heads[static_cast<std::size_t>(b)] = (onednn ? attention_values(probs, values) : avx2 ? avx2_attention_values(probs, values) : aten_values())
+        at::Tensor attended_heads;  // [KV, G*n, D] in the model's dtype
+        if (onednn)
+          attended_heads = attention_values(probs, values);
+        else if (avx2)
+          attended_heads = avx2_attention_values(probs, values);
+        else
+          attended_heads = at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt);
+        heads[static_cast<std::size_t>(b)] = attended_heads
                                                  .view({H, n, D})  // [KV, G*n, D] viewed per query head
                                                  .permute({1, 0, 2})
                                                  .reshape({n, H * D});
