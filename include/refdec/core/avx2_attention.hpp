@@ -5,7 +5,7 @@
 // attention where oneDNN runs no bf16 products (attention_products.hpp is the AVX-512 path).
 // Widening the cache to float32 for libtorch's products instead allocates and writes a copy of
 // it per layer, and OpenBLAS's own threads then contend with the OpenMP team of the linear layers
-// on a 2-core machine (a 1.1B step took 0.5 s that way, 0.1 s with OpenBLAS on one thread).
+// on a 2-core machine, stalling every step.
 //
 // Keys are widened eight rows at a time into a float block that every query row then reads;
 // values sixteen rows at a time, each query row accumulating into a float row of its own. The

@@ -169,9 +169,9 @@ class Avx2Linear {
   // even and odd positions in accumulators of their own, so that a lone row has four independent
   // chains of additions (a row's stream is otherwise bound by the addition's latency, not by the
   // memory); four rows have eight chains without the split.
-  // How far ahead of the pair being read the weights are prefetched: the hardware prefetcher
-  // alone kept a lone row at 53-70% of the read bandwidth on a 2-core AMD EPYC (1 KB ahead: 68%;
-  // 4-16 KB: 78-90%; docs/speed.md). Prefetching past a block reads the next one, as streamed.
+  // How far ahead of the pair being read the weights are prefetched: with the hardware
+  // prefetcher alone a lone row streamed clearly below the read bandwidth on a 2-core AMD EPYC,
+  // and 4-16 KB ahead did best there. Prefetching past a block reads the next one, as streamed.
   static constexpr std::int64_t kPrefetchBytes = 8192;
 
   template <HalfFormat F, int M>
