@@ -758,6 +758,39 @@ TEST(AttentionProducts, Avx2EqualTheProductsOverTheCacheInPlace) {
   expect_attention_products(avx2_attention_scores, avx2_attention_values);
 }
 
+// The AVX2 path's whole attention (scores, the step's mask, softmax and values, each thread over
+// its own kv heads) equals softmax(scale q k^T + mask) v in float64, with one and several threads,
+// and refuses a mask that does not fit.
+TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  auto gen = at::detail::createCPUGenerator(10);
+  const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
+  const int threads_before = at::get_num_threads();
+  for (const int threads : {1, 2, 3})
+    for (const std::int64_t kv : {1, 4})
+      for (const std::int64_t n : {1, 3})
+        for (const std::int64_t s : {3, 40}) {
+          at::set_num_threads(threads);
+          const std::int64_t groups = 2, d = 16;
+          const auto keys = bf({s + 5, kv, d}).narrow(0, 0, s), values = bf({s + 5, kv, d}).narrow(0, 0, s);
+          const auto q = bf({kv, groups * n, d});
+          // The step's rows see themselves and the rows before them (a chain), as a plan's mask does.
+          const auto mask = n == 1 ? at::Tensor() : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kBFloat16);
+          auto scores = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;  // [kv, groups * n, s]
+          if (mask.defined()) scores.view({kv, groups, n, s}).narrow(-1, s - n, n).add_(mask.to(at::kDouble));
+          const auto want = at::matmul(at::softmax(scores, -1), values.to(at::kDouble).permute({1, 0, 2}));
+          const auto got = avx2_attention(q, keys, values, mask, 0.25);
+          ASSERT_EQ(got.scalar_type(), at::kBFloat16);
+          ASSERT_EQ(got.sizes(), want.sizes());
+          EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
+              << threads << " threads, " << kv << " kv heads, " << n << " step rows, length " << s;
+        }
+  at::set_num_threads(threads_before);
+  const auto keys = bf({8, 2, 16}), q = bf({2, 4, 16});
+  refdec_test::expect_error([&] { (void)avx2_attention(q, keys, keys, at::zeros({3, 3}), 1.0); }, "the mask must be a floating CPU [n, n]");
+  refdec_test::expect_error([&] { (void)avx2_attention(q, keys, bf({8, 2, 8}), {}, 1.0); }, "avx2_attention: needs queries");
+}
+
 TEST(AttentionProducts, RejectWhatTheyCannotRun) {
   const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
   EXPECT_FALSE(attention_products_supported(at::zeros({4, 2, 8})));
@@ -802,6 +835,30 @@ TEST(PackedLinear, ThreadsShareOneOneDnnLayer) {
 TEST(PackedLinear, ThreadsShareOneAvx2Layer) {
   REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
   expect_threads_share_one_layer(PackedBackend::kAvx2);
+}
+
+// The AVX2 layer's column blocks are taken in runs by libtorch's threads as each finishes its
+// previous run: with any number of threads (more than the runs, too) every column is written once,
+// exactly as one thread writes it (the output starts as NaN, so a column left out shows).
+TEST(PackedLinear, Avx2SplitsItsColumnsOverTheThreads) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  auto gen = at::detail::createCPUGenerator(6);
+  const int threads_before = at::get_num_threads();
+  for (const std::int64_t out : {16, 100, 1000}) {  // 1, 7 and 63 blocks of 16 columns
+    const PackedLinear packed(at::randn({out, 40}, gen, at::kFloat).to(at::kBFloat16), PackedBackend::kAvx2);
+    for (const std::int64_t rows : {1, 5}) {
+      const auto x = at::randn({rows, 40}, gen, at::kFloat).to(at::kBFloat16);
+      at::set_num_threads(1);
+      const auto one = packed(x, at::kFloat);
+      for (const int threads : {2, 3, 8}) {
+        at::set_num_threads(threads);
+        auto got = at::full({rows, out}, std::numeric_limits<float>::quiet_NaN());
+        packed.run(x, got);
+        EXPECT_TRUE(at::equal(got, one)) << threads << " threads, " << out << " columns, " << rows << " rows";
+      }
+    }
+  }
+  at::set_num_threads(threads_before);
 }
 
 // The packed model (fused q/k/v, SwiGLU and residuals in the products' epilogues, float32

@@ -92,6 +92,22 @@ REFDEC_AVX2_TARGET inline void scores(const float* q, std::int64_t rows, const C
     }
 }
 
+// sums[0 .. 8V) += sum_j p[j] block[j * d + (0 .. 8V)] for j < n: V independent accumulators, so
+// that the additions over j do not wait on one another's latency.
+template <int V>
+REFDEC_AVX2_TARGET inline void accumulate(const float* p, std::int64_t n, const float* block, std::int64_t d, float* sums) {
+  __m256 acc[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) acc[v] = _mm256_loadu_ps(sums + 8 * v);
+  for (std::int64_t j = 0; j < n; ++j) {
+    const __m256 pj = _mm256_broadcast_ss(p + j);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(block + j * d + 8 * v), acc[v]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(sums + 8 * v, acc[v]);
+}
+
 template <HalfFormat F>
 REFDEC_AVX2_TARGET inline void values(const float* p, std::int64_t rows, const CacheView& vals, std::uint16_t* out,
                                       std::int64_t first_head, std::int64_t last_head) {
@@ -106,11 +122,9 @@ REFDEC_AVX2_TARGET inline void values(const float* p, std::int64_t rows, const C
       for (std::int64_t r = 0; r < rows; ++r) {
         const float* pr = p + (h * rows + r) * len + s;
         float* sr = sums.data() + r * d;
-        for (std::int64_t i = 0; i < d; i += 8) {
-          __m256 acc = _mm256_loadu_ps(sr + i);
-          for (std::int64_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(pr[j]), _mm256_loadu_ps(block.data() + j * d + i), acc);
-          _mm256_storeu_ps(sr + i, acc);
-        }
+        std::int64_t i = 0;
+        for (; i + 64 <= d; i += 64) accumulate<8>(pr, n, block.data() + i, d, sr + i);
+        for (; i < d; i += 8) accumulate<1>(pr, n, block.data() + i, d, sr + i);
       }
     }
     for (std::int64_t i = 0; i < rows * d; ++i) out[h * rows * d + i] = half::from_float<F>(sums[static_cast<std::size_t>(i)]);

@@ -308,25 +308,19 @@ class LlamaModel {
         // it runs bf16, else through refdec's AVX2 kernel; float32 products where neither runs.
         const bool onednn = packed() && attention_products_supported(keys) && attention_products_supported(values);
         const bool avx2 = packed() && !onednn && avx2_attention_supported(keys) && avx2_attention_supported(values);
-        const auto pt = packed() && !onednn && !avx2 ? at::kFloat : dt;  // the dtype of ATen's products
+        const auto& mask = bias[static_cast<std::size_t>(b)];
         // (No lambdas over keys and values: clang 14 cannot capture structured bindings.)
-        at::Tensor raw;  // [KV, G*n, S] float32 (pt on ATen's path)
-        if (onednn)
-          raw = attention_scores(qg, keys, scale);
-        else if (avx2)
-          raw = avx2_attention_scores(qg, keys, scale);
-        else
-          raw = at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale;
-        auto scores = raw.view({KV, G, n, S});
-        if (const auto& mask = bias[static_cast<std::size_t>(b)]; mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
-        const auto probs = at::softmax(scores, -1, compute).to(onednn ? dt : avx2 ? at::kFloat : pt).view({KV, G * n, S});
         at::Tensor attended_heads;  // [KV, G*n, D] in the model's dtype
-        if (onednn)
-          attended_heads = attention_values(probs, values);
-        else if (avx2)
-          attended_heads = avx2_attention_values(probs, values);
-        else
-          attended_heads = at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt);
+        if (avx2) {
+          attended_heads = avx2_attention(qg, keys, values, mask, scale);
+        } else {
+          const auto pt = packed() && !onednn ? at::kFloat : dt;  // the dtype of ATen's products
+          const auto raw = onednn ? attention_scores(qg, keys, scale) : at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale;
+          auto scores = raw.view({KV, G, n, S});  // [KV, G*n, S] float32 (pt on ATen's path)
+          if (mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
+          const auto probs = at::softmax(scores, -1, compute).to(onednn ? dt : pt).view({KV, G * n, S});
+          attended_heads = onednn ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt);
+        }
         heads[static_cast<std::size_t>(b)] = attended_heads
                                                  .view({H, n, D})  // [KV, G*n, D] viewed per query head
                                                  .permute({1, 0, 2})
