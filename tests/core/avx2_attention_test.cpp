@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -73,6 +74,45 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
           }
 }
 
+// The in-place softmax against float64: rows of every length (vector body and tail), a wide range
+// of values, masked (-inf) entries, entries that underflow to 0, a row entirely masked (all 0).
+TEST(Avx2Attention, SoftmaxEqualsTheFloat64Softmax) {
+  if (!Avx2Linear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float spread : {0.1f, 3.0f, 40.0f})
+    for (const std::int64_t len : {1, 5, 8, 13, 64, 700}) {
+      const std::int64_t rows = 3;
+      std::vector<float> x(static_cast<std::size_t>(rows * len));
+      for (auto& v : x) v = spread * normal(rng);
+      x[static_cast<std::size_t>(len - 1)] = -inf;  // row 0: a masked entry (its only one when len is 1)
+      if (len > 2) x[static_cast<std::size_t>(len + 1)] = x[static_cast<std::size_t>(len)] - 200.0f;  // row 1: underflows to 0
+      const std::vector<float> in = x;
+      refdec::avx2::softmax(x.data(), rows, len);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* row = in.data() + r * len;
+        double top = -inf, sum = 0.0;
+        for (std::int64_t i = 0; i < len; ++i) top = std::max(top, static_cast<double>(row[i]));
+        if (top == -inf) top = 0.0;
+        // e^ of the float difference the kernel takes (the difference's own rounding is not its error)
+        const auto power = [&](std::int64_t i) { return std::exp(static_cast<double>(row[i] - static_cast<float>(top))); };
+        for (std::int64_t i = 0; i < len; ++i) sum += power(i);
+        for (std::int64_t i = 0; i < len; ++i) {
+          const double want = sum > 0.0 ? power(i) / sum : 0.0;
+          const double got = x[static_cast<std::size_t>(r * len + i)];
+          if (std::isinf(row[i]) || row[i] - top < -87.3)
+            EXPECT_EQ(got, 0.0) << "row " << r << " entry " << i;
+          else
+            EXPECT_NEAR(got, want, 1e-5 * want + 1e-30) << "spread " << spread << ", length " << len << ", row " << r << " entry " << i;
+        }
+      }
+    }
+  std::vector<float> masked(9, -inf);
+  refdec::avx2::softmax(masked.data(), 1, 9);
+  for (const float v : masked) EXPECT_EQ(v, 0.0f) << "a row entirely masked";
+}
+
 TEST(Avx2Attention, RejectsWhatItCannotRun) {
   const std::vector<std::uint16_t> cache(64);
   const std::vector<float> q(16);
@@ -80,6 +120,7 @@ TEST(Avx2Attention, RejectsWhatItCannotRun) {
   if (!Avx2Linear::cpu_runs()) {
     refdec_test::expect_error([&] { refdec::avx2::attention_scores(q.data(), 1, {cache.data(), 1, 8, 8, 8}, HalfFormat::kBf16, 1.0f, scores.data(), 0, 1); },
                               "does not run AVX2");
+    refdec_test::expect_error([&] { refdec::avx2::softmax(scores.data(), 1, 16); }, "does not run AVX2");
     GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C: only the error was checked";
   }
   refdec_test::expect_error([&] { refdec::avx2::attention_scores(q.data(), 1, {cache.data(), 1, 12, 12, 12}, HalfFormat::kBf16, 1.0f, scores.data(), 0, 1); },

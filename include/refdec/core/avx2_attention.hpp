@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "refdec/core/avx2_linear.hpp"
@@ -131,6 +132,50 @@ REFDEC_AVX2_TARGET inline void values(const float* p, std::int64_t rows, const C
   }
 }
 
+// e^x for eight floats, within 2 ulp of the true value for x in [-87.3, 88.7]; 0 below
+// (probabilities that underflow, masked entries at -inf), +inf above. Range reduction x = n ln2 + r
+// with |r| <= ln2 / 2 (ln2 split in two for exactness), then e^r by its Taylor polynomial to r^6.
+REFDEC_AVX2_TARGET inline __m256 exp8(__m256 x) {
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  for (const float c : {1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+  const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
+}
+
+REFDEC_AVX2_TARGET inline void softmax_rows(float* x, std::int64_t rows, std::int64_t len) {
+  alignas(32) float lanes[8];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * len;
+    float top = -std::numeric_limits<float>::infinity();
+    for (std::int64_t i = 0; i < len; ++i) top = std::max(top, row[i]);
+    if (top == -std::numeric_limits<float>::infinity()) top = 0.0f;  // every entry masked: all 0 below, as 0 / 0 is avoided
+    const __m256 shift = _mm256_set1_ps(top);
+    __m256 total = _mm256_setzero_ps();
+    std::int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + i), shift));
+      _mm256_storeu_ps(row + i, e);
+      total = _mm256_add_ps(total, e);
+    }
+    _mm256_store_ps(lanes, total);
+    float sum = 0.0f;
+    for (const float l : lanes) sum += l;
+    for (; i < len; ++i) {  // the tail through the same exp, one lane used
+      _mm256_store_ps(lanes, exp8(_mm256_set1_ps(row[i] - top)));
+      row[i] = lanes[0];
+      sum += lanes[0];
+    }
+    const __m256 inverse = _mm256_set1_ps(sum > 0.0f ? 1.0f / sum : 0.0f);
+    for (i = 0; i + 8 <= len; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), inverse));
+    for (; i < len; ++i) row[i] *= sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+}
+
 inline void check_attention_input(const CacheView& c, std::int64_t rows, std::int64_t first_head, std::int64_t last_head) {
   REFDEC_CHECK(Avx2Linear::cpu_runs(), "avx2 attention: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
   REFDEC_CHECK(c.data != nullptr && c.length >= 0 && rows >= 0 && c.head_dim > 0 && c.head_dim % 8 == 0 && c.head_dim <= 256,
@@ -154,6 +199,17 @@ inline void attention_scores(const float* q, std::int64_t rows, const CacheView&
     detail::scores<HalfFormat::kBf16>(q, rows, keys, scale, scores, first_head, last_head);
   else
     detail::scores<HalfFormat::kFp16>(q, rows, keys, scale, scores, first_head, last_head);
+#endif
+}
+
+/// Each of `rows` rows of `len` floats at x replaced in place by its softmax: e^(x - max) over
+/// their sum, e^ within 2 ulp, entries below max - 87.3 (and -inf) 0; a row entirely -inf becomes
+/// all 0. Throws ArgumentError unless Avx2Linear::cpu_runs().
+inline void softmax(float* x, std::int64_t rows, std::int64_t len) {
+  REFDEC_CHECK(REFDEC_X86 && Avx2Linear::cpu_runs(), "avx2 softmax: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
+  REFDEC_CHECK(rows >= 0 && len >= 0 && (x != nullptr || rows * len == 0), "avx2 softmax: bad rows " << rows << " of length " << len);
+#if REFDEC_X86
+  detail::softmax_rows(x, rows, len);
 #endif
 }
 

@@ -179,8 +179,8 @@ inline at::Tensor avx2_attention_values(const at::Tensor& probabilities, const a
 /// The whole of attention for the AVX2 path: softmax(scale q k^T + mask) v per kv head, each
 /// thread taking a range of kv heads through all three stages, so that the scores and
 /// probabilities it writes are read back from its own core's cache (split into three parallel
-/// regions, a 1.1B step spent ~12% of its time in attention on a 2-core AMD EPYC, most of it
-/// waiting on probabilities another core had written). q [KV, G * n, D] (any floating dtype: G
+/// regions with ATen's softmax between them, a 1.1B step spent ~12% of its time in attention on a
+/// 2-core AMD EPYC, most of it waiting on loads of the probabilities). q [KV, G * n, D] (any floating dtype: G
 /// query heads of n rows each per kv head), keys and values [S, KV, D] (read in place), `mask`
 /// [n, n] (any floating dtype) added to the scores of the last n entries (the step's own rows) of every query
 /// head, or undefined for none. Returns [KV, G * n, D] in the values' dtype.
@@ -202,7 +202,6 @@ inline at::Tensor avx2_attention(const at::Tensor& q, const at::Tensor& keys, co
   const CacheView key_view = detail::cache_view(keys), value_view = detail::cache_view(values);
   const HalfFormat format = detail::half_format(values);
   at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
-    // ATen's ops inside a parallel region run on the calling thread.
     auto scores = at::empty({last - first, rows, S}, qf.options());
     avx2::attention_scores(qf.data_ptr<float>() + first * rows * D, rows, detail::shifted(key_view, first), format,
                            static_cast<float>(scale), scores.data_ptr<float>(), 0, last - first);
@@ -210,8 +209,8 @@ inline at::Tensor avx2_attention(const at::Tensor& q, const at::Tensor& keys, co
       const std::int64_t n = bias.size(0);
       scores.view({last - first, rows / n, n, S}).narrow(-1, S - n, n).add_(bias);
     }
-    const auto probs = at::softmax(scores, -1);
-    avx2::attention_values(probs.data_ptr<float>(), rows, detail::shifted(value_view, first), format,
+    avx2::softmax(scores.data_ptr<float>(), (last - first) * rows, S);
+    avx2::attention_values(scores.data_ptr<float>(), rows, detail::shifted(value_view, first), format,
                            static_cast<std::uint16_t*>(out.data_ptr()) + first * rows * D, 0, last - first);
   });
   return out;
