@@ -226,9 +226,9 @@ class PackedLinear {
   }
 
   // Column blocks a thread of run_avx2() takes at a time: runs of 64 columns (64-180 KB of a
-  // TinyLlama-1.1B weight, streamed contiguously). On a shared 2-core AMD EPYC, each thread taking
-  // half of the blocks up front left one waiting for the other at every layer's end; taking runs
-  // as they finish streamed 5-10% faster (docs/speed.md, AVX2 section).
+  // TinyLlama-1.1B weight, streamed contiguously). On a shared 2-core AMD EPYC whose bandwidth
+  // moves from minute to minute, each thread taking half of the blocks up front left one waiting
+  // for the other at every layer's end; runs taken as threads finish keep both streaming.
   static constexpr std::int64_t kBlocksPerTake = 4;
 
   // The AVX2 kernel: x widened to float32 once, runs of column blocks taken by libtorch's threads
