@@ -1,6 +1,6 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // The step plan and the walk on arbitrary trees: draft trees and auxiliary blocks built from the
-// input, then plan_step, walks with input-chosen targets, keep_accepted; and raw TreeViews with
+// input (and one with nodes added after finish(), which plan_step must refuse), then plan_step, walks with input-chosen targets, keep_accepted; and raw TreeViews with
 // arbitrary (malformed) links, which the walk must survive without looping or writing out of
 // bounds. Invariants are checked with __builtin_trap (a crash for libFuzzer).
 
@@ -39,6 +39,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     lengths.push_back(in.byte());
   }
   StepPlan plan;
+  // Nodes added to one tree after it was finished: plan_step must refuse it, reading nothing of its
+  // short links and mask (AddressSanitizer sees any read past them).
+  if (in.byte() % 4 == 0) {
+    std::vector<LinearTree> unfinished = trees;
+    LinearTree& tree = unfinished[in.byte() % unfinished.size()];
+    for (int k = 0, added = 1 + in.byte() % 70; k < added; ++k)
+      tree.add_node(static_cast<Token>(in.byte() % kVocab), static_cast<std::int32_t>(in.byte() % tree.tokens.size()), 0.0f);
+    bool refused = false;
+    try {
+      plan_step(unfinished, aux, lengths, kVocab, plan);
+    } catch (const ArgumentError&) {
+      refused = true;
+    }
+    if (!refused) __builtin_trap();
+  }
   plan_step(trees, aux, lengths, kVocab, plan);
   std::vector<Acceptance> accepted(static_cast<std::size_t>(batch));
   for (int b = 0; b < batch; ++b) {

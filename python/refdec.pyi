@@ -26,6 +26,9 @@ class LinearTree:
         """Appends a node (parent -1 for the first node, an existing node after); call finish() after the last."""
     def finish(self: LinearTree) -> None:
         """Derives the child/sibling links and the ancestor mask from the parents."""
+    @property
+    def finished(self) -> bool:
+        """Whether finish() has run since the nodes last changed (plan_step and the walk need it)."""
     def reset(self: LinearTree, root: int) -> None:
         """Resets to a single root node carrying `root`."""
     def __len__(self: LinearTree) -> int:

@@ -275,6 +275,8 @@ PYBIND11_MODULE(refdec, m) {
       .def("add_node", &LinearTree::add_node, py::arg("token"), py::arg("parent"), py::arg("score") = 0.0f,
            "Appends a node (parent -1 for the first node, an existing node after); call finish() after the last.")
       .def("finish", &LinearTree::finish, "Derives the child/sibling links and the ancestor mask from the parents.")
+      .def_property_readonly("finished", &LinearTree::finished,
+                             "Whether finish() has run since the nodes last changed (plan_step and the walk need it).")
       .def("reset", &LinearTree::reset, py::arg("root"), "Resets to a single root node carrying `root`.")
       .def("__len__", &LinearTree::size)
       .def_property_readonly("size", &LinearTree::size, "Number of nodes, the root included.")

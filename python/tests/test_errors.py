@@ -59,6 +59,18 @@ def test_linear_kernels_say_which_ran_and_reject_unknown_names():
         refdec.LlamaModel.random(c, 0, torch.float32, linear="packed")
 
 
+def test_an_unfinished_tree_is_refused_not_read():
+    tree = refdec.LinearTree()
+    tree.add_node(1, -1)
+    tree.add_node(2, 0)  # no finish(): no links or mask yet
+    assert not tree.finished
+    with pytest.raises(ValueError, match="tree of 2 nodes is not finished"):
+        refdec.plan_step([tree], [0])
+    tree.finish()
+    assert tree.finished
+    assert refdec.plan_step([tree], [0]).num_rows == 2
+
+
 def test_type_errors_stay_type_errors():
     with pytest.raises(TypeError):
         refdec.plan_step([1, 2], [0, 0])

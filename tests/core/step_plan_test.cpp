@@ -163,6 +163,17 @@ TEST(StepPlan, RejectsBadInput) {
   refdec_test::expect_error([&] { plan_step(trees, aux, two, 5, plan); }, "row 1 (auxiliary) has token id 9");
   std::vector<LinearTree> empty(1);
   refdec_test::expect_error([&] { plan_step(empty, {}, std::vector<std::int64_t>{0}, 0, plan); }, "empty tree");
+  // Nodes added after finish(): the links and the mask are a node short, and are not read.
+  std::vector<LinearTree> unfinished(1);
+  unfinished[0].reset(3);
+  unfinished[0].add_node(5, 0, 0.0f);
+  EXPECT_FALSE(unfinished[0].finished());
+  refdec_test::expect_error([&] { plan_step(unfinished, {}, std::vector<std::int64_t>{0}, 0, plan); },
+                            "plan_step: sequence 0's tree of 2 nodes is not finished (call LinearTree::finish())");
+  unfinished[0].finish();
+  EXPECT_TRUE(unfinished[0].finished());
+  plan_step(unfinished, {}, std::vector<std::int64_t>{0}, 0, plan);
+  EXPECT_EQ(plan.rows(), 2);
   // A keep plan must follow the tree.
   DraftTree draft;
   draft.insert(std::vector<Token>{1, 2}, 1.0f);

@@ -37,15 +37,21 @@ struct LinearTree {
   std::int32_t max_depth() const {
     return depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end());
   }
+  /// Whether finish() has run since the nodes last changed: every per-node array and the mask
+  /// sized to the nodes. What reads the links or the mask (plan_step, the walk, attends) checks it.
+  bool finished() const {
+    const std::size_t n = tokens.size();
+    return parent.size() == n && depth.size() == n && score.size() == n && first_child.size() == n && next_sibling.size() == n &&
+           mask_words == static_cast<std::int32_t>((n + 63) / 64) && mask.size() == n * static_cast<std::size_t>(mask_words);
+  }
+
   /// True when node `i` may attend to node `j` (j is i or one of its ancestors). Both must be nodes
   /// of the finished tree (an empty tree has none): anything else throws refdec::ArgumentError.
   bool attends(std::int32_t i, std::int32_t j) const {
     const std::int32_t n = size();
     REFDEC_CHECK(i >= 0 && i < n && j >= 0 && j < n,
                  "LinearTree::attends(" << i << ", " << j << "): node indices must be in [0, " << n << ")");
-    REFDEC_CHECK(mask.size() == static_cast<std::size_t>(n) * static_cast<std::size_t>(mask_words) &&
-                     mask_words == (n + 63) / 64,
-                 "LinearTree::attends: the tree of " << n << " nodes is not finished (call finish())");
+    REFDEC_CHECK(finished(), "LinearTree::attends: the tree of " << n << " nodes is not finished (call finish())");
     return (mask[static_cast<std::size_t>(i) * mask_words + j / 64] >> (j % 64)) & 1U;
   }
 

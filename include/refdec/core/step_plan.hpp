@@ -79,7 +79,7 @@ struct StepPlan {
   }
 };
 
-/// Plans a step that verifies `trees[b]` (each with at least its root) after `lengths[b]` cached
+/// Plans a step that verifies `trees[b]` (each finished, with at least its root) after `lengths[b]` cached
 /// entries, followed by the auxiliary tokens `aux[b]` (empty `aux`: none). With `vocab_size` > 0
 /// every token id must lie in [0, vocab_size): nothing out of range reaches a model. Throws
 /// refdec::Error naming the bad sequence and value. Reuses `out`'s storage.
@@ -95,6 +95,8 @@ inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBloc
     const std::int32_t extra = aux.empty() ? 0 : aux[b].size();
     const std::int64_t length = lengths[b];
     REFDEC_CHECK(nodes >= 1, "plan_step: sequence " << b << " has an empty tree (it needs at least its root)");
+    REFDEC_CHECK(tree.finished(), "plan_step: sequence " << b << "'s tree of " << nodes
+                                                         << " nodes is not finished (call LinearTree::finish())");
     REFDEC_CHECK(length >= 0, "plan_step: sequence " << b << " has a negative cached length " << length);
     const std::int32_t n = nodes + extra;
     const std::int32_t words = mask_words_for(n);

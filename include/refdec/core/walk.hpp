@@ -26,10 +26,9 @@ struct TreeView {
 /// The links of `tree`, which must be finished (LinearTree::finish(); refdec::ArgumentError
 /// otherwise: an unfinished tree has no links to walk).
 inline TreeView view(const LinearTree& tree) {
-  REFDEC_CHECK(tree.first_child.size() == tree.tokens.size() && tree.next_sibling.size() == tree.tokens.size(),
-               "draft tree of " << tree.tokens.size() << " nodes is not finished (" << tree.first_child.size()
-                                << " first-child and " << tree.next_sibling.size()
-                                << " next-sibling links): call LinearTree::finish()");
+  REFDEC_CHECK(tree.finished(), "draft tree of " << tree.tokens.size() << " nodes is not finished (" << tree.first_child.size()
+                                                 << " first-child and " << tree.next_sibling.size()
+                                                 << " next-sibling links): call LinearTree::finish()");
   return {tree.tokens.data(), tree.first_child.data(), tree.next_sibling.data(), tree.size()};
 }
 
