@@ -10,16 +10,30 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 namespace refdec_fuzz {
 
-/// Writes `data` to this process's scratch file (named `name`) and returns its path.
-inline std::filesystem::path write_scratch(const std::uint8_t* data, std::size_t size, const char* name) {
-  const auto path = std::filesystem::temp_directory_path() / ("refdec_fuzz_" + std::to_string(getpid()) + "_" + name);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  return path;
-}
+/// This process's scratch file (named `name`) holding `data`, for one input: removed when the
+/// input is done, so that a fuzz run leaves nothing in the temp directory.
+class ScratchFile {
+ public:
+  ScratchFile(const std::uint8_t* data, std::size_t size, const char* name)
+      : path_(std::filesystem::temp_directory_path() / ("refdec_fuzz_" + std::to_string(getpid()) + "_" + name)) {
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+  ~ScratchFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 /// Reads bytes off the front of a fuzz input; zeros once it is used up.
 class Bytes {

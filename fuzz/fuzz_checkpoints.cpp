@@ -18,7 +18,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::uint8_t kind = data[0] % 3;
-  const auto path = refdec_fuzz::write_scratch(data + 1, size - 1, kind == 0 ? "model.bin" : kind == 1 ? "model.safetensors" : "config.json");
+  const refdec_fuzz::ScratchFile scratch(data + 1, size - 1, kind == 0 ? "model.bin" : kind == 1 ? "model.safetensors" : "config.json");
+  const auto& path = scratch.path();
   try {
     if (kind == 0) {
       (void)refdec::load_llama2c(path);

@@ -12,7 +12,8 @@
 #include "refdec/datastore/retrieval.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = refdec_fuzz::write_scratch(data, size, "datastore.bin");
+  const refdec_fuzz::ScratchFile scratch(data, size, "datastore.bin");
+  const auto& path = scratch.path();
   try {
     const auto store = refdec::Datastore::open(path);
     std::vector<refdec::Token> context;

@@ -9,7 +9,8 @@
 #include "eval/datasets.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = refdec_fuzz::write_scratch(data, size, "dataset.jsonl");
+  const refdec_fuzz::ScratchFile scratch(data, size, "dataset.jsonl");
+  const auto& path = scratch.path();
   try {
     (void)refdec::load_generic_traces(path, nullptr);
   } catch (const refdec::Error&) {

@@ -10,7 +10,8 @@
 #include "refdec/text/llama2c_tokenizer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = refdec_fuzz::write_scratch(data, size, "tokenizer.bin");
+  const refdec_fuzz::ScratchFile scratch(data, size, "tokenizer.bin");
+  const auto& path = scratch.path();
   try {
     const auto tokenizer = refdec::Llama2cTokenizer::load(path, 512);
     // Text to encode: the file's last bytes (at most 256), so that mutations reach both parts.

@@ -170,9 +170,9 @@ REFDEC_AVX2_TARGET inline void softmax_rows(float* x, std::int64_t rows, std::in
       row[i] = lanes[0];
       sum += lanes[0];
     }
-    const __m256 inverse = _mm256_set1_ps(sum > 0.0f ? 1.0f / sum : 0.0f);
-    for (i = 0; i + 8 <= len; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), inverse));
-    for (; i < len; ++i) row[i] *= sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (i = 0; i + 8 <= len; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), _mm256_set1_ps(inverse)));
+    for (; i < len; ++i) row[i] *= inverse;
   }
 }
 

@@ -177,13 +177,12 @@ inline at::Tensor avx2_attention_values(const at::Tensor& probabilities, const a
 }
 
 /// The whole of attention for the AVX2 path: softmax(scale q k^T + mask) v per kv head, each
-/// thread taking a range of kv heads through all three stages, so that the scores and
-/// probabilities it writes are read back from its own core's cache (split into three parallel
-/// regions with ATen's softmax between them, a 1.1B step spent ~12% of its time in attention on a
-/// 2-core AMD EPYC, most of it waiting on loads of the probabilities). q [KV, G * n, D] (any floating dtype: G
-/// query heads of n rows each per kv head), keys and values [S, KV, D] (read in place), `mask`
-/// [n, n] (any floating dtype) added to the scores of the last n entries (the step's own rows) of every query
-/// head, or undefined for none. Returns [KV, G * n, D] in the values' dtype.
+/// thread taking a range of kv heads through all three stages in one parallel region, so that the
+/// scores and probabilities it writes are read back by the same thread, and no ATen softmax (with
+/// threads of its own) runs between the products. q [KV, G * n, D] (any floating dtype: G query
+/// heads of n rows each per kv head), keys and values [S, KV, D] (read in place), `mask` [n, n]
+/// (any floating dtype) added to the scores of the last n entries (the step's own rows) of every
+/// query head, or undefined for none. Returns [KV, G * n, D] in the values' dtype.
 inline at::Tensor avx2_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const at::Tensor& mask,
                                  double scale) {
   REFDEC_CHECK(avx2_attention_supported(keys) && avx2_attention_supported(values) && keys.sizes() == values.sizes() &&
