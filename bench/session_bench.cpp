@@ -16,6 +16,7 @@
 #include "refdec/core/step_plan.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
+#include "refdec/torch/paged_kv_store.hpp"
 #include "refdec/torch/session.hpp"
 #include "synthetic_text.hpp"
 
@@ -52,7 +53,8 @@ class NullModel {
   static constexpr std::int64_t kTableRows = 4096;
   at::Tensor table_;  // [4096, vocab] float32
 };
-static_assert(CausalLM<NullModel>);
+static_assert(CausalLM<NullModel, ContiguousKvStore>);
+static_assert(CausalLM<NullModel, PagedKvStore>);
 
 const NullModel& null_model() {
   static const NullModel model;

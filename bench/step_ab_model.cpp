@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/verifier.hpp"
 #include "shapes.hpp"

@@ -2,9 +2,9 @@
 // An engine without libtorch: speculative greedy decoding of a batch with refdec's core layer and a
 // plain C++ Llama forward pass (plain_engine.hpp). One step, for every sequence at once:
 //
-//   drafters propose -> DraftTree::linearize -> refdec::plan_step -> plain_engine forward
-//   -> argmax per row -> refdec::accept (the walk) -> refdec::keep_accepted -> caches apply the
-//   keep plan -> drafters accept
+//   refdec::StepDriver::prepare (prefill or draft, the plan) -> plain_engine forward -> argmax
+//   per row -> StepDriver::complete_greedy (the walk, drafters told, stops, limits) -> caches
+//   apply the keep plan and drop the sequences that left
 //
 // Greedy acceptance makes the output equal plain greedy decoding whatever the drafters propose:
 // compare the `ids:` lines of `--budget 0` and `--budget 16`. docs/engine.md walks through it.
@@ -27,11 +27,8 @@
 #include <vector>
 
 #include "plain_engine.hpp"
-#include "refdec/core/aux_block.hpp"
-#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_driver.hpp"
 #include "refdec/core/step_plan.hpp"
-#include "refdec/core/walk.hpp"
-#include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
@@ -115,18 +112,6 @@ std::optional<Options> parse(int argc, char** argv) {
   return o;
 }
 
-// One sequence of the batch: its tokens, its drafter and what decoding did for it.
-struct Sequence {
-  std::vector<Token> prompt;  // [prompt length] starts with BOS
-  std::vector<Token> output;  // [generated] stop token excluded
-  refdec::AnyDrafter drafter;
-  bool prefilled = false;     // the prompt's KV (all but its last token) is in the cache
-  std::int64_t steps = 0;     // verification steps (prefill excluded)
-
-  Token last() const { return output.empty() ? prompt.back() : output.back(); }
-  std::int64_t total() const { return static_cast<std::int64_t>(prompt.size() + output.size()); }
-};
-
 // The lowest id among the largest logits, so that ties break the same way in every run.
 Token argmax(const float* logits, std::int32_t vocab) {
   Token best = 0;
@@ -144,6 +129,13 @@ std::string join(std::span<const Token> ids) {
   return s;
 }
 
+// One sequence of the batch: its prompt and what decoding did for it.
+struct Sequence {
+  std::vector<Token> prompt;  // starts with BOS
+  std::vector<Token> output;  // stop token excluded
+  std::int64_t steps = 0;     // verification steps (prefill excluded)
+};
+
 int run(const Options& options) {
   const bool default_model = !options.model.has_value();
   const std::filesystem::path model_path =
@@ -155,7 +147,6 @@ int run(const Options& options) {
   }
   const plain_engine::Model model = plain_engine::Model::load(model_path);
   const std::int32_t vocab = model.vocab_size();
-  const std::int64_t max_context = model.max_seq_len();
 
   // BOS alone, "Tom had a big dog" and "The sun was hot" (tok512 ids).
   std::vector<Sequence> sequences(3);
@@ -163,117 +154,37 @@ int run(const Options& options) {
   sequences[1].prompt = {kBos, 274, 287, 381, 261, 370, 400, 428};
   sequences[2].prompt = {kBos, 291, 262, 379, 286, 270, 309};
 
-  // Sequences still decoding, and their caches in the same order: forward() takes the caches of
-  // the plan's sequences as one span, so a finished sequence's cache leaves with it.
-  std::vector<std::size_t> active;
+  // The driver runs the protocol (prefill, drafting, the plan, acceptance, stops, limits); the
+  // engine keeps one cache per active sequence in the driver's slot order.
+  refdec::StepDriver driver({.vocab_size = vocab, .max_context = model.max_seq_len(), .prefill_chunk = 0});
+  const refdec::SequenceLimits limits{.max_new_tokens = options.max_new_tokens, .stop_tokens = {kBos, kEos}, .budget = options.budget};
   std::vector<plain_engine::Cache> caches;
-  for (std::size_t s = 0; s < sequences.size(); ++s) {
-    Sequence& seq = sequences[s];
-    if (static_cast<std::int64_t>(seq.prompt.size()) >= max_context) {
-      std::cerr << "error: prompt " << s << " leaves no room in a context of " << max_context << "\n";
-      return 1;
-    }
-    seq.drafter = refdec::LlmaDrafter({.n = 1, .k = 16, .self_reference = true});
-    seq.drafter.begin(seq.prompt, {});
-    // A lone token is the first step's root: there is nothing to prefill.
-    seq.prefilled = seq.prompt.size() == 1;
-    if (options.max_new_tokens == 0) continue;
-    active.push_back(s);
+  for (const Sequence& seq : sequences) {
+    refdec::AnyDrafter drafter(refdec::LlmaDrafter({.n = 1, .k = 16, .self_reference = true}));
     // Room for the whole context plus the auxiliary rows a step may add after it.
-    caches.push_back(model.make_cache(max_context + static_cast<std::int64_t>(seq.drafter.max_auxiliary())));
+    const auto capacity = model.max_seq_len() + static_cast<std::int64_t>(drafter.max_auxiliary());
+    driver.add(seq.prompt, {}, limits, std::move(drafter));  // ids 0, 1, 2
+    if (driver.active() > caches.size()) caches.push_back(model.make_cache(capacity));
   }
 
-  refdec::DraftScratch draft;                // reused by draft_step()
-  std::vector<refdec::LinearTree> trees;     // [B] this step's trees
-  std::vector<refdec::AuxBlock> aux;         // [B] this step's auxiliary tokens (none for LLMA)
-  std::vector<std::int64_t> lengths;         // [B] cached entries before the step
-  std::vector<std::uint8_t> prefill;         // [B] 1: the sequence prefills its prompt this step
-  std::vector<refdec::Acceptance> accepted;  // [B]
-  std::vector<Token> choices;                // [rows of one sequence] the target's greedy token per row
-  refdec::StepPlan plan;
-  refdec::KeepPlan keep;
+  std::vector<Token> choices;  // [plan rows] the target's greedy token per row
   std::int64_t forward_passes = 0;
-
-  while (!active.empty()) {
-    const std::size_t B = active.size();
-    trees.resize(B);
-    aux.resize(B);
-    lengths.resize(B);
-    prefill.assign(B, 0);
-    for (std::size_t b = 0; b < B; ++b) {
-      Sequence& seq = sequences[active[b]];
-      lengths[b] = caches[b].length();
-      aux[b].clear();
-      if (!seq.prefilled) {
-        // The prompt but its last token, as a chain whose rows are all kept; the last token is
-        // the root of the sequence's first verification step. It rides in the same forward pass
-        // as the other sequences' verification.
-        trees[b] = refdec::LinearTree::chain(std::span<const Token>(seq.prompt).first(seq.prompt.size() - 1));
-        prefill[b] = 1;
-        continue;
-      }
-      // Propose, cut to the budget (drafts beyond what the sequence may still append are wasted
-      // rows), record, add auxiliary rows, check every id against the vocabulary.
-      const std::int64_t room =
-          std::min(options.max_new_tokens - static_cast<std::int64_t>(seq.output.size()), max_context - seq.total());
-      refdec::draft_step(seq.drafter, seq.last(), refdec::step_budget(room, options.budget), vocab, seq.total() - 1,
-                         max_context, draft, trees[b], aux[b]);
+  while (!driver.idle()) {
+    if (driver.prepare()) {
+      const refdec::StepPlan& plan = driver.plan();
+      const std::vector<float> logits = model.forward(plan, caches);  // [plan.rows(), vocab]
+      ++forward_passes;
+      choices.resize(static_cast<std::size_t>(plan.rows()));
+      for (std::size_t row = 0; row < choices.size(); ++row) choices[row] = argmax(&logits[row * static_cast<std::size_t>(vocab)], vocab);
+      driver.complete_greedy(choices);  // the walk, drafters told, stops and limits
+      for (std::size_t b = 0; b < caches.size(); ++b) caches[b].apply(driver.keep(), static_cast<std::int32_t>(b));
+      for (const std::size_t slot : driver.left()) caches.erase(caches.begin() + static_cast<std::ptrdiff_t>(slot));
     }
-    refdec::plan_step(trees, aux, lengths, vocab, plan);
-    const std::vector<float> logits = model.forward(plan, caches);  // [plan.rows(), vocab]
-    ++forward_passes;
-
-    accepted.resize(B);
-    for (std::size_t b = 0; b < B; ++b) {
-      const auto bi = static_cast<std::int32_t>(b);
-      refdec::Acceptance& acc = accepted[b];
-      if (prefill[b]) {  // every chain node is "accepted", so keep_accepted() keeps every row
-        refdec::accept_all(plan.tree(bi), acc);
-        continue;
-      }
-      choices.resize(static_cast<std::size_t>(plan.rows(bi)));
-      for (std::int32_t i = 0; i < plan.rows(bi); ++i) {
-        const auto row = static_cast<std::size_t>(plan.indptr[b] + i);
-        choices[static_cast<std::size_t>(i)] = argmax(&logits[row * static_cast<std::size_t>(vocab)], vocab);
-      }
-      refdec::accept(plan.tree(bi), refdec::ChoiceArray{choices.data()}, acc);
-      // Auxiliary rows follow the tree rows; their greedy choices feed the drafter, never the output.
-      Sequence& seq = sequences[active[b]];
-      if (seq.drafter.max_auxiliary() > 0)
-        seq.drafter.observe(std::span<const Token>(choices).subspan(static_cast<std::size_t>(plan.num_nodes[b])));
-    }
-    refdec::keep_accepted(plan, accepted, keep);
-    for (std::size_t b = 0; b < B; ++b) caches[b].apply(keep, static_cast<std::int32_t>(b));
-
-    std::vector<std::size_t> leaving;  // [finished] batch slots, increasing
-    for (std::size_t b = 0; b < B; ++b) {
-      Sequence& seq = sequences[active[b]];
-      if (prefill[b]) {
-        seq.prefilled = true;
-        continue;
-      }
-      ++seq.steps;
-      const auto before = seq.output.size();
-      bool finished = false;
-      for (const Token t : accepted[b].tokens) {
-        if (t == kBos || t == kEos) {  // a stop token ends the sequence and is not emitted
-          finished = true;
-          break;
-        }
-        seq.output.push_back(t);
-        if (static_cast<std::int64_t>(seq.output.size()) >= options.max_new_tokens || seq.total() >= max_context) {
-          finished = true;
-          break;
-        }
-      }
-      if (finished)
-        leaving.push_back(b);
-      else
-        seq.drafter.accept(std::span<const Token>(seq.output).subspan(before));
-    }
-    for (auto it = leaving.rbegin(); it != leaving.rend(); ++it) {
-      active.erase(active.begin() + static_cast<std::ptrdiff_t>(*it));
-      caches.erase(caches.begin() + static_cast<std::ptrdiff_t>(*it));
+    for (const refdec::RequestUpdate& u : driver.updates()) {
+      Sequence& seq = sequences[static_cast<std::size_t>(u.id)];
+      seq.output.insert(seq.output.end(), u.tokens.begin(), u.tokens.end());
+      // A verification step appends tokens or meets a stop token; other updates left between steps.
+      seq.steps += u.tokens.empty() && u.finished != refdec::FinishReason::kStopToken ? 0 : 1;
     }
   }
 

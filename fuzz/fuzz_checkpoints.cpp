@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       refdec::SafetensorsFile file(path);
       for (const auto& info : file.tensors()) (void)file.get(info.name);
     } else {
-      (void)refdec::detail::read_hf_llama_config(path);  // the config.json parser load_hf_llama uses
+      (void)refdec::torch_detail::read_hf_llama_config(path);  // the config.json parser load_hf_llama uses
     }
   } catch (const refdec::Error&) {
   }

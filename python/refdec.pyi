@@ -708,17 +708,14 @@ class StepTimes:
     def commit(self) -> float:
         """Applying the keep plan to the KV store."""
 
-class GenerateStats:
-    """What a Session did, summed over requests."""
+class StepDriverStats:
+    """What a StepDriver's steps did, summed over sequences."""
     @property
     def tokens(self) -> int:
         """Generated tokens."""
     @property
     def steps(self) -> int:
         """Verification steps, counted per request."""
-    @property
-    def forward_passes(self) -> int:
-        """Model calls for the whole batch."""
     @property
     def auxiliary_tokens(self) -> int:
         """Auxiliary tokens run."""
@@ -727,16 +724,10 @@ class GenerateStats:
         """Prompt tokens run as prefill rows."""
     @property
     def draft_seconds(self) -> float:
-        """Drafting time."""
-    @property
-    def verify(self) -> StepTimes:
-        """StepTimes."""
-    @property
-    def total_seconds(self) -> float:
-        """Wall time of the steps."""
+        """The drafters' time: propose and the budget cut, then their accept, observe and finish."""
     @property
     def drafting(self) -> DrafterStats:
-        """DrafterStats of the requests that have left."""
+        """DrafterStats of the requests that have left, each over its own request."""
     @property
     def tokens_per_step(self) -> float:
         """τ: mean tokens per step, bonus included."""
@@ -760,7 +751,7 @@ class Session:
     def __init__(self: Session, model: LlamaModel, options: GenerateOptions = ..., kv_store: str = 'contiguous', capacity: int = 0, num_blocks: int = 0, block_size: int = 16) -> None:
         """A session over `model`. kv_store 'contiguous' (one buffer of `capacity` entries per request; 0: the context + 256) or 'paged' (a pool of `num_blocks` blocks of `block_size` entries; 0: room for 64 full-context requests)."""
     def add(self: Session, prompt: List[int], references: List[List[int]] = [], drafter: Optional[Drafter] = None, sampling: Optional[SamplingOptions] = None, max_new_tokens: Optional[int] = None, stop_tokens: Optional[List[int]] = None, budget: Optional[int] = None) -> int:
-        """Adds a request; returns its id. `drafter` (None: plain decoding) is borrowed until the request leaves: its statistics are reset at the start and stay readable; it cannot serve anything else meanwhile. Unset limits take the session's defaults. Raises ValueError without changing the session when something is wrong."""
+        """Adds a request; returns its id. `drafter` (None: plain decoding) is borrowed until the request leaves: its statistics grow with the request's (never reset) and stay readable; it cannot serve anything else meanwhile. Unset limits take the session's defaults. Raises ValueError without changing the session when something is wrong."""
     def step(self: Session) -> List[RequestUpdate]:
         """Runs one step for every active request; returns a RequestUpdate per request that emitted or left."""
     def cancel(self: Session, id: int) -> bool:
@@ -785,6 +776,50 @@ class Session:
     @property
     def last_plan(self) -> StepPlan:
         """A copy of the last step's StepPlan."""
+
+class StepDriver:
+    """The step protocol for an engine of your own (docs/engine.md): per sequence its drafter, prompt, output and limits. Per step: prepare() (prefill chunks or drafts, then `plan`), your forward pass over the plan, complete_greedy(targets) or complete(accepted, aux_choices), then apply `keep` to your caches and drop the slots in `left`; `updates` says what each sequence did. Keep one cache per active sequence in slot order (a sequence added takes the next slot). One thread drives a driver; drafting and completing run without the GIL."""
+    def __init__(self: StepDriver, vocab_size: int, max_context: int, prefill_chunk: int = 512) -> None:
+        """A driver for token ids in [0, vocab_size), prompt + output at most `max_context` per sequence, prompts prefilled `prefill_chunk` tokens per step at most (0: at once)."""
+    def add(self: StepDriver, prompt: List[int], references: List[List[int]] = [], drafter: Optional[Drafter] = None, max_new_tokens: int = 256, stop_tokens: List[int] = [], budget: int = 16) -> int:
+        """Adds a sequence; returns its id. `drafter` (None: plain decoding) is borrowed until the sequence leaves. Raises ValueError without changing the driver when something is wrong. A sequence with max_new_tokens=0 takes no slot: it is reported as finished by the next prepare()."""
+    def prepare(self: StepDriver) -> bool:
+        """Prepares a step for every active sequence (its prompt's next chunk, or its draft) and its plan; False when no sequence is active (`updates` may still report sequences that left between steps)."""
+    @property
+    def plan(self) -> StepPlan:
+        """The prepared step's StepPlan (a view, valid until the next prepare())."""
+    @property
+    def prefill(self) -> List[int]:
+        """[active] 1 where the prepared step prefills the sequence's prompt (its acceptance is ignored)."""
+    def complete(self: StepDriver, accepted: List[Acceptance], aux_choices: List[List[int]] = []) -> None:
+        """Completes the prepared step with your walk: one Acceptance per sequence of the plan, and each sequence's greedy choices at its auxiliary rows ([] when none ran). Tells the drafters, applies stops and limits."""
+    def complete_greedy(self: StepDriver, targets: torch.Tensor) -> None:
+        """Completes the prepared step by greedy acceptance: `targets` ([plan.num_rows] integer tensor) is the target's token at each row."""
+    @property
+    def updates(self) -> List[RequestUpdate]:
+        """What the last prepare() and complete() did: a RequestUpdate per sequence that emitted or left."""
+    @property
+    def keep(self) -> KeepPlan:
+        """The completed step's KeepPlan (every sequence of the plan): apply it before dropping `left`."""
+    @property
+    def left(self) -> List[int]:
+        """Slots the completed step removed, decreasing: drop your caches at these indices, in this order."""
+    def cancel(self: StepDriver, id: int) -> Optional[int]:
+        """Ends sequence `id` now; returns the slot to drop, or None for an unknown id."""
+    @property
+    def active(self) -> int:
+        """Active sequences (your caches)."""
+    @property
+    def idle(self) -> bool:
+        """True when prepare() has nothing to run or report."""
+    @property
+    def ids(self) -> List[int]:
+        """The active sequences' ids in slot order."""
+    def output(self: StepDriver, id: int) -> List[int]:
+        """Tokens sequence `id` has generated so far (while active)."""
+    @property
+    def stats(self) -> StepDriverStats:
+        """StepDriverStats (a copy)."""
 
 class NoDrafter(Drafter):
     """Proposes nothing: plain decoding."""
@@ -891,6 +926,18 @@ class MixtureDrafter(Drafter):
     @property
     def statistics(self) -> MixtureStatistics:
         """What it learned (MixtureStatistics, follows the drafter)."""
+
+class GenerateStats(StepDriverStats):
+    """What a Session did, summed over requests (StepDriverStats and the model's part)."""
+    @property
+    def forward_passes(self) -> int:
+        """Model calls for the whole batch."""
+    @property
+    def verify(self) -> StepTimes:
+        """StepTimes (no drafter's time)."""
+    @property
+    def total_seconds(self) -> float:
+        """Wall time of the steps."""
 
 def uniform(seed: int, counter: int) -> float:
     """The uniform number in [0, 1) at position `counter` of the random stream `seed` (Philox4x32-10)."""

@@ -114,7 +114,7 @@ struct PyDrafter {
   bool in_session = false;  // a Session request drives it: direct calls would interleave with its steps
 
   void check_free() const {
-    REFDEC_CHECK(!in_session, "drafter '" << drafter.name() << "' is in use by a Session request until it leaves");
+    REFDEC_CHECK(!in_session, "drafter '" << drafter.name() << "' is in use by a Session or StepDriver request until it leaves");
   }
 };
 
@@ -189,21 +189,20 @@ struct PyMixtureDrafter : PyDrafter {
 using ContiguousSession = Session<LlamaModel, ContiguousKvStore>;
 using PagedSession = Session<LlamaModel, PagedKvStore>;
 
-// A Session over one of the two KV stores, plus the Python drafters its requests borrow (kept
-// alive and marked busy until their request leaves).
-struct PySession {
-  std::shared_ptr<const LlamaModel> model;
-  std::variant<std::unique_ptr<ContiguousSession>, std::unique_ptr<PagedSession>> session;
+// The Python drafters a Session's or StepDriver's requests borrow: kept alive and marked busy
+// until their request leaves (or the owner is dropped).
+struct BorrowedDrafters {
   std::unordered_map<RequestId, py::object> borrowed;
 
-  // A session dropped with requests still active gives their drafters back.
-  ~PySession() {
+  BorrowedDrafters() = default;
+  BorrowedDrafters(const BorrowedDrafters&) = delete;
+  BorrowedDrafters& operator=(const BorrowedDrafters&) = delete;
+  ~BorrowedDrafters() {
     for (auto& entry : borrowed) entry.second.cast<PyDrafter&>().in_session = false;
   }
-
-  template <class F>
-  decltype(auto) visit(F&& f) {
-    return std::visit([&](auto& s) -> decltype(auto) { return f(*s); }, session);
+  void lend(RequestId id, py::object drafter) {
+    drafter.cast<PyDrafter&>().in_session = true;
+    borrowed.emplace(id, std::move(drafter));
   }
   void release(RequestId id) {
     const auto it = borrowed.find(id);
@@ -211,6 +210,40 @@ struct PySession {
     it->second.cast<PyDrafter&>().in_session = false;
     borrowed.erase(it);
   }
+  void release_finished(const std::vector<RequestUpdate>& updates) {
+    for (const RequestUpdate& u : updates)
+      if (u.finished) release(u.id);
+  }
+  // Runs f() without the GIL and under the lock of every borrowed drafter: no Python thread may be
+  // inside one meanwhile (the locks are taken after the GIL is released, as in with_drafter()).
+  template <class F>
+  decltype(auto) locked(F&& f) {
+    std::vector<std::mutex*> locks;
+    for (auto& entry : borrowed) locks.push_back(&entry.second.cast<PyDrafter&>().mutex);
+    py::gil_scoped_release release;
+    std::vector<std::unique_lock<std::mutex>> held;
+    for (std::mutex* mu : locks) held.emplace_back(*mu);
+    return f();
+  }
+};
+
+// A Session over one of the two KV stores, plus the Python drafters its requests borrow.
+struct PySession {
+  std::shared_ptr<const LlamaModel> model;
+  std::variant<std::unique_ptr<ContiguousSession>, std::unique_ptr<PagedSession>> session;
+  BorrowedDrafters drafters;
+
+  template <class F>
+  decltype(auto) visit(F&& f) {
+    return std::visit([&](auto& s) -> decltype(auto) { return f(*s); }, session);
+  }
+};
+
+// A StepDriver plus the Python drafters its sequences borrow.
+struct PyStepDriver {
+  explicit PyStepDriver(StepDriverOptions options) : driver(options) {}
+  StepDriver driver;
+  BorrowedDrafters drafters;
 };
 
 // --- errors --------------------------------------------------------------------------------------
@@ -954,17 +987,20 @@ PYBIND11_MODULE(refdec, m) {
       .def_readonly("model", &StepTimes::model, "Forward pass, argmax and its copy to the host.")
       .def_readonly("accept", &StepTimes::accept, "Tree walks and the keep plan.")
       .def_readonly("commit", &StepTimes::commit, "Applying the keep plan to the KV store.");
-  py::class_<GenerateStats>(m, "GenerateStats", "What a Session did, summed over requests.")
-      .def_readonly("tokens", &GenerateStats::tokens, "Generated tokens.")
-      .def_readonly("steps", &GenerateStats::steps, "Verification steps, counted per request.")
+  py::class_<StepDriverStats>(m, "StepDriverStats", "What a StepDriver's steps did, summed over sequences.")
+      .def_readonly("tokens", &StepDriverStats::tokens, "Generated tokens.")
+      .def_readonly("steps", &StepDriverStats::steps, "Verification steps, counted per request.")
+      .def_readonly("auxiliary_tokens", &StepDriverStats::auxiliary_tokens, "Auxiliary tokens run.")
+      .def_readonly("prefill_tokens", &StepDriverStats::prefill_tokens, "Prompt tokens run as prefill rows.")
+      .def_readonly("draft_seconds", &StepDriverStats::draft_seconds,
+                    "The drafters' time: propose and the budget cut, then their accept, observe and finish.")
+      .def_readonly("drafting", &StepDriverStats::drafting, "DrafterStats of the requests that have left, each over its own request.")
+      .def_property_readonly("tokens_per_step", &StepDriverStats::tokens_per_step, "τ: mean tokens per step, bonus included.");
+
+  py::class_<GenerateStats, StepDriverStats>(m, "GenerateStats", "What a Session did, summed over requests (StepDriverStats and the model's part).")
       .def_readonly("forward_passes", &GenerateStats::forward_passes, "Model calls for the whole batch.")
-      .def_readonly("auxiliary_tokens", &GenerateStats::auxiliary_tokens, "Auxiliary tokens run.")
-      .def_readonly("prefill_tokens", &GenerateStats::prefill_tokens, "Prompt tokens run as prefill rows.")
-      .def_readonly("draft_seconds", &GenerateStats::draft_seconds, "Drafting time.")
-      .def_readonly("verify", &GenerateStats::verify, "StepTimes.")
-      .def_readonly("total_seconds", &GenerateStats::total_seconds, "Wall time of the steps.")
-      .def_readonly("drafting", &GenerateStats::drafting, "DrafterStats of the requests that have left.")
-      .def_property_readonly("tokens_per_step", &GenerateStats::tokens_per_step, "τ: mean tokens per step, bonus included.");
+      .def_readonly("verify", &GenerateStats::verify, "StepTimes (no drafter's time).")
+      .def_readonly("total_seconds", &GenerateStats::total_seconds, "Wall time of the steps.");
 
   py::class_<RequestUpdate>(m, "RequestUpdate", "What one step did for one request.")
       .def_readonly("id", &RequestUpdate::id, "The request.")
@@ -1006,32 +1042,22 @@ PYBIND11_MODULE(refdec, m) {
              if (drafter.is_none()) return s.visit([&](auto& session) { return session.add(std::move(r)); });
              auto& d = drafter.cast<PyDrafter&>();
              const RequestId id = with_drafter(d, [&] { return s.visit([&](auto& session) { return session.add(std::move(r), &d.drafter); }); });
-             d.in_session = true;
-             s.borrowed.emplace(id, std::move(drafter));
+             s.drafters.lend(id, std::move(drafter));
              return id;
            }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{}, py::arg("drafter") = py::none(),
            py::arg("sampling") = std::nullopt, py::arg("max_new_tokens") = std::nullopt, py::arg("stop_tokens") = std::nullopt,
            py::arg("budget") = std::nullopt,
            "Adds a request; returns its id. `drafter` (None: plain decoding) is borrowed until the request leaves: its "
-           "statistics are reset at the start and stay readable; it cannot serve anything else meanwhile. Unset limits take "
+           "statistics grow with the request's (never reset) and stay readable; it cannot serve anything else meanwhile. Unset limits take "
            "the session's defaults. Raises ValueError without changing the session when something is wrong.")
       .def("step", [](PySession& s) {
-             std::vector<std::mutex*> locks;  // the borrowed drafters: no Python thread may be inside one meanwhile
-             for (auto& entry : s.borrowed) locks.push_back(&entry.second.cast<PyDrafter&>().mutex);
-             std::vector<RequestUpdate> updates;
-             {
-               py::gil_scoped_release release;
-               std::vector<std::unique_lock<std::mutex>> held;
-               for (std::mutex* mu : locks) held.emplace_back(*mu);
-               updates = s.visit([](auto& session) { return session.step(); });
-             }
-             for (const RequestUpdate& u : updates)
-               if (u.finished) s.release(u.id);
+             std::vector<RequestUpdate> updates = s.drafters.locked([&] { return s.visit([](auto& session) { return session.step(); }); });
+             s.drafters.release_finished(updates);
              return updates;
            }, "Runs one step for every active request; returns a RequestUpdate per request that emitted or left.")
       .def("cancel", [](PySession& s, RequestId id) {
              const bool found = s.visit([&](auto& session) { return session.cancel(id); });
-             s.release(id);
+             s.drafters.release(id);
              return found;
            }, py::arg("id"), "Ends request `id` now (reported as cancelled by the next step); False for unknown ids.")
       .def_property_readonly("active", [](PySession& s) { return s.visit([](auto& session) { return session.active(); }); },
@@ -1051,4 +1077,80 @@ PYBIND11_MODULE(refdec, m) {
            }, "A copy of the step cost learned so far (GenerateOptions.step_cost); None when the session learns none.")
       .def_property_readonly("last_plan", [](PySession& s) { return s.visit([](auto& session) { return session.last_plan(); }); },
                              "A copy of the last step's StepPlan.");
+
+  py::class_<PyStepDriver>(m, "StepDriver",
+                           "The step protocol for an engine of your own (docs/engine.md): per sequence its drafter, prompt, "
+                           "output and limits. Per step: prepare() (prefill chunks or drafts, then `plan`), your forward pass "
+                           "over the plan, complete_greedy(targets) or complete(accepted, aux_choices), then apply `keep` to "
+                           "your caches and drop the slots in `left`; `updates` says what each sequence did. Keep one cache "
+                           "per active sequence in slot order (a sequence added takes the next slot). One thread drives a "
+                           "driver; drafting and completing run without the GIL.")
+      .def(py::init([](std::int64_t vocab_size, std::int64_t max_context, std::int64_t prefill_chunk) {
+             return std::make_unique<PyStepDriver>(StepDriverOptions{vocab_size, max_context, prefill_chunk});
+           }),
+           py::arg("vocab_size"), py::arg("max_context"), py::arg("prefill_chunk") = 512,
+           "A driver for token ids in [0, vocab_size), prompt + output at most `max_context` per sequence, prompts "
+           "prefilled `prefill_chunk` tokens per step at most (0: at once).")
+      .def("add", [](PyStepDriver& s, const Tokens& prompt, const std::vector<Tokens>& references, py::object drafter,
+                     std::int64_t max_new_tokens, const Tokens& stop_tokens, std::int64_t budget) {
+             const SequenceLimits limits{max_new_tokens, stop_tokens, budget};
+             if (drafter.is_none()) return s.driver.add(prompt, references, limits);
+             auto& d = drafter.cast<PyDrafter&>();
+             const std::size_t before = s.driver.active();
+             const RequestId id = with_drafter(d, [&] { return s.driver.add(prompt, references, limits, &d.drafter); });
+             if (s.driver.active() > before) s.drafters.lend(id, std::move(drafter));
+             return id;
+           }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{}, py::arg("drafter") = py::none(),
+           py::arg("max_new_tokens") = 256, py::arg("stop_tokens") = Tokens{}, py::arg("budget") = 16,
+           "Adds a sequence; returns its id. `drafter` (None: plain decoding) is borrowed until the sequence leaves. Raises "
+           "ValueError without changing the driver when something is wrong. A sequence with max_new_tokens=0 takes no "
+           "slot: it is reported as finished by the next prepare().")
+      .def("prepare", [](PyStepDriver& s) { return s.drafters.locked([&] { return s.driver.prepare(); }); },
+           "Prepares a step for every active sequence (its prompt's next chunk, or its draft) and its plan; False when no "
+           "sequence is active (`updates` may still report sequences that left between steps).")
+      .def_property_readonly("plan", [](PyStepDriver& s) -> const StepPlan& { return s.driver.plan(); },
+                             py::return_value_policy::reference_internal,
+                             "The prepared step's StepPlan (a view, valid until the next prepare()).")
+      .def_property_readonly("prefill", [](PyStepDriver& s) {
+             const auto p = s.driver.prefill();
+             return std::vector<std::uint8_t>(p.begin(), p.end());
+           }, "[active] 1 where the prepared step prefills the sequence's prompt (its acceptance is ignored).")
+      .def("complete", [](PyStepDriver& s, const std::vector<Acceptance>& accepted, const std::vector<Tokens>& aux_choices) {
+             s.drafters.locked([&] { s.driver.complete(accepted, aux_choices); });
+             s.drafters.release_finished(s.driver.updates());
+           }, py::arg("accepted"), py::arg("aux_choices") = std::vector<Tokens>{},
+           "Completes the prepared step with your walk: one Acceptance per sequence of the plan, and each sequence's "
+           "greedy choices at its auxiliary rows ([] when none ran). Tells the drafters, applies stops and limits.")
+      .def("complete_greedy", [](PyStepDriver& s, const at::Tensor& targets) {
+             const at::Tensor t = as_tokens(targets, s.driver.plan().rows(), "complete_greedy: targets");
+             const std::span<const Token> choices(t.data_ptr<Token>(), static_cast<std::size_t>(t.size(0)));
+             s.drafters.locked([&] { s.driver.complete_greedy(choices); });
+             s.drafters.release_finished(s.driver.updates());
+           }, py::arg("targets"),
+           "Completes the prepared step by greedy acceptance: `targets` ([plan.num_rows] integer tensor) is the target's "
+           "token at each row.")
+      .def_property_readonly("updates", [](PyStepDriver& s) { return s.driver.updates(); },
+                             "What the last prepare() and complete() did: a RequestUpdate per sequence that emitted or left.")
+      .def_property_readonly("keep", [](PyStepDriver& s) -> const KeepPlan& { return s.driver.keep(); },
+                             py::return_value_policy::reference_internal,
+                             "The completed step's KeepPlan (every sequence of the plan): apply it before dropping `left`.")
+      .def_property_readonly("left", [](PyStepDriver& s) {
+             const auto l = s.driver.left();
+             return std::vector<std::size_t>(l.begin(), l.end());
+           }, "Slots the completed step removed, decreasing: drop your caches at these indices, in this order.")
+      .def("cancel", [](PyStepDriver& s, RequestId id) {
+             const auto slot = s.drafters.locked([&] { return s.driver.cancel(id); });
+             s.drafters.release(id);
+             return slot;
+           }, py::arg("id"), "Ends sequence `id` now; returns the slot to drop, or None for an unknown id.")
+      .def_property_readonly("active", [](const PyStepDriver& s) { return s.driver.active(); }, "Active sequences (your caches).")
+      .def_property_readonly("idle", [](const PyStepDriver& s) { return s.driver.idle(); }, "True when prepare() has nothing to run or report.")
+      .def_property_readonly("ids", [](const PyStepDriver& s) {
+             std::vector<RequestId> ids(s.driver.active());
+             for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = s.driver.id(i);
+             return ids;
+           }, "The active sequences' ids in slot order.")
+      .def("output", [](const PyStepDriver& s, RequestId id) { return s.driver.output(id); }, py::arg("id"),
+           "Tokens sequence `id` has generated so far (while active).")
+      .def_property_readonly("stats", [](const PyStepDriver& s) { return s.driver.stats(); }, "StepDriverStats (a copy).");
 }

@@ -6,8 +6,9 @@ The model is stories260K (a llama2.c checkpoint) implemented here in plain PyTor
 weights loader, its own attention over the step plan's packed mask and its own KV tensors. refdec
 does the rest of each step, the path an engine in Python takes (docs/python.md):
 
-    drafter.draft -> plan_step -> (this file's forward) -> accept_greedy / accept_sampled
-    -> keep_accepted -> (this file's KV compaction) -> drafter.accept
+    StepDriver.prepare (prefill or drafts, the plan) -> (this file's forward) -> accept_greedy /
+    accept_sampled -> StepDriver.complete (drafters told, stops, limits) -> (this file's KV
+    compaction by StepDriver.keep)
 
 Greedy output equals plain greedy decoding token for token (budget 0 here, and refdec's own C++
 Session); sampled output equals plain sampling for the same seed (the C++ Session's tokens).
@@ -21,7 +22,7 @@ import argparse
 import os
 import struct
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -161,89 +162,50 @@ class KvCache:
         self.length = int(keep.lengths[b])
 
 
-@dataclass
-class Sequence:
-    """A request as this engine tracks it."""
-    prompt: list[int]
-    drafter: refdec.Drafter
-    cache: KvCache
-    sampling: refdec.SamplingOptions | None = None
-    output: list[int] = field(default_factory=list)
-    tree: refdec.LinearTree = field(default_factory=refdec.LinearTree)
-    aux: refdec.AuxBlock = field(default_factory=refdec.AuxBlock)
-    processor: refdec.LogitsProcessor | None = None
-    counts: refdec.TokenCounts | None = None
-    finished: bool = False
-
-
 def decode(model: Llama2c, prompts: list[list[int]], drafters: list[refdec.Drafter], budget: int,
            max_new_tokens: int, references: list[list[list[int]]] | None = None,
            sampling: list[refdec.SamplingOptions | None] | None = None,
            stop_tokens: tuple[int, ...] = ()) -> list[list[int]]:
     """Decodes `prompts` as one batch, each with its drafter, verifying up to `budget` draft nodes
-    per step (0: plain decoding). Stops a sequence before a stop token, at max_new_tokens, or when
-    prompt and output fill the model's context, as refdec's Session does. Returns the outputs."""
+    per step (0: plain decoding). refdec's StepDriver runs the protocol (prefill, drafting, the
+    plan, stop tokens and limits); this engine runs the forward pass, the walk (greedy, or
+    sample-then-match with the C++ sampler's seeds) and its caches. Returns the outputs."""
     vocab, context = model.vocab, model.max_seq_len
-    seqs = []
+    driver = refdec.StepDriver(vocab, context, prefill_chunk=0)
+    caches: list[KvCache] = []  # one per active sequence, in the driver's slot order
+    samplers = {}               # id -> (LogitsProcessor, TokenCounts) of a sampled sequence
     for b, prompt in enumerate(prompts):
-        s = Sequence(list(prompt), drafters[b], model.new_cache(context + 64),
-                     sampling[b] if sampling else None)
-        s.drafter.begin(s.prompt, references[b] if references else [])
-        if s.sampling is not None and not s.sampling.is_greedy:
-            s.processor, s.counts = refdec.LogitsProcessor(s.sampling), refdec.TokenCounts(vocab)
-            s.counts.add_prompt(s.prompt)
-        seqs.append(s)
-
-    # Prefill: every prompt but its last token (the first step's root), as forced chains.
-    prefill = [s for s in seqs if len(s.prompt) > 1]
-    if prefill:
-        plan = refdec.plan_step([refdec.LinearTree.chain(s.prompt[:-1]) for s in prefill], [0] * len(prefill), vocab)
-        model.forward(plan, [s.cache for s in prefill])
-        keep = refdec.keep_accepted(plan, [refdec.accept_all(plan, i) for i in range(len(prefill))])
-        for i, s in enumerate(prefill):
-            s.cache.apply(keep, i)
-
-    plan, keep = refdec.StepPlan(), refdec.KeepPlan()
-    active = [s for s in seqs if max_new_tokens > 0]
-    while active:
-        for s in active:
-            length = len(s.prompt) + len(s.output)
-            root = s.output[-1] if s.output else s.prompt[-1]
-            room = min(max_new_tokens - len(s.output), context - length)
-            s.drafter.draft(root, refdec.step_budget(room, budget), vocab, tree=s.tree, aux=s.aux,
-                            root_position=length - 1, position_limit=context)
-        any_aux = any(len(s.aux) for s in active)
-        refdec.plan_step([s.tree for s in active], [s.cache.length for s in active], vocab,
-                         aux=[s.aux for s in active] if any_aux else None, out=plan)
-        logits = model.forward(plan, [s.cache for s in active])  # [rows, vocab]
-        targets = logits.argmax(-1)                               # greedy choice at every row
-        accepted = refdec.accept_greedy(plan, targets)
-        indptr, num_nodes = plan.indptr.tolist(), plan.num_nodes.tolist()
-        for i, s in enumerate(active):
-            if s.processor is not None:  # sample-then-match with the C++ sampler's seeds and processing
-                rows = logits[indptr[i]:indptr[i] + num_nodes[i]].float().contiguous()
-                accepted[i] = refdec.accept_sampled(plan, i, rows, s.processor, s.counts, len(s.output))
-        refdec.keep_accepted(plan, accepted, out=keep)
-        for i, s in enumerate(active):
-            s.cache.apply(keep, i)
-            if s.drafter.max_auxiliary > 0:
-                s.drafter.observe(targets[indptr[i] + num_nodes[i]:indptr[i + 1]].tolist())
-            emitted = []
-            for t in accepted[i].tokens:
-                if t in stop_tokens:
-                    s.finished = True
-                    break
-                emitted.append(t)
-                if len(s.output) + len(emitted) >= max_new_tokens or len(s.prompt) + len(s.output) + len(emitted) >= context:
-                    s.finished = True
-                    break
-            s.output += emitted
-            if emitted:
-                if s.counts is not None:
-                    s.counts.add_output(emitted)
-                s.drafter.accept(emitted)
-        active = [s for s in active if not s.finished]
-    return [s.output for s in seqs]
+        i = driver.add(prompt, references[b] if references else [], drafters[b],
+                       max_new_tokens=max_new_tokens, stop_tokens=list(stop_tokens), budget=budget)
+        if driver.active > len(caches):
+            caches.append(model.new_cache(context + 64))
+        if sampling and sampling[b] is not None and not sampling[b].is_greedy:
+            samplers[i] = (refdec.LogitsProcessor(sampling[b]), refdec.TokenCounts(vocab))
+            samplers[i][1].add_prompt(prompt)
+    outputs: dict[int, list[int]] = {}
+    while not driver.idle:
+        if driver.prepare():
+            plan = driver.plan
+            logits = model.forward(plan, caches)  # [rows, vocab]
+            targets = logits.argmax(-1)           # greedy choice at every row
+            accepted = refdec.accept_greedy(plan, targets)
+            indptr, num_nodes, prefill = plan.indptr.tolist(), plan.num_nodes.tolist(), driver.prefill
+            for slot, i in enumerate(driver.ids):
+                if i in samplers and not prefill[slot]:
+                    processor, counts = samplers[i]
+                    rows = logits[indptr[slot]:indptr[slot] + num_nodes[slot]].float().contiguous()
+                    accepted[slot] = refdec.accept_sampled(plan, slot, rows, processor, counts, len(driver.output(i)))
+            aux = [targets[indptr[b] + num_nodes[b]:indptr[b + 1]].tolist() for b in range(plan.batch)]
+            driver.complete(accepted, aux)  # drafters told, stops and limits applied
+            for slot, cache in enumerate(caches):
+                cache.apply(driver.keep, slot)
+            for slot in driver.left:
+                del caches[slot]
+        for u in driver.updates:
+            outputs.setdefault(u.id, []).extend(u.tokens)
+            if u.id in samplers and u.tokens:
+                samplers[u.id][1].add_output(u.tokens)
+    return [outputs.get(i, []) for i in range(len(prompts))]
 
 
 def session_decode(path: Path, prompts: list[list[int]], max_new_tokens: int,

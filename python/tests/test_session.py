@@ -132,9 +132,9 @@ def test_session_errors_leave_the_session_unchanged(model):
     # A borrowed drafter serves its request only, until the request leaves.
     d = refdec.LlmaDrafter(self_reference=True)
     i = session.add([1, 2, 3], drafter=d, max_new_tokens=4)
-    with pytest.raises(ValueError, match="in use by a Session request"):
+    with pytest.raises(ValueError, match="in use by a Session or StepDriver request"):
         d.propose(4)
-    with pytest.raises(ValueError, match="in use by a Session request"):
+    with pytest.raises(ValueError, match="in use by a Session or StepDriver request"):
         session.add([1], drafter=d)
     run(session, [i])
     d.begin([1, 2])  # free again

@@ -22,9 +22,9 @@
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/safetensors.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
-namespace detail {
+namespace torch_detail {
 
 inline void write_json_file(const std::filesystem::path& path, const nlohmann::json& value) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -52,7 +52,7 @@ inline at::Tensor interleaved_to_half_rows(const at::Tensor& w, std::int64_t hea
   return w.view({heads, head_dim / 2, 2, in}).transpose(1, 2).reshape({heads * head_dim, in});
 }
 
-}  // namespace detail
+}  // namespace torch_detail
 
 /// Saves `model` as a Hugging Face Llama checkpoint in `dir` (created if needed): config.json and
 /// the weights in the model's dtype, in model.safetensors when `num_shards` is 1, else in
@@ -66,7 +66,7 @@ inline at::Tensor interleaved_to_half_rows(const at::Tensor& w, std::int64_t hea
 inline void save_hf_llama(const LlamaModel& model, const std::filesystem::path& dir, int num_shards = 1) {
   const auto& c = model.config();
   const auto& mw = model.weights();
-  const char* torch_dtype = detail::hf_torch_dtype(model.dtype());
+  const char* torch_dtype = torch_detail::hf_torch_dtype(model.dtype());
   REFDEC_CHECK(torch_dtype != nullptr, "save_hf_llama: cannot save a model of type " << model.dtype());
   REFDEC_CHECK(!model.packed(), "save_hf_llama: the model's linear layers are packed and their weights released");
 
@@ -77,9 +77,9 @@ inline void save_hf_llama(const LlamaModel& model, const std::filesystem::path& 
     const auto& l = mw.layers[i];
     const std::string p = "model.layers." + std::to_string(i) + ".";
     tensors.emplace_back(p + "self_attn.q_proj.weight",
-                         permute ? detail::interleaved_to_half_rows(l.wq, c.n_heads) : l.wq);
+                         permute ? torch_detail::interleaved_to_half_rows(l.wq, c.n_heads) : l.wq);
     tensors.emplace_back(p + "self_attn.k_proj.weight",
-                         permute ? detail::interleaved_to_half_rows(l.wk, c.n_kv_heads) : l.wk);
+                         permute ? torch_detail::interleaved_to_half_rows(l.wk, c.n_kv_heads) : l.wk);
     tensors.emplace_back(p + "self_attn.v_proj.weight", l.wv);
     tensors.emplace_back(p + "self_attn.o_proj.weight", l.wo);
     tensors.emplace_back(p + "mlp.gate_proj.weight", l.w1);
@@ -116,7 +116,7 @@ inline void save_hf_llama(const LlamaModel& model, const std::filesystem::path& 
       {"eos_token_id", c.eos_id},
       {"torch_dtype", torch_dtype},
   };
-  detail::write_json_file(dir / "config.json", config);
+  torch_detail::write_json_file(dir / "config.json", config);
 
   // transformers refuses safetensors files whose metadata lacks the framework.
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
@@ -151,7 +151,7 @@ inline void save_hf_llama(const LlamaModel& model, const std::filesystem::path& 
   nlohmann::json index = nlohmann::json::object();
   index["metadata"]["total_size"] = total;
   index["weight_map"] = std::move(weight_map);
-  detail::write_json_file(dir / "model.safetensors.index.json", index);
+  torch_detail::write_json_file(dir / "model.safetensors.index.json", index);
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -84,6 +84,28 @@ TEST(Errors, MessagesNameTheCheckSite) {
       << io_msg;
 }
 
+// An error rethrown with the context it passed through keeps its kind, says "refdec: " once, and
+// names the site of the check that failed, not of the rethrow.
+TEST(Errors, RethrownInContextKeepTheirKindAndFirstSite) {
+  const auto nested = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      detail::rethrow_in_context(e, "Session: request 3");
+    }
+  };
+  const int line = __LINE__ + 1;
+  const auto io = [] { REFDEC_CHECK_IO(false, "datastore truncated"); };
+  EXPECT_EQ(kind_of([&] { nested(io); }), "io");
+  EXPECT_EQ(kind_of([&] { nested([] { check_argument(-2); }); }), "argument");
+  EXPECT_EQ(kind_of([&] { nested([] { throw Error("refdec: CUDA failed"); }); }), "base");
+  const std::string msg = message_of<IoError>([&] { nested(io); });
+  EXPECT_EQ(msg.rfind("refdec: Session: request 3: datastore truncated (", 0), 0u) << msg;
+  EXPECT_EQ(msg.find("refdec: ", 1), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::string("config_test.cpp:") + std::to_string(line) + ")"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('('), msg.rfind('(')) << "one site: " << msg;
+}
+
 TEST(Errors, StandardHandlersCatchThem) {
   EXPECT_THROW(check_argument(-1), std::runtime_error);
   EXPECT_THROW(check_file(false), std::exception);

@@ -57,8 +57,37 @@ TEST(AnyDrafter, ForwardsCallsAndRecordsStatistics) {
   sum.merge(s);
   sum.merge(s);
   EXPECT_EQ(sum.accepted_at_depth, (std::vector<std::int64_t>{4, 2, 2}));
+  // What the second merge added, as a caller-owned drafter's statistics over one request.
+  const DrafterStats added = sum.since(s);
+  EXPECT_EQ(added.steps, s.steps);
+  EXPECT_EQ(added.accepted_tokens, s.accepted_tokens);
+  EXPECT_EQ(added.proposed_at_depth, s.proposed_at_depth);
+  EXPECT_EQ(added.accepted_at_depth, s.accepted_at_depth);
+  EXPECT_DOUBLE_EQ(added.accept_seconds, s.accept_seconds);
   d.reset_stats();
   EXPECT_EQ(d.stats().steps, 0);
+}
+
+// A drafter told when its sequence ends; FixedDrafter has no finish() and is never told.
+struct EndingDrafter : FixedDrafter {
+  int* finished;
+  void finish() { ++*finished; }
+};
+static_assert(SequenceEndingDrafter<EndingDrafter>);
+static_assert(!SequenceEndingDrafter<FixedDrafter>);
+
+TEST(AnyDrafter, PassesTheEndOfASequenceToDraftersThatWantIt) {
+  std::vector<Token> seen;
+  int finished = 0;
+  AnyDrafter ending(EndingDrafter{{FixedDrafter{{4}, &seen}}, &finished});
+  ending.begin(std::vector<Token>{1}, {});
+  ending.finish();
+  EXPECT_EQ(finished, 1);
+  AnyDrafter plain(FixedDrafter{{4}, &seen});
+  plain.begin(std::vector<Token>{1}, {});
+  plain.finish();  // nothing to do, nothing recorded but its time
+  EXPECT_EQ(finished, 1);
+  EXPECT_EQ(plain.stats().steps, 0);
 }
 
 TEST(AnyDrafter, EmptyAcceptIsIgnored) {

@@ -168,6 +168,46 @@ TEST(HistoryDrafter, PassesTheStepCostToACostAwareInnerDrafter) {
   EXPECT_DOUBLE_EQ(costs->front(), 2.5);
 }
 
+// set_step_cost() exists on every HistoryDrafter, so whether it sizes drafts by a cost is its
+// inner drafter's answer, not its type's.
+TEST(HistoryDrafter, IsCostAwareOnlyAroundACostAwareInnerDrafter) {
+  const auto history = std::make_shared<OutputHistory>();
+  const AnyDrafter plain(HistoryDrafter(AnyDrafter(RecordingDrafter{}), history));
+  EXPECT_FALSE(plain.cost_aware());
+  EXPECT_FALSE(is_cost_aware(HistoryDrafter(AnyDrafter(RecordingDrafter{}), history)));
+  EXPECT_TRUE(is_cost_aware(HistoryDrafter(AnyDrafter(CostRecordingDrafter{}), history)));
+  // Wrapped twice, the answer still comes from the innermost drafter.
+  EXPECT_FALSE(AnyDrafter(HistoryDrafter(AnyDrafter(HistoryDrafter(AnyDrafter(RecordingDrafter{}), history)), history)).cost_aware());
+}
+
+// finish() ends the sequence for the inner drafter too, once per begin(), and adds the output to
+// the history at once.
+struct FinishCountingDrafter : RecordingDrafter {
+  std::shared_ptr<int> finished = std::make_shared<int>(0);
+  void finish() { ++*finished; }
+};
+
+TEST(HistoryDrafter, TellsTheInnerDrafterWhenTheSequenceEnds) {
+  const auto history = std::make_shared<OutputHistory>();
+  FinishCountingDrafter inner;
+  const auto finished = inner.finished;
+  HistoryDrafter d(AnyDrafter(inner), history);
+  d.finish();  // no sequence yet: nothing to end
+  EXPECT_EQ(*finished, 0);
+  d.begin(std::vector<Token>{1}, {});
+  d.accept(std::vector<Token>{4, 5});
+  d.finish();
+  EXPECT_EQ(*finished, 1);
+  EXPECT_EQ(history->size(), 1u);
+  d.finish();
+  d.begin(std::vector<Token>{1}, {});  // the previous sequence has already ended
+  EXPECT_EQ(*finished, 1);
+  d.accept(std::vector<Token>{6});
+  d.begin(std::vector<Token>{1}, {});  // ends the second sequence
+  EXPECT_EQ(*finished, 2);
+  EXPECT_EQ(history->size(), 2u);
+}
+
 // With an n-gram trie inside, a phrase the model wrote in an earlier sequence is drafted in a
 // later one, though neither the prompt nor the references hold it.
 TEST(HistoryDrafter, DraftsAnEarlierSequencesPhraseWithAnNgramTrie) {

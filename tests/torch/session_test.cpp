@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <cstdio>
 #include <map>
@@ -15,10 +16,13 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <thread>
+#include <chrono>
 #include <vector>
 
 #include "common/expect_error.hpp"
 #include "refdec/datastore/builder.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"
@@ -278,7 +282,92 @@ TEST(Session, RejectsDraftsOutsideTheVocabulary) {
   const auto model = small_model();
   Session session(model, ContiguousKvStore(model.kv_layout(), 128));
   const RequestId id = session.add(Request{{1}, {}}, AnyDrafter(OutOfVocabularyDrafter{}));
-  refdec_test::expect_error([&] { session.step(); }, "request " + std::to_string(id) + ": refdec: drafter 'oov' proposed token id 500");
+  refdec_test::expect_error([&] { session.step(); }, "refdec: request " + std::to_string(id) + ": drafter 'oov' proposed token id 500");
+  EXPECT_THROW(session.step(), ArgumentError);
+}
+
+// A drafter's error passes through the session as the kind it was, with the request named once.
+struct UnreadableDrafter : OutOfVocabularyDrafter {
+  void propose(std::size_t, DraftTree&) { REFDEC_CHECK_IO(false, "datastore segment truncated"); }
+};
+
+TEST(Session, PassesDraftersErrorsOnAsTheirOwnKind) {
+  const auto model = small_model();
+  Session session(model, ContiguousKvStore(model.kv_layout(), 128));
+  const RequestId id = session.add(Request{{1}, {}}, AnyDrafter(UnreadableDrafter{}));
+  try {
+    session.step();
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("refdec: request " + std::to_string(id) + ": datastore segment truncated (", 0), 0u) << msg;
+    EXPECT_EQ(msg.find("refdec: ", 1), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("session.hpp"), std::string::npos) << "the site is the drafter's check: " << msg;
+  }
+}
+
+// A drafter that counts its calls and takes time in them: propose() 1 ms, accept() 4 ms.
+struct SlowCountingDrafter {
+  std::shared_ptr<std::vector<std::string>> calls = std::make_shared<std::vector<std::string>>();
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { calls->push_back("begin"); }
+  void propose(std::size_t, DraftTree&) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
+  void accept(std::span<const Token>) {
+    calls->push_back("accept");
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  }
+  void finish() { calls->push_back("finish"); }
+  std::string name() const { return "slow"; }
+};
+
+// The session adds to a caller-owned drafter's statistics and never resets them; its own drafting
+// statistics hold each request's part once. The drafter is told when its request ends (finish()),
+// whether it stopped at its limit or was cancelled.
+TEST(Session, TellsDraftersWhenRequestsEndAndKeepsCallerStatistics) {
+  const auto model = small_model();
+  GenerateOptions opt;
+  opt.max_new_tokens = 3;
+  Session session(model, ContiguousKvStore(model.kv_layout(), 64), opt);
+  SlowCountingDrafter counting;
+  AnyDrafter drafter(counting);
+  session.add(Request{{1, 4}, {}}, &drafter);
+  while (!session.idle()) session.step();
+  EXPECT_EQ(*counting.calls, (std::vector<std::string>{"begin", "accept", "accept", "accept", "finish"}));
+  const DrafterStats first = drafter.stats();
+  EXPECT_EQ(first.steps, 3);
+  EXPECT_EQ(session.stats().drafting.steps, 3);
+  const RequestId second = session.add(Request{{7}, {}}, &drafter);  // no prefill: its first step drafts
+  session.step();
+  EXPECT_TRUE(session.cancel(second));
+  EXPECT_EQ(counting.calls->back(), "finish");
+  EXPECT_EQ(drafter.stats().steps, 4);  // 3 + 1: kept, not reset
+  EXPECT_EQ(session.stats().drafting.steps, 4);
+  EXPECT_EQ(session.stats().drafting.accept_seconds, drafter.stats().accept_seconds);
+  // A HistoryDrafter's output joins the history when its request leaves, not at its next begin().
+  const auto history = std::make_shared<OutputHistory>();
+  AnyDrafter with_history(HistoryDrafter(AnyDrafter(NgramTrieDrafter{}), history));
+  session.add(Request{{1, 9}, {}}, &with_history);
+  while (!session.idle()) session.step();
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ(history->tokens(), 3u);
+}
+
+// The drafters' time after the forward pass (accept(), observe(), finish()) is drafting time, not
+// verification time: the parts of the steps add up to at most their wall time. (Structure, not
+// speed: with accept() taking longer than propose(), counting it in both would exceed the total.)
+TEST(Session, CountsDraftersTimeOnceInTheStepParts) {
+  const auto model = small_model();
+  GenerateOptions opt;
+  opt.max_new_tokens = 4;
+  Session session(model, ContiguousKvStore(model.kv_layout(), 64), opt);
+  AnyDrafter drafter(SlowCountingDrafter{});
+  session.add(Request{{1}, {}}, &drafter);
+  const double begin_seconds = drafter.stats().accept_seconds;  // before the steps
+  while (!session.idle()) session.step();
+  const GenerateStats& st = session.stats();
+  const double after_forward = st.drafting.accept_seconds - begin_seconds;  // accept() and finish()
+  EXPECT_GE(after_forward, 4 * 4e-3);
+  EXPECT_LE(st.verify.plan + st.verify.model + st.verify.accept + st.verify.commit + after_forward, st.total_seconds);
+  EXPECT_GE(st.draft_seconds, after_forward);
 }
 
 // Joining, prefilling, reporting, cancelling, finishing at once: what step() reports and when.
@@ -409,6 +498,162 @@ TEST(Session, LearnsTheStepCostFromItsOwnStepsAndGivesItToTheDrafter) {
   untracked.step();
   EXPECT_EQ(untracked.step_cost_tracker(), nullptr);
   EXPECT_TRUE(c.given->empty());
+}
+
+static_assert(CausalLM<LlamaModel, ContiguousKvStore>);
+static_assert(CausalLM<LlamaModel, PagedKvStore>);
+
+// An engine's own KV store, written here and nowhere in refdec: per sequence and layer a list of
+// [1, kv_heads, head_dim] entries, the step's rows held apart until commit().
+class ListKvStore {
+ public:
+  explicit ListKvStore(KvLayout layout) : layout_(std::move(layout)) {}
+  void begin_step(const StepPlan& plan) {
+    ASSERT_EQ(plan.lengths, lengths_);
+    indptr_ = plan.indptr;
+    step_k_.assign(static_cast<std::size_t>(layout_.layers), {});
+    step_v_.assign(static_cast<std::size_t>(layout_.layers), {});
+  }
+  void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) {
+    step_k_[static_cast<std::size_t>(layer)] = k;
+    step_v_[static_cast<std::size_t>(layer)] = v;
+  }
+  std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
+    const auto u = static_cast<std::size_t>(b);
+    const auto l = static_cast<std::size_t>(layer);
+    std::vector<at::Tensor> k(keys_[u][l].begin(), keys_[u][l].end()), v(values_[u][l].begin(), values_[u][l].end());
+    k.push_back(step_k_[l].slice(0, indptr_[u], indptr_[u + 1]));
+    v.push_back(step_v_[l].slice(0, indptr_[u], indptr_[u + 1]));
+    return {at::cat(k), at::cat(v)};
+  }
+  void commit(const KeepPlan& keep) {
+    for (std::size_t b = 0; b < lengths_.size(); ++b) {
+      for (const std::int32_t row : keep.kept(static_cast<std::int32_t>(b)))
+        for (std::size_t l = 0; l < keys_[b].size(); ++l) {
+          keys_[b][l].push_back(step_k_[l].slice(0, indptr_[b] + row, indptr_[b] + row + 1).clone());
+          values_[b][l].push_back(step_v_[l].slice(0, indptr_[b] + row, indptr_[b] + row + 1).clone());
+        }
+      lengths_[b] = keep.lengths[b];
+    }
+  }
+  std::int64_t add() {
+    keys_.emplace_back(static_cast<std::size_t>(layout_.layers));
+    values_.emplace_back(static_cast<std::size_t>(layout_.layers));
+    lengths_.push_back(0);
+    return batch() - 1;
+  }
+  void remove(std::int64_t b) {
+    keys_.erase(keys_.begin() + b);
+    values_.erase(values_.begin() + b);
+    lengths_.erase(lengths_.begin() + b);
+  }
+  std::int64_t batch() const { return static_cast<std::int64_t>(lengths_.size()); }
+  std::span<const std::int64_t> lengths() const { return lengths_; }
+  KvLayout layout() const { return layout_; }
+
+ private:
+  KvLayout layout_;
+  std::vector<std::vector<std::vector<at::Tensor>>> keys_, values_;  // [B][layer][entry]
+  std::vector<std::int64_t> lengths_;
+  std::vector<std::int32_t> indptr_;
+  std::vector<at::Tensor> step_k_, step_v_;  // [layer] the step's rows
+};
+static_assert(KvStore<ListKvStore>);
+
+// An engine's own model, written here: two layers of single-head attention over token and
+// position embeddings, in float64, over whatever KvStore it is given; nothing of refdec's model.
+class TwoLayerAttention {
+ public:
+  static constexpr std::int64_t kDim = 8;
+  TwoLayerAttention() {
+    at::manual_seed(11);
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    embed_ = at::randn({kVocab, kDim}, f64);
+    position_ = at::randn({kContext + 16, kDim}, f64);
+    for (int l = 0; l < 2; ++l) {
+      wq_.push_back(at::randn({kDim, kDim}, f64));
+      wk_.push_back(at::randn({kDim, kDim}, f64));
+      wv_.push_back(at::randn({kDim, kDim}, f64));
+    }
+    out_ = at::randn({kDim, kVocab}, f64);
+  }
+  template <KvStore S>
+  at::Tensor forward(const StepPlan& plan, S& store) const {
+    store.begin_step(plan);
+    const auto tokens = at::tensor(std::vector<std::int64_t>(plan.tokens.begin(), plan.tokens.end()), at::kLong);
+    const auto positions = at::tensor(plan.positions, at::kLong);
+    at::Tensor h = embed_.index_select(0, tokens) + position_.index_select(0, positions);  // [R, dim]
+    for (std::size_t l = 0; l < wq_.size(); ++l) {
+      const at::Tensor q = h.matmul(wq_[l]);
+      store.write(static_cast<std::int64_t>(l), h.matmul(wk_[l]).view({-1, 1, kDim}), h.matmul(wv_[l]).view({-1, 1, kDim}));
+      std::vector<at::Tensor> rows;
+      for (std::int32_t b = 0; b < plan.batch(); ++b) {
+        const auto [k, v] = store.read(static_cast<std::int64_t>(l), b);  // [cached + rows(b), 1, dim]
+        const std::int64_t cached = plan.lengths[static_cast<std::size_t>(b)];
+        at::Tensor mask = at::zeros({plan.rows(b), cached + plan.rows(b)}, at::kBool);
+        mask.slice(1, 0, cached).fill_(true);
+        for (std::int32_t i = 0; i < plan.rows(b); ++i)
+          for (std::int32_t j = 0; j < plan.rows(b); ++j)
+            if (plan.sees(b, i, j)) mask[i][cached + j] = true;
+        const at::Tensor qb = q.slice(0, plan.indptr[static_cast<std::size_t>(b)], plan.indptr[static_cast<std::size_t>(b) + 1]);
+        const at::Tensor scores = qb.matmul(k.squeeze(1).t()).div(std::sqrt(static_cast<double>(kDim))).masked_fill(mask.logical_not(), -INFINITY);
+        rows.push_back(scores.softmax(-1).matmul(v.squeeze(1)));
+      }
+      h = h + at::cat(rows);
+    }
+    return h.matmul(out_);
+  }
+  KvLayout kv_layout() const { return {2, 1, kDim, at::TensorOptions().dtype(at::kDouble)}; }
+  std::int64_t vocab_size() const { return kVocab; }
+  std::int64_t max_seq_len() const { return kContext; }
+  at::Device device() const { return at::kCPU; }
+
+  // Plain greedy decoding with no cache at all: the whole sequence run afresh for every token.
+  std::vector<Token> greedy_without_cache(std::vector<Token> sequence, std::size_t new_tokens) const {
+    const std::size_t prompt = sequence.size();
+    while (sequence.size() < prompt + new_tokens) {
+      ListKvStore fresh(kv_layout());
+      fresh.add();
+      StepPlan plan;
+      const std::int64_t length = 0;
+      const std::vector<LinearTree> chain{LinearTree::chain(sequence)};
+      plan_step(chain, {}, std::span<const std::int64_t>(&length, 1), kVocab, plan);
+      sequence.push_back(static_cast<Token>(forward(plan, fresh)[static_cast<std::int64_t>(sequence.size()) - 1].argmax().item<std::int64_t>()));
+    }
+    return {sequence.begin() + static_cast<std::ptrdiff_t>(prompt), sequence.end()};
+  }
+
+ private:
+  at::Tensor embed_, position_, out_;
+  std::vector<at::Tensor> wq_, wk_, wv_;
+};
+static_assert(CausalLM<TwoLayerAttention, ListKvStore>);
+
+// The Session over a model and a store that are both the engine's (defined above, neither
+// refdec's): requests with drafters join and leave, and every output equals the model's own
+// decoding without a cache.
+TEST(Session, RunsAnEnginesOwnModelOverItsOwnStoreLosslessly) {
+  const TwoLayerAttention model;
+  GenerateOptions opt;
+  opt.max_new_tokens = 24;
+  opt.budget = 8;
+  opt.prefill_chunk = 3;
+  Session session(model, ListKvStore(model.kv_layout()), opt);
+  const std::vector<std::vector<Token>> prompts = {{1, 5, 9, 5, 9, 5}, {1, 7}, {1, 2, 3, 4, 2, 3, 4, 2, 3}};
+  std::map<RequestId, std::size_t> index;
+  std::vector<std::vector<Token>> got(prompts.size());
+  std::int64_t accepted = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    AnyDrafter drafter = i == 1 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
+                                : AnyDrafter(LlmaDrafter({.n = 1, .k = 6, .m = 2, .self_reference = true}));
+    index[session.add(Request{prompts[i], {prompts[i]}}, std::move(drafter))] = i;
+    for (const auto& u : session.step()) got[index.at(u.id)].insert(got[index.at(u.id)].end(), u.tokens.begin(), u.tokens.end());
+  }
+  while (!session.idle())
+    for (const auto& u : session.step()) got[index.at(u.id)].insert(got[index.at(u.id)].end(), u.tokens.begin(), u.tokens.end());
+  accepted = session.stats().drafting.accepted_tokens;
+  for (std::size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], model.greedy_without_cache(prompts[i], 24)) << "request " << i;
+  EXPECT_GT(accepted, 0) << "no draft was accepted: the test would not exercise tree steps";
 }
 
 // The torch-free example (examples/engine_without_torch.cpp: its own forward pass in float loops,

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 /// The inline ABI namespace: bump it when a public struct changes layout.
 #define REFDEC_ABI v1
@@ -57,6 +58,23 @@ template <class E>
   std::ostringstream os;
   os << "refdec: " << msg << " (" << file << ":" << line << ")";
   throw E(os.str());
+}
+
+// The message of a refdec error without its "refdec: " prefix, for nesting it in another message.
+inline std::string message_of(const Error& e) {
+  std::string msg = e.what();
+  constexpr std::string_view prefix = "refdec: ";
+  if (msg.starts_with(prefix)) msg.erase(0, prefix.size());
+  return msg;
+}
+
+// Throws an error of the same kind as `e` (IoError stays IoError) whose message says where it
+// happened first: "refdec: <context>: <e's message>", e's throwing site kept at its end.
+[[noreturn]] inline void rethrow_in_context(const Error& e, const std::string& context) {
+  const std::string msg = "refdec: " + context + ": " + message_of(e);
+  if (dynamic_cast<const IoError*>(&e) != nullptr) throw IoError(msg);
+  if (dynamic_cast<const ArgumentError*>(&e) != nullptr) throw ArgumentError(msg);
+  throw Error(msg);
 }
 }  // namespace detail
 

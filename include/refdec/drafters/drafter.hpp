@@ -26,6 +26,8 @@ REFDEC_NAMESPACE_BEGIN
 ///   accepted token so far) to `out`, at most `budget` nodes; `out` arrives empty.
 /// - `accept(tokens)`: the tokens the step appended (accepted draft tokens, then the bonus token).
 /// - `name()`: a short name for reports.
+/// - `finish()`, optional (SequenceEndingDrafter): the sequence has ended (a stop token, a limit,
+///   a cancellation); called once, after its last accept() and before the next begin().
 template <class D>
 concept Drafter = requires(D& d, std::span<const Token> tokens,
                            std::span<const std::vector<Token>> references, std::size_t budget,
@@ -64,6 +66,20 @@ concept MatchReportingDrafter = Drafter<D> && requires(const D& cd) {
 template <class D>
 concept CostAwareDrafter = Drafter<D> && requires(D& d, const StepCost& cost) { d.set_step_cost(cost); };
 
+/// Whether `d` sizes its drafts by a step cost: a drafter that wraps another (HistoryDrafter, AnyDrafter)
+/// has set_step_cost() whatever it wraps and answers at run time with `cost_aware()`; for the
+/// others, whether they are a CostAwareDrafter.
+template <Drafter D>
+bool is_cost_aware(const D& d) {
+  if constexpr (requires { { d.cost_aware() } -> std::convertible_to<bool>; }) return d.cost_aware();
+  else return CostAwareDrafter<D>;
+}
+
+/// A drafter that acts when its sequence ends: `finish()` (e.g. HistoryDrafter adds the output to
+/// its shared history then, not at the next begin()).
+template <class D>
+concept SequenceEndingDrafter = Drafter<D> && requires(D& d) { d.finish(); };
+
 /// What a drafter did over a run; AnyDrafter keeps one per drafter.
 struct DrafterStats {
   std::int64_t steps = 0;            // propose() calls
@@ -73,7 +89,7 @@ struct DrafterStats {
   std::vector<std::int64_t> proposed_at_depth;  // [max depth] steps whose draft reached depth d+1
   std::vector<std::int64_t> accepted_at_depth;  // [max depth] steps that accepted depth d+1
   double propose_seconds = 0;        // wall time in propose()
-  double accept_seconds = 0;         // wall time in begin() and accept()
+  double accept_seconds = 0;         // wall time in begin(), accept(), observe() and finish()
 
   /// Acceptance rate at draft depth `d + 1`, given that the draft reached it (0 when it never did).
   double acceptance_at(std::size_t d) const {
@@ -106,6 +122,20 @@ struct DrafterStats {
     for (std::size_t d = 0; d < o.accepted_at_depth.size(); ++d) accepted_at_depth[d] += o.accepted_at_depth[d];
     propose_seconds += o.propose_seconds;
     accept_seconds += o.accept_seconds;
+  }
+  /// What was recorded after `before`, an earlier copy of these statistics (a caller-owned
+  /// drafter's statistics over one request).
+  DrafterStats since(const DrafterStats& before) const {
+    DrafterStats d = *this;
+    d.steps -= before.steps;
+    d.proposals -= before.proposals;
+    d.proposed_tokens -= before.proposed_tokens;
+    d.accepted_tokens -= before.accepted_tokens;
+    for (std::size_t i = 0; i < before.proposed_at_depth.size() && i < d.proposed_at_depth.size(); ++i) d.proposed_at_depth[i] -= before.proposed_at_depth[i];
+    for (std::size_t i = 0; i < before.accepted_at_depth.size() && i < d.accepted_at_depth.size(); ++i) d.accepted_at_depth[i] -= before.accepted_at_depth[i];
+    d.propose_seconds -= before.propose_seconds;
+    d.accept_seconds -= before.accept_seconds;
+    return d;
   }
 
  private:
@@ -160,6 +190,12 @@ class AnyDrafter {
     stats_.accept_seconds += seconds_since(t0);
     stats_.record_acceptance(static_cast<std::int64_t>(tokens.size()) - 1);
   }
+  /// The sequence has ended: tells a SequenceEndingDrafter (others have nothing to do).
+  void finish() {
+    const auto t0 = Clock::now();
+    impl_->finish();
+    stats_.accept_seconds += seconds_since(t0);
+  }
   /// This step's auxiliary tokens (none for a drafter that is not an AuxiliaryDrafter).
   void auxiliary(AuxBlock& out) {
     const auto t0 = Clock::now();
@@ -178,7 +214,7 @@ class AnyDrafter {
   std::size_t last_match() const { return impl_->last_match(); }
   /// Gives a CostAwareDrafter the step cost to size its drafts by; ignored by other drafters.
   void set_step_cost(const StepCost& cost) { impl_->set_step_cost(cost); }
-  /// Whether the drafter sizes its drafts by a step cost (CostAwareDrafter).
+  /// Whether the drafter sizes its drafts by a step cost (is_cost_aware()).
   bool cost_aware() const { return impl_->cost_aware(); }
   std::string name() const { return impl_->name(); }
   const DrafterStats& stats() const { return stats_; }
@@ -194,6 +230,7 @@ class AnyDrafter {
     virtual void begin(std::span<const Token>, std::span<const std::vector<Token>>) = 0;
     virtual void propose(std::size_t, DraftTree&) = 0;
     virtual void accept(std::span<const Token>) = 0;
+    virtual void finish() = 0;
     virtual void auxiliary(AuxBlock&) = 0;
     virtual void observe(std::span<const Token>) = 0;
     virtual std::size_t max_auxiliary() const = 0;
@@ -208,6 +245,9 @@ class AnyDrafter {
     void begin(std::span<const Token> p, std::span<const std::vector<Token>> r) override { drafter.begin(p, r); }
     void propose(std::size_t b, DraftTree& out) override { drafter.propose(b, out); }
     void accept(std::span<const Token> t) override { drafter.accept(t); }
+    void finish() override {
+      if constexpr (SequenceEndingDrafter<D>) drafter.finish();
+    }
     void auxiliary(AuxBlock& out) override {
       if constexpr (AuxiliaryDrafter<D>) drafter.auxiliary(out);
     }
@@ -225,7 +265,7 @@ class AnyDrafter {
     void set_step_cost(const StepCost& cost) override {
       if constexpr (CostAwareDrafter<D>) drafter.set_step_cost(cost);
     }
-    bool cost_aware() const override { return CostAwareDrafter<D>; }
+    bool cost_aware() const override { return is_cost_aware(drafter); }
     std::string name() const override { return drafter.name(); }
     D drafter;
   };
@@ -238,5 +278,6 @@ static_assert(Drafter<AnyDrafter>);
 static_assert(AuxiliaryDrafter<AnyDrafter>);
 static_assert(MatchReportingDrafter<AnyDrafter>);
 static_assert(CostAwareDrafter<AnyDrafter>);
+static_assert(SequenceEndingDrafter<AnyDrafter>);
 
 REFDEC_NAMESPACE_END

@@ -92,9 +92,8 @@ class OutputHistory {
 /// A drafter that drafts with another (the inner drafter) from the model's earlier outputs: at
 /// begin() the inner drafter gets the request's references followed by every output in the
 /// shared OutputHistory, and the tokens this drafter accepted become an output of the history when
-/// its sequence ends: at the next begin(), at finish(), or when the drafter is destroyed (a
-/// request's drafter is destroyed after the request leaves the Session, or with the caller's
-/// AnyDrafter). The history never holds the sequence being drafted (unless finish() is called in
+/// its sequence ends: at finish() (which the Session calls when a request leaves), at the next
+/// begin(), or when the drafter is destroyed. The history never holds the sequence being drafted (unless finish() is called in
 /// the middle of it). Everything else (proposals, match length, auxiliary tokens, the step cost of
 /// a cost-aware inner drafter) is the inner drafter's. An n-gram trie inner (NgramTrieDrafter) ranks continuations by how often the
 /// model wrote them. begin() costs what the inner drafter's begin() costs over the whole history
@@ -109,7 +108,7 @@ class HistoryDrafter {
   }
   HistoryDrafter(HistoryDrafter&& o) noexcept
       : inner_(std::move(o.inner_)), history_(std::move(o.history_)), output_(std::exchange(o.output_, {})),
-        references_(std::move(o.references_)) {}
+        references_(std::move(o.references_)), in_sequence_(std::exchange(o.in_sequence_, false)) {}
   HistoryDrafter& operator=(HistoryDrafter&& o) noexcept {
     if (this != &o) {
       finish_noexcept();
@@ -117,6 +116,7 @@ class HistoryDrafter {
       history_ = std::move(o.history_);
       output_ = std::exchange(o.output_, {});
       references_ = std::move(o.references_);
+      in_sequence_ = std::exchange(o.in_sequence_, false);
     }
     return *this;
   }
@@ -138,6 +138,7 @@ class HistoryDrafter {
     references_.assign(references.begin(), references.end());
     history_->append_to(references_);
     inner_.begin(prompt, references_);
+    in_sequence_ = true;
   }
   /// The inner drafter's proposal.
   void propose(std::size_t budget, DraftTree& out) { inner_.propose(budget, out); }
@@ -147,9 +148,12 @@ class HistoryDrafter {
     output_.insert(output_.end(), tokens.begin(), tokens.end());
   }
   /// Adds the tokens accepted since begin() (or the last finish()) to the history as one output,
-  /// now (nothing if none). In the middle of a sequence, the rest of it becomes a later output.
+  /// now (nothing if none), and tells the inner drafter the sequence ended. In the middle of a
+  /// sequence, the rest of it becomes a later output.
   void finish() {
-    if (!history_ || output_.empty()) return;
+    if (!history_) return;  // moved from
+    if (std::exchange(in_sequence_, false)) inner_.finish();
+    if (output_.empty()) return;
     history_->add(output_);
     output_.clear();
   }
@@ -164,6 +168,8 @@ class HistoryDrafter {
   std::size_t max_auxiliary() const { return inner_.max_auxiliary(); }
   /// Gives a cost-aware inner drafter (e.g. a MixtureDrafter) the step cost (CostAwareDrafter).
   void set_step_cost(const StepCost& cost) { inner_.set_step_cost(cost); }
+  /// Whether the inner drafter sizes its drafts by a step cost.
+  bool cost_aware() const { return inner_.cost_aware(); }
 
  private:
   // A destructor must not throw: an output that cannot be stored (out of memory) is dropped.
@@ -179,11 +185,13 @@ class HistoryDrafter {
   std::shared_ptr<OutputHistory> history_;
   std::vector<Token> output_;                   // tokens accepted since begin() or the last finish()
   std::vector<std::vector<Token>> references_;  // the request's references, then the history's outputs
+  bool in_sequence_ = false;                    // begun and not finished: the inner drafter is owed a finish()
 };
 
 static_assert(Drafter<HistoryDrafter>);
 static_assert(MatchReportingDrafter<HistoryDrafter>);
 static_assert(AuxiliaryDrafter<HistoryDrafter>);
 static_assert(CostAwareDrafter<HistoryDrafter>);
+static_assert(SequenceEndingDrafter<HistoryDrafter>);
 
 REFDEC_NAMESPACE_END

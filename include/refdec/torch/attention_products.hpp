@@ -20,20 +20,21 @@
 
 #include "refdec/core/avx2_attention.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/packed_linear.hpp"  // REFDEC_HAVE_ONEDNN, <dnnl.hpp>
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Whether attention_scores() and attention_values() run these keys or values ([S, KV, D]): bf16
 /// on the CPU with a contiguous last dimension, refdec built with oneDNN, and a CPU on which
 /// oneDNN runs bf16 products (AVX-512; packed_linear.hpp probes it).
 inline bool attention_products_supported(const at::Tensor& cache) {
-  return detail::onednn_bf16_matmul_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
+  return torch_detail::onednn_bf16_matmul_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
          cache.scalar_type() == at::kBFloat16 && cache.stride(2) == 1;
 }
 
 #if REFDEC_HAVE_ONEDNN
-namespace detail {
+namespace torch_detail {
 
 // Made once per (product, kv heads, query rows, head size, cache strides, scale) and shared by
 // every thread: dnnl::matmul is safe to execute concurrently.
@@ -74,23 +75,23 @@ inline void run_attention_primitive(const dnnl::matmul& product, const dnnl::mem
   stream.wait();
 }
 
-}  // namespace detail
+}  // namespace torch_detail
 #endif
 
 /// scale * q k^T per kv head: q [KV, rows, D] bf16 (query rows grouped by the kv head they read),
 /// keys [S, KV, D] (a sequence's cache, read in place). Returns [KV, rows, S] float32.
-inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, double scale) {
+inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, [[maybe_unused]] double scale) {
   REFDEC_CHECK(attention_products_supported(keys) && q.dim() == 3 && q.scalar_type() == at::kBFloat16 && q.device().is_cpu() &&
                    q.size(0) == keys.size(1) && q.size(2) == keys.size(2),
                "attention_scores: needs bf16 CPU queries [KV, rows, D] and keys [S, KV, D] with oneDNN running bf16 on this CPU, got "
                    << q.toString() << " " << q.sizes() << " and " << keys.toString() << " " << keys.sizes());
   const auto qc = q.contiguous();
-  const std::int64_t kv = q.size(0), rows = q.size(1), d = q.size(2), s = keys.size(0);
+  [[maybe_unused]] const std::int64_t kv = q.size(0), rows = q.size(1), d = q.size(2), s = keys.size(0);  // d: oneDNN's
   auto out = at::empty({kv, rows, s}, q.options().dtype(at::kFloat));
 #if REFDEC_HAVE_ONEDNN
   using dt = dnnl::memory::data_type;
-  const auto product = detail::attention_primitive(true, kv, rows, d, keys.stride(0), keys.stride(1), static_cast<float>(scale));
-  detail::run_attention_primitive(product, {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, qc.data_ptr(),
+  const auto product = torch_detail::attention_primitive(true, kv, rows, d, keys.stride(0), keys.stride(1), static_cast<float>(scale));
+  torch_detail::run_attention_primitive(product, {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, qc.data_ptr(),
                                   {{kv, d, s}, dt::bf16, {keys.stride(1), 1, keys.stride(0)}}, keys.data_ptr(),
                                   {{kv, rows, s}, dt::f32, {rows * s, s, 1}}, out.data_ptr());
 #endif
@@ -107,12 +108,12 @@ inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Te
                    << probabilities.toString() << " " << probabilities.sizes() << " and " << values.toString() << " "
                    << values.sizes());
   const auto pc = probabilities.contiguous();
-  const std::int64_t kv = pc.size(0), rows = pc.size(1), s = pc.size(2), d = values.size(2);
+  [[maybe_unused]] const std::int64_t kv = pc.size(0), rows = pc.size(1), s = pc.size(2), d = values.size(2);  // s: oneDNN's
   auto out = at::empty({kv, rows, d}, pc.options());
 #if REFDEC_HAVE_ONEDNN
   using dt = dnnl::memory::data_type;
-  const auto product = detail::attention_primitive(false, kv, rows, d, values.stride(0), values.stride(1), 1.0f);
-  detail::run_attention_primitive(product, {{kv, rows, s}, dt::bf16, {rows * s, s, 1}}, pc.data_ptr(),
+  const auto product = torch_detail::attention_primitive(false, kv, rows, d, values.stride(0), values.stride(1), 1.0f);
+  torch_detail::run_attention_primitive(product, {{kv, rows, s}, dt::bf16, {rows * s, s, 1}}, pc.data_ptr(),
                                   {{kv, s, d}, dt::bf16, {values.stride(1), values.stride(0), 1}}, values.data_ptr(),
                                   {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, out.data_ptr());
 #endif
@@ -128,7 +129,7 @@ inline bool avx2_attention_supported(const at::Tensor& cache) {
          cache.size(2) <= 256;
 }
 
-namespace detail {
+namespace torch_detail {
 inline CacheView cache_view(const at::Tensor& cache) {
   return {static_cast<const std::uint16_t*>(cache.data_ptr()), cache.size(0), cache.stride(0), cache.stride(1), cache.size(2)};
 }
@@ -138,7 +139,7 @@ inline CacheView shifted(CacheView view, std::int64_t first) {
   view.data += first * view.head_stride;
   return view;
 }
-}  // namespace detail
+}  // namespace torch_detail
 
 /// scale * q k^T per kv head through refdec's AVX2 kernel, the kv heads split over libtorch's
 /// threads: q [KV, rows, D] (any floating dtype), keys [S, KV, D] (read in place). Returns [KV,
@@ -150,9 +151,9 @@ inline at::Tensor avx2_attention_scores(const at::Tensor& q, const at::Tensor& k
   const auto qf = q.to(at::kFloat).contiguous();  // [KV, rows, D] float32
   const std::int64_t kv = q.size(0), rows = q.size(1);
   auto out = at::empty({kv, rows, keys.size(0)}, qf.options());
-  const CacheView view = detail::cache_view(keys);
+  const CacheView view = torch_detail::cache_view(keys);
   at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
-    avx2::attention_scores(qf.data_ptr<float>(), rows, view, detail::half_format(keys), static_cast<float>(scale), out.data_ptr<float>(),
+    avx2::attention_scores(qf.data_ptr<float>(), rows, view, torch_detail::half_format(keys), static_cast<float>(scale), out.data_ptr<float>(),
                            first, last);
   });
   return out;
@@ -168,9 +169,9 @@ inline at::Tensor avx2_attention_values(const at::Tensor& probabilities, const a
   const auto pf = probabilities.to(at::kFloat).contiguous();  // [KV, rows, S] float32
   const std::int64_t kv = pf.size(0), rows = pf.size(1);
   auto out = at::empty({kv, rows, values.size(2)}, values.options());
-  const CacheView view = detail::cache_view(values);
+  const CacheView view = torch_detail::cache_view(values);
   at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
-    avx2::attention_values(pf.data_ptr<float>(), rows, view, detail::half_format(values), static_cast<std::uint16_t*>(out.data_ptr()),
+    avx2::attention_values(pf.data_ptr<float>(), rows, view, torch_detail::half_format(values), static_cast<std::uint16_t*>(out.data_ptr()),
                            first, last);
   });
   return out;
@@ -198,21 +199,21 @@ inline at::Tensor avx2_attention(const at::Tensor& q, const at::Tensor& keys, co
   const auto qf = q.to(at::kFloat).contiguous();  // [KV, rows, D] float32
   const auto bias = mask.defined() ? mask.to(at::kFloat) : mask;
   auto out = at::empty({kv, rows, D}, values.options());
-  const CacheView key_view = detail::cache_view(keys), value_view = detail::cache_view(values);
-  const HalfFormat format = detail::half_format(values);
+  const CacheView key_view = torch_detail::cache_view(keys), value_view = torch_detail::cache_view(values);
+  const HalfFormat format = torch_detail::half_format(values);
   at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
     auto scores = at::empty({last - first, rows, S}, qf.options());
-    avx2::attention_scores(qf.data_ptr<float>() + first * rows * D, rows, detail::shifted(key_view, first), format,
+    avx2::attention_scores(qf.data_ptr<float>() + first * rows * D, rows, torch_detail::shifted(key_view, first), format,
                            static_cast<float>(scale), scores.data_ptr<float>(), 0, last - first);
     if (bias.defined()) {
       const std::int64_t n = bias.size(0);
       scores.view({last - first, rows / n, n, S}).narrow(-1, S - n, n).add_(bias);
     }
     avx2::softmax(scores.data_ptr<float>(), (last - first) * rows, S);
-    avx2::attention_values(scores.data_ptr<float>(), rows, detail::shifted(value_view, first), format,
+    avx2::attention_values(scores.data_ptr<float>(), rows, torch_detail::shifted(value_view, first), format,
                            static_cast<std::uint16_t*>(out.data_ptr()) + first * rows * D, 0, last - first);
   });
   return out;
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

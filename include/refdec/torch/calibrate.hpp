@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_cost.hpp"
 #include "refdec/core/step_plan.hpp"
@@ -23,7 +24,7 @@
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/verifier.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Settings of measure_step_cost().
 struct CalibrationOptions {
@@ -41,7 +42,7 @@ struct CalibrationOptions {
 /// verified as a session verifies (plan_step, verify) but never committed, so every run sees the
 /// same state. On CUDA the time includes a synchronisation, as a real step ends with a copy of its
 /// result to the host.
-template <CausalLM M>
+template <CausalLM<ContiguousKvStore> M>
 std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options = {}) {
   REFDEC_CHECK(!options.tokens.empty(), "calibration: no step sizes to time");
   REFDEC_CHECK(options.batch > 0 && options.context >= 0 && options.repeats > 0,
@@ -113,4 +114,4 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
   return samples;
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

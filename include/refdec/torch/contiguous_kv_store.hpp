@@ -11,10 +11,11 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/kv_store.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Keys and values of every layer, one buffer of `capacity` entries per sequence (KvStore). Not
 /// thread-safe: one owner (e.g. a Session) at a time.
@@ -53,7 +54,7 @@ class ContiguousKvStore {
 
   /// Prepares `plan`'s step: its rows go after each sequence's cached entries.
   void begin_step(const StepPlan& plan) {
-    detail::check_plan_matches(plan, lengths_, "ContiguousKvStore");
+    torch_detail::check_plan_matches(plan, lengths_, "ContiguousKvStore");
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
       REFDEC_CHECK(lengths_[static_cast<std::size_t>(b)] + plan.rows(b) <= capacity_,
                    "ContiguousKvStore: sequence " << b << " needs " << lengths_[static_cast<std::size_t>(b)] + plan.rows(b)
@@ -90,7 +91,7 @@ class ContiguousKvStore {
   /// lengths()[b], lengths()[b] + 1, ... and its length becomes keep.lengths[b].
   void commit(const KeepPlan& keep) {
     REFDEC_CHECK(!indptr_.empty(), "ContiguousKvStore: commit() without a step");
-    detail::check_keep(keep, indptr_, lengths_, "ContiguousKvStore");
+    torch_detail::check_keep(keep, indptr_, lengths_, "ContiguousKvStore");
     for (std::int32_t b = 0; b < keep.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
       const auto rows = keep.kept(b);
@@ -125,4 +126,4 @@ class ContiguousKvStore {
   std::vector<std::int32_t> indptr_;   // [batch + 1] plan rows of the step begun last; empty outside a step
 };
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -7,8 +7,9 @@
 #include <string>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// The scalar type named "fp32", "fp64", "fp16" or "bf16"; refdec::Error for any other name.
 inline c10::ScalarType parse_dtype(const std::string& name) {
@@ -19,4 +20,4 @@ inline c10::ScalarType parse_dtype(const std::string& name) {
   throw Error("unknown dtype '" + name + "' (fp32, fp64, fp16, bf16)");
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

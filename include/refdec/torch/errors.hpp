@@ -8,8 +8,9 @@
 #include <string>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// The message of `e` as a program should print it: a c10::Error (libtorch's own) without the C++
 /// stack trace libtorch appends, anything else as what() says.
@@ -18,4 +19,4 @@ inline std::string describe(const std::exception& e) {
   return e.what();
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -8,15 +8,17 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/session.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Tokens and statistics of a generate() call.
 struct GenerateResult {
@@ -31,7 +33,7 @@ struct GenerateResult {
 /// the drafters propose, the output equals plain greedy decoding, and under sampling it is
 /// distributed as plain sampling (the same tokens for the same seed, up to rounding differences
 /// between batched and single-token forward passes).
-template <CausalLM M>
+template <CausalLM<ContiguousKvStore> M>
 GenerateResult generate(const M& model, std::span<const Request> requests, std::span<AnyDrafter> drafters,
                         const GenerateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -53,7 +55,7 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
     try {
       ids.push_back(session.add(requests[b], &drafters[b]));
     } catch (const Error& e) {
-      REFDEC_CHECK(false, "generate: request " << b << ": " << e.what());
+      detail::rethrow_in_context(e, "generate: request " + std::to_string(b));
     }
   }
   GenerateResult result;
@@ -71,9 +73,9 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
 }
 
 /// Single-sequence convenience form of generate().
-template <CausalLM M>
+template <CausalLM<ContiguousKvStore> M>
 GenerateResult generate(const M& model, const Request& request, AnyDrafter drafter, const GenerateOptions& options) {
   return generate(model, std::span<const Request>(&request, 1), std::span<AnyDrafter>(&drafter, 1), options);
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -19,13 +19,14 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/safetensors.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
-namespace detail {
+namespace torch_detail {
 
 inline nlohmann::json read_json_file(const std::filesystem::path& path, const char* what) {
   const std::string text = read_file_bytes(path, what);  // regular files only: a directory is named as such
@@ -157,7 +158,7 @@ inline LlamaConfig read_hf_llama_config(const std::filesystem::path& path) {
   try {
     c.validate();
   } catch (const Error& e) {
-    REFDEC_CHECK_IO(false, "Hugging Face config " << path << " is inconsistent: " << e.what());
+    REFDEC_CHECK_IO(false, "Hugging Face config " << path << " is inconsistent: " << detail::message_of(e));
   }
   return c;
 }
@@ -236,7 +237,7 @@ class HfWeightSource {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;  // shard file name -> open file
 };
 
-}  // namespace detail
+}  // namespace torch_detail
 
 /// Loads a Hugging Face Llama or Mistral checkpoint directory: config.json and the weights in
 /// model.safetensors or in the shards listed by model.safetensors.index.json. Weights are
@@ -248,8 +249,8 @@ class HfWeightSource {
 inline LlamaModel load_hf_llama(const std::filesystem::path& dir, at::ScalarType dtype = at::kFloat,
                                 at::Device device = at::kCPU, LinearKernel kernel = LinearKernel::kAuto) {
   REFDEC_CHECK_IO(std::filesystem::is_directory(dir), "Hugging Face checkpoint " << dir << " is not a directory");
-  const LlamaConfig c = detail::read_hf_llama_config(dir / "config.json");
-  detail::HfWeightSource source(dir);
+  const LlamaConfig c = torch_detail::read_hf_llama_config(dir / "config.json");
+  torch_detail::HfWeightSource source(dir);
   const std::int64_t d = c.dim, hd = c.head_dim(), h = c.hidden_dim;
   auto get = [&](const std::string& name, std::vector<std::int64_t> shape) {
     return source.get(name, shape, dtype, device);
@@ -276,4 +277,4 @@ inline LlamaModel load_hf_llama(const std::filesystem::path& dir, at::ScalarType
   return LlamaModel(c, std::move(w), kernel);
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -18,9 +18,10 @@
 #include <utility>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Shape and type of the keys and values a model stores per token.
 struct KvLayout {
@@ -59,7 +60,7 @@ concept KvStore = requires(S& s, const S& cs, const StepPlan& plan, const KeepPl
   { cs.layout() } -> std::convertible_to<KvLayout>;
 };
 
-namespace detail {
+namespace torch_detail {
 /// Checks that `plan` is a step of the store's sequences: same count, same cached lengths.
 inline void check_plan_matches(const StepPlan& plan, std::span<const std::int64_t> lengths, const char* who) {
   REFDEC_CHECK(static_cast<std::size_t>(plan.batch()) == lengths.size(),
@@ -87,6 +88,6 @@ inline void check_keep(const KeepPlan& keep, std::span<const std::int32_t> indpt
                  who << ": sequence " << b << " keeps " << rows.size() << " rows but its new length is " << keep.lengths[u]);
   }
 }
-}  // namespace detail
+}  // namespace torch_detail
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -16,12 +16,13 @@
 
 #include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/attention_products.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/packed_linear.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// How rotary embeddings pair the dimensions of a head.
 enum class RopeStyle {
@@ -465,4 +466,4 @@ class LlamaModel {
   at::Tensor inv_freq_;  // [head_dim / 2] float64
 };
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -11,10 +11,11 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/torch/llama.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Reads a llama2.c v0 checkpoint: seven int32 header fields (dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size, seq_len; a negative vocab_size means an untied classifier), then fp32
@@ -41,7 +42,7 @@ inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType
   try {
     c.validate();
   } catch (const Error& e) {
-    REFDEC_CHECK_IO(false, "llama2.c checkpoint " << path << " has an invalid header: " << e.what());
+    REFDEC_CHECK_IO(false, "llama2.c checkpoint " << path << " has an invalid header: " << detail::message_of(e));
   }
   // Sizes in floats, in file order. The header holds arbitrary int32 values, so every product and
   // sum is checked: an impossible header is an error, never a wrapped size.
@@ -116,4 +117,4 @@ inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType
   return LlamaModel(c, std::move(w), kernel);
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

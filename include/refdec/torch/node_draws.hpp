@@ -30,10 +30,11 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampling.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// The token statistics the penalties need for one sequence, kept on the logits' device: the
 /// device counterpart of TokenCounts. Updating it after a step costs one small host-to-device
@@ -304,4 +305,4 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floatin
   return node_draws(logits.reshape({B * T, logits.size(2)}), indptr, trees, rows, compute).view({B, T});
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

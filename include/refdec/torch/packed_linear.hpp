@@ -29,26 +29,24 @@
 
 #include "refdec/core/avx2_linear.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/cpu_isa.hpp"
 
-#ifndef REFDEC_HAVE_ONEDNN
-#define REFDEC_HAVE_ONEDNN 0
-#endif
 #if REFDEC_HAVE_ONEDNN
 #include <dnnl.hpp>
 #endif
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 #if REFDEC_HAVE_ONEDNN
-namespace detail {
+namespace torch_detail {
 // The one CPU engine of refdec's oneDNN primitives and the memory they run on (oneDNN refuses a
 // primitive and memory of different engines).
 inline const dnnl::engine& onednn_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
-}  // namespace detail
+}  // namespace torch_detail
 #endif
 
 /// The kernels a PackedLinear runs on.
@@ -60,7 +58,7 @@ enum class PackedBackend {
 /// The backend's name as options and reports spell it: "onednn", "avx2".
 inline const char* backend_name(PackedBackend backend) { return backend == PackedBackend::kOneDnn ? "onednn" : "avx2"; }
 
-namespace detail {
+namespace torch_detail {
 // Whether oneDNN creates a bf16 matmul here, probed once by creating one: the library decides by
 // the CPU (and by ONEDNN_MAX_CPU_ISA), and refdec's own cap (REFDEC_CPU_ISA=avx2 or baseline)
 // keeps it off as it keeps off every AVX-512 path.
@@ -83,7 +81,7 @@ inline bool onednn_bf16_matmul_runs() {
   return false;
 #endif
 }
-}  // namespace detail
+}  // namespace torch_detail
 
 /// Why `backend` cannot run a `dtype` weight on this machine, or "" when it can: names what the
 /// CPU lacks and what to use instead.
@@ -94,7 +92,7 @@ inline std::string packed_backend_unavailable(PackedBackend backend, at::ScalarT
       why << "this build of refdec has no oneDNN (install libdnnl-dev and reconfigure)";
     else if (dtype != at::kBFloat16)
       why << "oneDNN runs bf16 weights only, got " << dtype;
-    else if (!detail::onednn_bf16_matmul_runs())
+    else if (!torch_detail::onednn_bf16_matmul_runs())
       why << "oneDNN creates no bf16 matmul on this CPU (it needs AVX-512; this CPU runs " << cpu_isa().describe() << ")";
   } else {
     if (dtype != at::kBFloat16 && dtype != at::kHalf)
@@ -142,9 +140,9 @@ class PackedLinear {
     packed_desc_ = pd.weights_desc();
     packed_ = at::empty({static_cast<std::int64_t>(packed_desc_.get_size())}, at::TensorOptions().dtype(at::kByte));
     // torch's [out, in] row-major is oneDNN's [in, out] with tag ba: no transpose copy.
-    dnnl::memory from({{in_, out_}, dnnl::memory::data_type::bf16, tag::ba}, detail::onednn_engine(), source.data_ptr());
-    dnnl::memory to(packed_desc_, detail::onednn_engine(), packed_.data_ptr());
-    dnnl::stream s(detail::onednn_engine());
+    dnnl::memory from({{in_, out_}, dnnl::memory::data_type::bf16, tag::ba}, torch_detail::onednn_engine(), source.data_ptr());
+    dnnl::memory to(packed_desc_, torch_detail::onednn_engine(), packed_.data_ptr());
+    dnnl::stream s(torch_detail::onednn_engine());
     dnnl::reorder(from, to).execute(s, from, to);
     s.wait();
 #endif
@@ -187,7 +185,7 @@ class PackedLinear {
     const dnnl::matmul kernel = kernel_for(x.size(0), f32, epilogue);
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    const dnnl::engine& engine = detail::onednn_engine();
+    const dnnl::engine& engine = torch_detail::onednn_engine();
     const dnnl::memory::desc dst_desc({x.size(0), out_}, f32 ? dt::f32 : dt::bf16, tag::ab);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory({{x.size(0), in_}, dt::bf16, tag::ab}, engine, x.data_ptr())},
                                                {DNNL_ARG_WEIGHTS, dnnl::memory(packed_desc_, engine, packed_.data_ptr())},
@@ -259,7 +257,7 @@ class PackedLinear {
     if (epilogue == Epilogue::kMultiply) ops.append_binary(dnnl::algorithm::binary_mul, {{rows, out_}, dt::bf16, tag::ab});
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, detail::onednn_engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, torch_detail::onednn_engine());
   }
 
   // A primitive is specialised to its row count (runtime row counts fall back to oneDNN's
@@ -288,4 +286,4 @@ class PackedLinear {
   at::Tensor packed_;  // [bytes] uint8: the weight in oneDNN's layout
 };
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/kv_store.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Keys and values of every layer in `num_blocks` blocks of `block_size` entries (KvStore). Not
 /// thread-safe: one owner (e.g. a Session) at a time.
@@ -70,7 +71,7 @@ class PagedKvStore {
   /// Prepares `plan`'s step: allocates the blocks each sequence's step rows need after its cached
   /// entries. Throws refdec::Error, allocating nothing, when the pool has too few free blocks.
   void begin_step(const StepPlan& plan) {
-    detail::check_plan_matches(plan, lengths_, "PagedKvStore");
+    torch_detail::check_plan_matches(plan, lengths_, "PagedKvStore");
     std::int64_t wanted = 0;
     for (std::int32_t b = 0; b < plan.batch(); ++b)
       wanted += std::max<std::int64_t>(0, blocks_for(lengths_[static_cast<std::size_t>(b)] + plan.rows(b)) -
@@ -119,7 +120,7 @@ class PagedKvStore {
   /// past each sequence's new length return to the pool.
   void commit(const KeepPlan& keep) {
     REFDEC_CHECK(step_, "PagedKvStore: commit() without a step");
-    detail::check_keep(keep, indptr_, lengths_, "PagedKvStore");
+    torch_detail::check_keep(keep, indptr_, lengths_, "PagedKvStore");
     std::vector<std::int64_t> src, dst;  // pool slots
     for (std::int32_t b = 0; b < keep.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
@@ -169,4 +170,4 @@ class PagedKvStore {
   std::vector<at::Tensor> read_index_; // [batch] each [cached + step rows] int64
 };
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -28,9 +28,10 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/mapped_file.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 // Safetensors stores little-endian data; the reader and writer copy bytes without swapping.
 static_assert(std::endian::native == std::endian::little, "refdec safetensors support needs a little-endian host");
@@ -53,7 +54,7 @@ struct SafetensorsTensorInfo {
   std::uint64_t nbytes() const { return data_end - data_begin; }
 };
 
-namespace detail {
+namespace torch_detail {
 
 // Every dtype of the safetensors format, with its element size. Some have no libtorch 1.13
 // equivalent (unsigned 16/32/64-bit, float8): files holding them still open, and only reading
@@ -97,7 +98,7 @@ inline std::optional<std::string> safetensors_dtype_of(at::ScalarType type) {
   }
 }
 
-}  // namespace detail
+}  // namespace torch_detail
 
 /// An open safetensors file: its validated header, and its tensors copied out on request.
 /// Movable, not copyable; the file stays mapped until the object is destroyed. Const use (get())
@@ -196,7 +197,7 @@ class SafetensorsFile {
   at::Tensor get(const std::string& name, std::optional<at::ScalarType> dtype = std::nullopt,
                  at::Device device = at::kCPU) const {
     const auto& t = info(name);
-    const auto storage = detail::safetensors_storage_type(t.dtype);
+    const auto storage = torch_detail::safetensors_storage_type(t.dtype);
     REFDEC_CHECK_IO(storage.has_value(), "safetensors file " << path_ << ": tensor \"" << name << "\" has dtype "
                                                              << t.dtype << ", which refdec cannot read");
     // Copy rather than wrap the mapping: the data may be unaligned, and the tensor must outlive
@@ -233,7 +234,7 @@ class SafetensorsFile {
     const auto& dtype = entry["dtype"];
     REFDEC_CHECK_IO(dtype.is_string(), where() << ": \"dtype\" must be a string, got " << dtype.dump());
     t.dtype = dtype.get<std::string>();
-    const auto itemsize = detail::safetensors_itemsize(t.dtype);
+    const auto itemsize = torch_detail::safetensors_itemsize(t.dtype);
     REFDEC_CHECK_IO(itemsize.has_value(), where() << " has unknown dtype \"" << t.dtype << "\"");
 
     const auto& shape = entry["shape"];
@@ -299,7 +300,7 @@ inline void write_safetensors(const std::filesystem::path& path,
     REFDEC_CHECK(!header.contains(name), "write_safetensors " << path << ": tensor \"" << name
                                                               << "\" is given twice");
     REFDEC_CHECK(tensor.defined(), "write_safetensors " << path << ": tensor \"" << name << "\" is undefined");
-    const auto dtype = detail::safetensors_dtype_of(tensor.scalar_type());
+    const auto dtype = torch_detail::safetensors_dtype_of(tensor.scalar_type());
     REFDEC_CHECK(dtype.has_value(), "write_safetensors " << path << ": tensor \"" << name << "\" has type "
                                                          << tensor.scalar_type()
                                                          << ", which safetensors cannot store");
@@ -331,4 +332,4 @@ inline void write_safetensors(const std::filesystem::path& path,
   out.commit();
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

@@ -15,6 +15,7 @@
 
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampled_accept.hpp"
 #include "refdec/core/sampling.hpp"
@@ -24,7 +25,7 @@
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/node_draws.hpp"
 
-REFDEC_NAMESPACE_BEGIN
+REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Wall time of the parts of a step, in seconds.
 struct StepTimes {
@@ -75,7 +76,7 @@ struct Verification {
   std::vector<std::vector<Token>> aux_choices;  ///< [B] the target's greedy choice at each auxiliary row
 };
 
-namespace detail {
+namespace torch_detail {
 // The LinearTree of sequence b of a plan (the tensor sampling path reads parents and depths).
 inline LinearTree plan_tree(const StepPlan& plan, std::int32_t b) {
   const TreeView view = plan.tree(b);
@@ -89,14 +90,15 @@ inline LinearTree plan_tree(const StepPlan& plan, std::int32_t b) {
   tree.finish();
   return tree;
 }
-}  // namespace detail
+}  // namespace torch_detail
 
 /// Verifies the step `plan` over `store` (whose sequences are the plan's): one forward pass, then
 /// for each sequence the accepted path and the bonus token, greedily or by sample-then-match with
 /// the sequence's sampling settings, and the keep plan. Commits nothing: apply `out.keep` with
 /// store.commit(). Auxiliary rows always get the greedy choice (the lookahead window stays greedy
 /// while verification samples).
-template <CausalLM M, KvStore S>
+template <class M, KvStore S>
+  requires CausalLM<M, S>
 void verify(const M& model, S& store, const StepPlan& plan, Verification& out, StepTimes& times, const StepExtras& extras = {}) {
   using Clock = std::chrono::steady_clock;
   const auto B = static_cast<std::size_t>(plan.batch());
@@ -123,7 +125,7 @@ void verify(const M& model, S& store, const StepPlan& plan, Verification& out, S
     std::vector<SamplingRow> rows(B);
     std::vector<LinearTree> trees(B);
     for (std::size_t b = 0; b < B; ++b) {
-      trees[b] = detail::plan_tree(plan, static_cast<std::int32_t>(b));
+      trees[b] = torch_detail::plan_tree(plan, static_cast<std::int32_t>(b));
       if (is_sampled(b)) {
         const SequenceSampling& s = *extras.sampling[b];
         REFDEC_CHECK(!s.processor.options().has_penalties() || s.device_counts.output_count.defined(),
@@ -162,4 +164,4 @@ void verify(const M& model, S& store, const StepPlan& plan, Verification& out, S
   times.accept += std::chrono::duration<double>(t2 - t1).count();
 }
 
-REFDEC_NAMESPACE_END
+REFDEC_TORCH_NAMESPACE_END

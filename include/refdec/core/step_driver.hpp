@@ -1,0 +1,390 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The step protocol of speculative decoding, once, for every engine: per sequence, its drafter,
+// prompt, output, limits and prefill progress. An engine's loop is
+//
+//   driver.prepare()                   chunked prefill or drafting per sequence -> driver.plan()
+//   engine: forward(plan) and the walk  (or driver.complete_greedy(choices) walks greedily)
+//   driver.complete(accepted, aux)     observe, then accept; stop tokens and limits; finish()
+//   engine: apply driver.keep() to its cache, drop the caches of driver.left()
+//
+// refdec's Session (torch/session.hpp) is this driver around a model's forward pass and a KV
+// store; examples/engine_without_torch.cpp is this driver around a plain C++ forward pass.
+// Torch-free.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/aux_block.hpp"
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/core/walk.hpp"
+#include "refdec/drafters/draft_step.hpp"
+#include "refdec/drafters/drafter.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Identifies a sequence (a request) inside its StepDriver or Session.
+using RequestId = std::int64_t;
+
+/// Why a sequence stopped.
+enum class FinishReason {
+  kStopToken,     ///< it produced a stop token (not emitted)
+  kMaxNewTokens,  ///< it reached its token limit
+  kMaxContext,    ///< prompt + output filled the context
+  kCancelled,     ///< cancel()
+};
+
+/// What one step did for one sequence.
+struct RequestUpdate {
+  RequestId id = -1;
+  std::vector<Token> tokens;             ///< tokens appended by this step (stop token excluded)
+  std::optional<FinishReason> finished;  ///< set when the sequence has left
+};
+
+/// One sequence's limits.
+struct SequenceLimits {
+  std::int64_t max_new_tokens = 256;  ///< tokens to generate at most (0: it leaves at once)
+  std::vector<Token> stop_tokens = {};  ///< generation stops before any of these (not emitted)
+  std::int64_t budget = 16;             ///< draft nodes verified per step; 0 is plain decoding
+};
+
+/// Settings of a StepDriver.
+struct StepDriverOptions {
+  std::int64_t vocab_size = 0;       ///< token ids lie in [0, vocab_size); > 0
+  std::int64_t max_context = 0;      ///< prompt + output at most per sequence; > 0
+  std::int64_t prefill_chunk = 512;  ///< prompt tokens a step prefills per sequence at most; 0: the whole prompt at once
+};
+
+/// What the driver's steps did, summed over sequences.
+struct StepDriverStats {
+  std::int64_t tokens = 0;            ///< generated tokens
+  std::int64_t steps = 0;             ///< verification steps, counted per sequence (prefill excluded)
+  std::int64_t auxiliary_tokens = 0;  ///< auxiliary tokens (e.g. lookahead windows) run, summed over steps
+  std::int64_t prefill_tokens = 0;    ///< prompt tokens run as prefill rows
+  /// The drafters' part of the steps: propose() and the budget cut before the forward pass, and
+  /// their accept(), observe() and finish() after it.
+  double draft_seconds = 0;
+  /// The drafters' statistics over the sequences that have left (each over its own sequence, from
+  /// its begin() to its finish()): acceptance by position, time.
+  DrafterStats drafting;
+
+  /// Mean tokens per step (τ), the bonus token included; 0 before any step.
+  double tokens_per_step() const { return steps > 0 ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }
+};
+
+/// Runs the step protocol for a batch of sequences that join and leave between steps (see the
+/// file comment). The engine keeps one cache per active sequence in the driver's order (slots
+/// 0 .. active() - 1): a sequence added takes the next slot, and the slots in left() (after
+/// complete(), or the one cancel() returns) are dropped, the later ones moving down. Not
+/// thread-safe: one thread drives a driver.
+class StepDriver {
+ public:
+  explicit StepDriver(StepDriverOptions options) : options_(options) {
+    REFDEC_CHECK(options_.vocab_size > 0, "StepDriver: vocab_size must be positive, got " << options_.vocab_size);
+    REFDEC_CHECK(options_.max_context > 0, "StepDriver: max_context must be positive, got " << options_.max_context);
+    REFDEC_CHECK(options_.prefill_chunk >= 0, "StepDriver: prefill_chunk must be >= 0, got " << options_.prefill_chunk);
+  }
+
+  /// Adds a sequence with a drafter the driver owns (default: plain decoding). Checks everything
+  /// first (prompt non-empty and shorter than the context, prompt and reference ids in the
+  /// vocabulary, limits) and throws refdec::ArgumentError without changing the driver when
+  /// something is wrong; then begins the drafter on the prompt and references. Returns its id.
+  RequestId add(std::vector<Token> prompt, std::span<const std::vector<Token>> references, const SequenceLimits& limits,
+                AnyDrafter drafter = {}) {
+    auto owned = std::make_unique<AnyDrafter>(std::move(drafter));
+    AnyDrafter* borrowed = owned.get();
+    return add(std::move(prompt), references, limits, borrowed, std::move(owned));
+  }
+  /// Adds a sequence whose drafter the caller owns and keeps alive until the sequence has left
+  /// (its statistics and learned state stay with the caller: the driver adds to them and never
+  /// resets them).
+  RequestId add(std::vector<Token> prompt, std::span<const std::vector<Token>> references, const SequenceLimits& limits,
+                AnyDrafter* drafter) {
+    REFDEC_CHECK(drafter != nullptr, "add: null drafter");
+    return add(std::move(prompt), references, limits, drafter, nullptr);
+  }
+
+  /// Ends sequence `id` now (its drafter's finish() is called); it is reported as kCancelled by the
+  /// next prepare()'s updates(). Returns the slot the engine drops, or nothing for an unknown id (a
+  /// sequence that has already left).
+  std::optional<std::size_t> cancel(RequestId id) {
+    for (std::size_t i = 0; i < active_.size(); ++i)
+      if (active_[i].id == id) {
+        pending_.push_back({id, {}, FinishReason::kCancelled});
+        leave(i);
+        return i;
+      }
+    return std::nullopt;
+  }
+
+  /// Prepares a step: clears updates() (which then holds the sequences that left between steps),
+  /// and for each active sequence either its next prompt chunk (a chain whose rows are all kept) or
+  /// its draft, cut to its budget and to the room it has left, with its auxiliary tokens; then
+  /// the plan. Returns false when no sequence is active (nothing to run). Throws refdec::Error
+  /// naming the request when a drafter fails or proposes an id outside the vocabulary.
+  bool prepare() {
+    const auto t0 = Clock::now();
+    updates_.clear();
+    std::swap(updates_, pending_);
+    left_.clear();
+    if (active_.empty()) return false;
+    const std::size_t B = active_.size();
+    trees_.resize(B);
+    aux_.resize(B);
+    prefill_.assign(B, 0);
+    lengths_.resize(B);
+    bool any_aux = false;
+    for (std::size_t i = 0; i < B; ++i) {
+      Sequence& s = active_[i];
+      aux_[i].clear();
+      lengths_[i] = s.cached();
+      if (s.prefilled + 1 < s.prompt.size()) {  // the next chunk of the prompt but its last token
+        const std::size_t left = s.prompt.size() - 1 - s.prefilled;
+        const std::size_t chunk =
+            options_.prefill_chunk > 0 ? std::min(left, static_cast<std::size_t>(options_.prefill_chunk)) : left;
+        trees_[i] = LinearTree::chain(std::span<const Token>(s.prompt).subspan(s.prefilled, chunk));
+        prefill_[i] = 1;
+        stats_.prefill_tokens += trees_[i].size();
+        continue;
+      }
+      const auto length = static_cast<std::int64_t>(s.prompt.size() + s.output.size());
+      const std::int64_t room =
+          std::min(s.limits.max_new_tokens - static_cast<std::int64_t>(s.output.size()), options_.max_context - length);
+      try {
+        draft_step(*s.drafter, s.last(), step_budget(room, s.limits.budget), options_.vocab_size, length - 1, options_.max_context,
+                   scratch_, trees_[i], aux_[i]);
+      } catch (const Error& e) {
+        detail::rethrow_in_context(e, "request " + std::to_string(s.id));
+      }
+      stats_.auxiliary_tokens += aux_[i].size();
+      any_aux = any_aux || !aux_[i].empty();
+    }
+    const auto t_plan = Clock::now();
+    plan_step(trees_, any_aux ? std::span<const AuxBlock>(aux_) : std::span<const AuxBlock>{}, lengths_, options_.vocab_size, plan_);
+    stats_.draft_seconds += std::chrono::duration<double>(t_plan - t0).count();
+    last_plan_seconds_ = seconds_since(t_plan);
+    return true;
+  }
+
+  /// The plan of the prepared step: its sequences are the active ones, in slot order, with the
+  /// cached lengths the engine's caches must have (prompt tokens prefilled, then every output
+  /// token but the last).
+  const StepPlan& plan() const { return plan_; }
+  /// [active()] 1 where the prepared step prefills the sequence's prompt (walk nothing: every row
+  /// is kept), 0 where it verifies a draft.
+  std::span<const std::uint8_t> prefill() const { return prefill_; }
+
+  /// Completes the prepared step with the engine's walk: `accepted[b]` for each sequence of the
+  /// plan (a prefilling sequence's is ignored) and `aux_choices[b]`, the target's greedy choice at
+  /// each of its auxiliary rows (empty span: no sequence ran any). Tells each drafter
+  /// (observe(), then accept()), applies stop tokens and limits, computes keep(), and removes the
+  /// sequences that finished (their drafters' finish() called): updates() says what each did,
+  /// left() which slots the engine drops after applying keep().
+  void complete(std::span<const Acceptance> accepted, std::span<const std::vector<Token>> aux_choices) {
+    const std::size_t B = active_.size();
+    REFDEC_CHECK(static_cast<std::int32_t>(B) == plan_.batch() && accepted.size() == B && (aux_choices.empty() || aux_choices.size() == B),
+                 "complete: " << accepted.size() << " acceptances and " << aux_choices.size() << " auxiliary choices for a step of "
+                              << plan_.batch() << " sequences (" << B << " active)");
+    last_drafter_seconds_ = 0;
+    accepted_.assign(accepted.begin(), accepted.end());
+    for (std::size_t i = 0; i < B; ++i)
+      if (prefill_[i]) accept_all(plan_.tree(static_cast<std::int32_t>(i)), accepted_[i]);
+    keep_accepted(plan_, accepted_, keep_);
+    std::vector<std::size_t> leaving;
+    for (std::size_t i = 0; i < B; ++i) {
+      Sequence& s = active_[i];
+      if (prefill_[i]) {
+        s.prefilled += static_cast<std::size_t>(trees_[i].size());
+        continue;
+      }
+      const double before = s.drafter->stats().accept_seconds;
+      // AuxiliaryDrafter's contract: observe() after every step, with no choices when the window
+      // sat the step out.
+      if (s.drafter->max_auxiliary() > 0)
+        s.drafter->observe(aux_choices.empty() ? std::span<const Token>{} : std::span<const Token>(aux_choices[i]));
+      ++stats_.steps;
+      RequestUpdate& u = updates_.emplace_back();
+      u.id = s.id;
+      for (const Token t : accepted_[i].tokens) {
+        if (std::find(s.limits.stop_tokens.begin(), s.limits.stop_tokens.end(), t) != s.limits.stop_tokens.end()) {
+          u.finished = FinishReason::kStopToken;
+          break;
+        }
+        u.tokens.push_back(t);
+        if (static_cast<std::int64_t>(s.output.size() + u.tokens.size()) >= s.limits.max_new_tokens) {
+          u.finished = FinishReason::kMaxNewTokens;
+          break;
+        }
+        if (static_cast<std::int64_t>(s.prompt.size() + s.output.size() + u.tokens.size()) >= options_.max_context) {
+          u.finished = FinishReason::kMaxContext;
+          break;
+        }
+      }
+      stats_.tokens += static_cast<std::int64_t>(u.tokens.size());
+      s.output.insert(s.output.end(), u.tokens.begin(), u.tokens.end());
+      s.drafter->accept(u.tokens);  // nothing appended (a stop token first): not called
+      last_drafter_seconds_ += s.drafter->stats().accept_seconds - before;
+      if (u.finished) leaving.push_back(i);
+    }
+    for (auto it = leaving.rbegin(); it != leaving.rend(); ++it) {
+      leave(*it);
+      left_.push_back(*it);
+    }
+    stats_.draft_seconds += last_drafter_seconds_;
+  }
+
+  /// Completes the prepared step by greedy acceptance: `choices` holds the target's greedy token
+  /// at every row of the plan ([plan().rows()]); walks each tree with them and passes the
+  /// auxiliary rows' choices on (complete()).
+  void complete_greedy(std::span<const Token> choices) {
+    REFDEC_CHECK(static_cast<std::int64_t>(choices.size()) == plan_.rows(),
+                 "complete_greedy: " << choices.size() << " choices for a plan of " << plan_.rows() << " rows");
+    const std::size_t B = active_.size();
+    greedy_.resize(B);
+    greedy_aux_.resize(B);
+    for (std::size_t b = 0; b < B; ++b) {
+      const auto bi = static_cast<std::int32_t>(b);
+      const std::size_t first = static_cast<std::size_t>(plan_.indptr[b]);
+      if (!prefill_[b]) accept(plan_.tree(bi), ChoiceArray{choices.data() + first}, greedy_[b]);
+      greedy_aux_[b].assign(choices.begin() + static_cast<std::ptrdiff_t>(first + static_cast<std::size_t>(plan_.num_nodes[b])),
+                            choices.begin() + plan_.indptr[b + 1]);
+    }
+    complete(greedy_, greedy_aux_);
+  }
+
+  /// What the last prepare() and complete() did per sequence: the sequences that left between
+  /// steps (cancelled, or given no tokens to generate), then one update per verified sequence.
+  /// Prefilling sequences report nothing. Valid until the next prepare().
+  const std::vector<RequestUpdate>& updates() const { return updates_; }
+  /// What each sequence's cache keeps from the completed step (for every sequence of the plan,
+  /// those that left included): apply it before dropping the slots of left().
+  const KeepPlan& keep() const { return keep_; }
+  /// The slots of the sequences the completed step removed, in decreasing order (drop them in this
+  /// order and the later slots stay valid until dropped).
+  std::span<const std::size_t> left() const { return left_; }
+  /// The drafters' time in the completed step's observe(), accept() and finish() (part of
+  /// stats().draft_seconds), for an engine that times the step's other parts.
+  double last_drafter_seconds() const { return last_drafter_seconds_; }
+  /// The time the prepared step's plan_step() took (not part of stats().draft_seconds).
+  double last_plan_seconds() const { return last_plan_seconds_; }
+
+  /// Number of active sequences (the engine's caches).
+  std::size_t active() const { return active_.size(); }
+  /// True when prepare() has nothing to run or report.
+  bool idle() const { return active_.empty() && pending_.empty(); }
+  /// The slot of active sequence `id`; throws refdec::ArgumentError for an unknown id.
+  std::size_t slot(RequestId id) const { return static_cast<std::size_t>(&find(id) - active_.data()); }
+  /// The id of the sequence in `slot`.
+  RequestId id(std::size_t slot) const { return active_.at(slot).id; }
+  /// The drafter of the sequence in `slot`.
+  AnyDrafter& drafter(std::size_t slot) { return *active_.at(slot).drafter; }
+  /// Tokens sequence `id` has generated so far (while it is active).
+  const std::vector<Token>& output(RequestId id) const { return find(id).output; }
+  const StepDriverStats& stats() const { return stats_; }
+  const StepDriverOptions& options() const { return options_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+  struct Sequence {
+    RequestId id = -1;
+    std::vector<Token> prompt;
+    std::vector<Token> output;
+    SequenceLimits limits;
+    std::size_t prefilled = 0;  // prompt tokens cached; the last one is the first step's root
+    AnyDrafter* drafter = nullptr;
+    std::unique_ptr<AnyDrafter> owned;  // set when the driver owns the drafter
+    DrafterStats drafter_stats_before;  // the drafter's statistics before this sequence's begin()
+
+    Token last() const { return output.empty() ? prompt.back() : output.back(); }
+    // Cached entries: the prompt as prefilled, then (once it is) every output token but the last.
+    std::int64_t cached() const {
+      return static_cast<std::int64_t>(prefilled + 1 < prompt.size() ? prefilled : prompt.size() - 1 + output.size());
+    }
+  };
+
+  RequestId add(std::vector<Token> prompt, std::span<const std::vector<Token>> references, const SequenceLimits& limits,
+                AnyDrafter* drafter, std::unique_ptr<AnyDrafter> owned) {
+    const std::int64_t vocab = options_.vocab_size;
+    REFDEC_CHECK(!prompt.empty(), "add: the prompt is empty (start it with BOS)");
+    REFDEC_CHECK(static_cast<std::int64_t>(prompt.size()) < options_.max_context,
+                 "add: a prompt of " << prompt.size() << " tokens leaves no room in a context of " << options_.max_context);
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      REFDEC_CHECK(prompt[i] >= 0 && prompt[i] < vocab,
+                   "add: prompt token " << i << " has id " << prompt[i] << " outside the vocabulary [0, " << vocab << ")");
+    for (std::size_t d = 0; d < references.size(); ++d)
+      for (std::size_t i = 0; i < references[d].size(); ++i) {
+        const Token t = references[d][i];
+        REFDEC_CHECK(t >= 0 && t < vocab,
+                     "add: reference " << d << " token " << i << " has id " << t << " outside the vocabulary [0, " << vocab << ")");
+      }
+    REFDEC_CHECK(limits.max_new_tokens >= 0, "add: max_new_tokens must be >= 0, got " << limits.max_new_tokens);
+    REFDEC_CHECK(limits.budget >= 0, "add: budget must be >= 0, got " << limits.budget);
+
+    Sequence s;
+    s.id = next_id_++;
+    s.prompt = std::move(prompt);
+    s.limits = limits;
+    s.drafter = drafter;
+    s.owned = std::move(owned);
+    if (limits.max_new_tokens == 0) {  // nothing to generate: it leaves at once
+      pending_.push_back({s.id, {}, FinishReason::kMaxNewTokens});
+      return s.id;
+    }
+    s.drafter_stats_before = s.drafter->stats();
+    s.drafter->begin(s.prompt, references);
+    active_.push_back(std::move(s));
+    return active_.back().id;
+  }
+
+  // The sequence in slot i leaves: its drafter is told (finish()) and its statistics over the
+  // sequence join the driver's.
+  void leave(std::size_t i) {
+    AnyDrafter& drafter = *active_[i].drafter;
+    const double before = drafter.stats().accept_seconds;
+    drafter.finish();
+    last_drafter_seconds_ += drafter.stats().accept_seconds - before;
+    stats_.drafting.merge(drafter.stats().since(active_[i].drafter_stats_before));
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  const Sequence& find(RequestId id) const {
+    for (const Sequence& s : active_)
+      if (s.id == id) return s;
+    REFDEC_CHECK(false, "no active request " << id);
+    return active_.front();  // unreachable
+  }
+
+  StepDriverOptions options_;
+  RequestId next_id_ = 0;
+  std::vector<Sequence> active_;          // [B] in slot order
+  std::vector<RequestUpdate> pending_;    // left between steps, reported by the next prepare()
+  std::vector<RequestUpdate> updates_;
+  std::vector<std::size_t> left_;
+  StepDriverStats stats_;
+  double last_drafter_seconds_ = 0;
+  double last_plan_seconds_ = 0;
+  // Per-step scratch, reused.
+  DraftScratch scratch_;
+  std::vector<LinearTree> trees_;       // [B]
+  std::vector<AuxBlock> aux_;           // [B]
+  std::vector<std::uint8_t> prefill_;   // [B]
+  std::vector<std::int64_t> lengths_;   // [B]
+  StepPlan plan_;
+  std::vector<Acceptance> accepted_;    // [B]
+  KeepPlan keep_;
+  std::vector<Acceptance> greedy_;                // [B] complete_greedy()'s walks
+  std::vector<std::vector<Token>> greedy_aux_;   // [B]
+};
+
+REFDEC_NAMESPACE_END

@@ -1,0 +1,79 @@
+# Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+"""The StepDriver from Python: the step protocol around an engine's own forward pass."""
+
+import pytest
+import torch
+
+import refdec
+
+VOCAB = 23
+
+
+def target(token, position):
+    """A stand-in model: the next token after `token` at `position` (short cycles, so drafts pay)."""
+    return (token * 7 + position * 3) % 11 + 3
+
+
+def plain(prompt, n):
+    seq = list(prompt)
+    for _ in range(n):
+        seq.append(target(seq[-1], len(seq) - 1))
+    return seq[len(prompt):]
+
+
+def drive(driver, forward=None):
+    """Runs the driver to the end with greedy acceptance; returns outputs and finish reasons by id."""
+    outputs, finished = {}, {}
+    while not driver.idle:
+        if driver.prepare():
+            plan = driver.plan
+            targets = torch.tensor([target(t, p) for t, p in zip(plan.tokens.tolist(), plan.positions.tolist())])
+            assert len(driver.prefill) == plan.batch == driver.active == len(driver.ids)
+            driver.complete_greedy(targets)
+            assert driver.keep.batch == plan.batch
+            assert driver.left == sorted(driver.left, reverse=True)
+        for u in driver.updates:
+            outputs.setdefault(u.id, []).extend(u.tokens)
+            if u.finished is not None:
+                finished[u.id] = u.finished
+    return outputs, finished
+
+
+def test_step_driver_decodes_like_plain_decoding():
+    driver = refdec.StepDriver(VOCAB, 64, prefill_chunk=2)
+    drafter = refdec.LlmaDrafter(n=1, k=8, self_reference=True)
+    a = driver.add([1, 4, 5, 6, 7], drafter=drafter, max_new_tokens=30, budget=8)
+    b = driver.add([1], max_new_tokens=15)
+    c = driver.add([1], max_new_tokens=0)  # takes no slot, reported by the next prepare()
+    assert (a, b, c) == (0, 1, 2) and driver.active == 2 and driver.ids == [0, 1]
+    with pytest.raises(ValueError, match="in use by a Session or StepDriver request"):
+        drafter.begin([1], [])
+    outputs, finished = drive(driver)
+    assert outputs[a] == plain([1, 4, 5, 6, 7], 30)
+    assert outputs[b] == plain([1], 15)
+    assert finished == {a: refdec.FinishReason.max_new_tokens, b: refdec.FinishReason.max_new_tokens,
+                        c: refdec.FinishReason.max_new_tokens}
+    stats = driver.stats
+    assert stats.tokens == 45 and stats.prefill_tokens == 4
+    assert stats.tokens_per_step > 1.0 and stats.drafting.accepted_tokens > 0
+    assert drafter.stats.accepted_tokens == stats.drafting.accepted_tokens  # the caller's, never reset
+    drafter.begin([1], [])  # given back when its sequence left
+
+
+def test_step_driver_stops_cancels_and_rejects_bad_input():
+    driver = refdec.StepDriver(VOCAB, 64, prefill_chunk=0)
+    first = plain([1], 3)
+    a = driver.add([1], max_new_tokens=50, stop_tokens=[first[2]])
+    b = driver.add([1], drafter=refdec.NgramTrieDrafter(), max_new_tokens=50)
+    assert driver.cancel(b) == 1 and driver.cancel(b) is None
+    outputs, finished = drive(driver)
+    assert finished[a] == refdec.FinishReason.stop_token and first[2] not in outputs[a]
+    assert finished[b] == refdec.FinishReason.cancelled
+    with pytest.raises(ValueError, match="prompt token 1 has id 23 outside the vocabulary"):
+        driver.add([1, 23])
+    with pytest.raises(ValueError, match="the prompt is empty"):
+        driver.add([])
+    driver.add([1])
+    assert driver.prepare()
+    with pytest.raises(ValueError, match="expected 1 token ids, got 2"):
+        driver.complete_greedy(torch.tensor([3, 4]))

@@ -1,0 +1,209 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The step driver: the protocol around an engine's forward pass. A toy engine keeps each slot's
+// cached tokens as its "KV cache" and answers every plan row with a deterministic function of the
+// row's whole prefix (cached tokens, then the step rows its mask lists), so that anything the
+// driver gets wrong about lengths, prefill, keep plans or slots changes the output.
+
+#include "refdec/core/step_driver.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/expect_error.hpp"
+#include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/lookahead.hpp"
+
+namespace {
+
+using namespace refdec;
+
+constexpr std::int64_t kVocab = 50;
+
+// The target's greedy token after `prefix`: a function of its last two tokens and of its length's
+// parity, so that text falls into short cycles (drafts get accepted) while every row's answer
+// depends on its parent row and on its position.
+Token target(const std::vector<Token>& prefix) {
+  std::uint64_t h = 1469598103934665603ull ^ (prefix.size() % 2);
+  for (std::size_t i = prefix.size() >= 2 ? prefix.size() - 2 : 0; i < prefix.size(); ++i)
+    h = (h ^ static_cast<std::uint64_t>(prefix[i])) * 1099511628211ull;
+  return static_cast<Token>(h % 7) + 3;  // ids 3..9; 0..2 never appear unless prompted
+}
+
+// An engine whose cache per slot is the list of cached tokens.
+struct ToyEngine {
+  std::vector<std::vector<Token>> caches;
+  int forward_passes = 0;
+
+  std::vector<Token> forward(const StepPlan& plan) {
+    ++forward_passes;
+    EXPECT_EQ(static_cast<std::size_t>(plan.batch()), caches.size());
+    std::vector<Token> choices;
+    for (std::int32_t b = 0; b < plan.batch(); ++b) {
+      const auto& cache = caches[static_cast<std::size_t>(b)];
+      EXPECT_EQ(plan.lengths[static_cast<std::size_t>(b)], static_cast<std::int64_t>(cache.size())) << "slot " << b;
+      for (std::int32_t i = 0; i < plan.rows(b); ++i) {
+        std::vector<Token> prefix = cache;
+        for (std::int32_t j = 0; j <= i; ++j)
+          if (plan.sees(b, i, j)) prefix.push_back(plan.tokens[static_cast<std::size_t>(plan.indptr[static_cast<std::size_t>(b)] + j)]);
+        choices.push_back(target(prefix));
+      }
+    }
+    return choices;
+  }
+  // Applies the keep plan of `plan`'s step, then drops the slots that left.
+  void commit(const StepPlan& plan, const KeepPlan& keep, std::span<const std::size_t> left) {
+    for (std::int32_t b = 0; b < keep.batch(); ++b) {
+      for (const std::int32_t row : keep.kept(b))
+        caches[static_cast<std::size_t>(b)].push_back(plan.tokens[static_cast<std::size_t>(plan.indptr[static_cast<std::size_t>(b)] + row)]);
+      EXPECT_EQ(static_cast<std::int64_t>(caches[static_cast<std::size_t>(b)].size()), keep.lengths[static_cast<std::size_t>(b)]);
+    }
+    for (const std::size_t slot : left) caches.erase(caches.begin() + static_cast<std::ptrdiff_t>(slot));
+  }
+};
+
+// Plain greedy decoding of the target, token by token.
+std::vector<Token> plain(std::vector<Token> sequence, std::size_t new_tokens, const std::vector<Token>& stops = {}) {
+  std::vector<Token> out;
+  while (out.size() < new_tokens) {
+    const Token t = target(sequence);
+    if (std::find(stops.begin(), stops.end(), t) != stops.end()) break;
+    out.push_back(t);
+    sequence.push_back(t);
+  }
+  return out;
+}
+
+// Runs `driver` to the end over `engine`; returns each id's output and finish reason.
+struct Outcome {
+  std::map<RequestId, std::vector<Token>> tokens;
+  std::map<RequestId, FinishReason> finish;
+};
+void run(StepDriver& driver, ToyEngine& engine, Outcome& out) {
+  while (!driver.idle()) {
+    if (driver.prepare()) {
+      driver.complete_greedy(engine.forward(driver.plan()));
+      engine.commit(driver.plan(), driver.keep(), driver.left());
+      ASSERT_EQ(engine.caches.size(), driver.active());
+    }
+    for (const RequestUpdate& u : driver.updates()) {
+      out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
+      if (u.finished) out.finish[u.id] = *u.finished;
+    }
+  }
+}
+
+// Sequences with drafters of every kind (copying, lookahead window, none), chunked prefill,
+// joining and leaving at different times: each output equals plain greedy decoding.
+TEST(StepDriver, EveryDrafterGivesPlainGreedyDecoding) {
+  for (const std::int64_t chunk : {0, 1, 3}) {
+    StepDriver driver({.vocab_size = kVocab, .max_context = 64, .prefill_chunk = chunk});
+    ToyEngine engine;
+    const std::vector<std::vector<Token>> prompts = {{1}, {1, 4, 5, 6, 7, 8, 9}, {1, 9, 9}, {1, 3, 4, 3, 4, 3}};
+    Outcome out;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      AnyDrafter drafter = i == 2 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
+                         : i == 3 ? AnyDrafter{}
+                                  : AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+      const RequestId id = driver.add(prompts[i], {}, {.max_new_tokens = 20 + 5 * static_cast<std::int64_t>(i), .budget = 8}, std::move(drafter));
+      EXPECT_EQ(id, static_cast<RequestId>(i));
+      engine.caches.emplace_back();
+      if (i == 1) {  // one step before the others join
+        ASSERT_TRUE(driver.prepare());
+        driver.complete_greedy(engine.forward(driver.plan()));
+        engine.commit(driver.plan(), driver.keep(), driver.left());
+        for (const RequestUpdate& u : driver.updates()) out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
+      }
+    }
+    run(driver, engine, out);
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(out.tokens[static_cast<RequestId>(i)], plain(prompts[i], 20 + 5 * i)) << "sequence " << i << " chunk " << chunk;
+      EXPECT_EQ(out.finish[static_cast<RequestId>(i)], FinishReason::kMaxNewTokens);
+    }
+    const StepDriverStats& st = driver.stats();
+    EXPECT_EQ(st.tokens, 20 + 25 + 30 + 35);
+    EXPECT_GT(st.tokens_per_step(), 1.2) << "drafts were accepted";
+    EXPECT_EQ(st.prefill_tokens, 6 + 2 + 5);
+    EXPECT_GT(st.auxiliary_tokens, 0);
+    EXPECT_EQ(st.drafting.accepted_tokens, st.tokens - st.steps);
+    EXPECT_LT(engine.forward_passes, st.steps);
+  }
+}
+
+// Stop tokens (not emitted), the context, cancellation and a zero token limit: each finishes
+// with its reason, and the slots left are reported in decreasing order.
+TEST(StepDriver, FinishesSequencesWithTheirReasons) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 12, .prefill_chunk = 0});
+  ToyEngine engine;
+  const std::vector<Token> p = {1, 4, 5};
+  const std::vector<Token> first = plain(p, 9);
+  const RequestId stop = driver.add(p, {}, {.max_new_tokens = 50, .stop_tokens = {first[2]}, .budget = 4});
+  const RequestId context = driver.add(p, {}, {.max_new_tokens = 50, .budget = 4});
+  const RequestId cancelled = driver.add(p, {}, {.max_new_tokens = 50, .budget = 4});
+  const RequestId nothing = driver.add(p, {}, {.max_new_tokens = 0});
+  EXPECT_EQ(driver.active(), 3u);
+  engine.caches.resize(3);
+  EXPECT_EQ(driver.cancel(cancelled), std::optional<std::size_t>(2));
+  EXPECT_EQ(driver.cancel(cancelled), std::nullopt);
+  engine.caches.pop_back();
+  Outcome out;
+  run(driver, engine, out);
+  EXPECT_EQ(out.finish[stop], FinishReason::kStopToken);
+  EXPECT_EQ(out.tokens[stop], plain(p, 50, {first[2]}));  // what precedes the stop token's first appearance
+  EXPECT_EQ(out.finish[context], FinishReason::kMaxContext);
+  EXPECT_EQ(out.tokens[context], plain(p, 9));  // 3 + 9 = the context of 12
+  EXPECT_EQ(out.finish[cancelled], FinishReason::kCancelled);
+  EXPECT_TRUE(out.tokens[cancelled].empty());
+  EXPECT_EQ(out.finish[nothing], FinishReason::kMaxNewTokens);
+  refdec_test::expect_error([&] { driver.output(stop); }, "no active request");
+}
+
+// A drafter told when its sequence ends; the caller's drafter keeps its statistics.
+struct EndingDrafter {
+  std::shared_ptr<std::vector<std::string>> calls = std::make_shared<std::vector<std::string>>();
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { calls->push_back("begin"); }
+  void propose(std::size_t, DraftTree&) {}
+  void accept(std::span<const Token>) { calls->push_back("accept"); }
+  void finish() { calls->push_back("finish"); }
+  std::string name() const { return "ending"; }
+};
+
+TEST(StepDriver, EndsDraftersSequencesAndKeepsCallerStatistics) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 32});
+  ToyEngine engine;
+  EndingDrafter ending;
+  AnyDrafter drafter(ending);
+  for (int round = 0; round < 2; ++round) {
+    driver.add({1, 4}, {}, {.max_new_tokens = 2}, &drafter);
+    engine.caches.emplace_back();
+    Outcome out;
+    run(driver, engine, out);
+  }
+  EXPECT_EQ(*ending.calls, (std::vector<std::string>{"begin", "accept", "accept", "finish", "begin", "accept", "accept", "finish"}));
+  EXPECT_EQ(drafter.stats().steps, 4);
+  EXPECT_EQ(driver.stats().drafting.steps, 4);
+}
+
+TEST(StepDriver, RejectsBadInputNamingIt) {
+  refdec_test::expect_error([] { StepDriver({.vocab_size = 0, .max_context = 8}); }, "vocab_size must be positive");
+  refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 0}); }, "max_context must be positive");
+  StepDriver driver({.vocab_size = kVocab, .max_context = 8});
+  refdec_test::expect_error([&] { driver.add({}, {}, {}); }, "the prompt is empty");
+  refdec_test::expect_error([&] { driver.add({1, 50}, {}, {}); }, "prompt token 1 has id 50 outside the vocabulary [0, 50)");
+  const std::vector<std::vector<Token>> refs = {{1, -1}};
+  refdec_test::expect_error([&] { driver.add({1}, refs, {}); }, "reference 0 token 1 has id -1");
+  refdec_test::expect_error([&] { driver.add(std::vector<Token>(8, 1), {}, {}); }, "leaves no room in a context of 8");
+  refdec_test::expect_error([&] { driver.add({1}, {}, {.max_new_tokens = -1}); }, "max_new_tokens must be >= 0");
+  refdec_test::expect_error([&] { driver.add({1}, {}, {.budget = -2}); }, "budget must be >= 0");
+  EXPECT_EQ(driver.active(), 0u);
+  driver.add({1}, {}, {});
+  ASSERT_TRUE(driver.prepare());
+  refdec_test::expect_error([&] { driver.complete_greedy(std::vector<Token>(3, 4)); }, "3 choices for a plan of 1 rows");
+  refdec_test::expect_error([&] { driver.complete({}, {}); }, "0 acceptances");
+}
+
+}  // namespace
