@@ -191,3 +191,52 @@ TEST(StepPlan, RejectsBadInput) {
 }
 
 }  // namespace
+
+// The raw-pointer view reads what the plan holds; FlashInfer's packed custom mask holds, per
+// sequence, the [rows, cached + rows] mask row-major, little bit order, byte-aligned segments.
+TEST(StepPlan, ViewAndFlashInferPackedMask) {
+  std::vector<LinearTree> trees(3);
+  trees[0].add_node(5, -1, 0.0f);  // root, two children
+  trees[0].add_node(6, 0, 0.0f);
+  trees[0].add_node(7, 0, 0.0f);
+  trees[0].finish();
+  trees[1] = LinearTree::chain(std::vector<Token>(70, 3));  // rows past one 64-bit mask word
+  trees[2].reset(9);
+  const std::vector<std::int64_t> lengths = {1, 0, 13};
+  StepPlan plan;
+  plan_step(trees, {}, lengths, 0, plan);
+  const StepPlanView v = plan.view();
+  ASSERT_EQ(v.batch, 3);
+  EXPECT_EQ(v.rows(), plan.rows());
+  for (std::int32_t b = 0; b < 3; ++b) {
+    ASSERT_EQ(v.rows(b), plan.rows(b));
+    EXPECT_EQ(v.tree(b).num_nodes, plan.num_nodes[static_cast<std::size_t>(b)]);
+    EXPECT_EQ(v.tree(b).tokens, plan.tokens.data() + plan.indptr[static_cast<std::size_t>(b)]);
+  }
+  EXPECT_TRUE(v.sees(1, 69, 0) && v.sees(1, 69, 68) && !v.sees(1, 3, 4) && !v.sees(0, 1, 2) && v.sees(0, 2, 0));
+
+  std::vector<std::uint8_t> packed;
+  std::vector<std::int64_t> indptr;
+  flashinfer_packed_mask(plan, packed, indptr);
+  // Sequence 0 by hand: one cached entry, rows {root, child 6, child 7} -> 1100 1110 1101.
+  ASSERT_EQ(indptr.size(), 4u);
+  EXPECT_EQ(indptr[1], 2);
+  EXPECT_EQ(packed[0], 0b01110011);
+  EXPECT_EQ(packed[1], 0b00001011);
+  for (std::int32_t b = 0; b < 3; ++b) {
+    const std::int64_t rows = plan.rows(b), width = lengths[static_cast<std::size_t>(b)] + rows;
+    ASSERT_EQ(indptr[static_cast<std::size_t>(b) + 1] - indptr[static_cast<std::size_t>(b)], (rows * width + 7) / 8);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t k = 0; k < width; ++k) {
+        const std::int64_t bit = i * width + k;
+        const bool got = (packed[static_cast<std::size_t>(indptr[static_cast<std::size_t>(b)] + bit / 8)] >> (bit % 8)) & 1;
+        const std::int64_t cached = lengths[static_cast<std::size_t>(b)];
+        const bool want = k < cached || plan.sees(b, static_cast<std::int32_t>(i), static_cast<std::int32_t>(k - cached));
+        ASSERT_EQ(got, want) << "sequence " << b << " row " << i << " column " << k;
+      }
+  }
+  // The padding bits of a segment's last byte are clear, and a second call reuses the buffers.
+  EXPECT_EQ(packed[1] >> 4, 0);
+  flashinfer_packed_mask(plan, packed, indptr);
+  EXPECT_EQ(indptr.back(), static_cast<std::int64_t>(packed.size()));
+}

@@ -29,6 +29,35 @@ REFDEC_NAMESPACE_BEGIN
 /// 64-bit words per packed mask row over `num_rows` step rows: ceil(num_rows / 64).
 REFDEC_HOST_DEVICE std::int32_t mask_words_for(std::int32_t num_rows) { return (num_rows + 63) / 64; }
 
+/// A step plan's arrays as raw pointers (as TreeView is a tree's): what an engine hands to its
+/// own kernels, host or device copies alike. Sizes as in StepPlan.
+struct StepPlanView {
+  std::int32_t batch = 0;
+  const std::int32_t* indptr = nullptr;       // [batch + 1]
+  const std::int32_t* num_nodes = nullptr;    // [batch]
+  const std::int64_t* lengths = nullptr;      // [batch]
+  const Token* tokens = nullptr;              // [rows]
+  const std::int64_t* positions = nullptr;    // [rows]
+  const std::int32_t* first_child = nullptr;  // [rows]
+  const std::int32_t* next_sibling = nullptr; // [rows]
+  const std::int64_t* mask_indptr = nullptr;  // [batch + 1]
+  const std::uint64_t* mask = nullptr;        // [mask_indptr[batch]]
+
+  /// Number of rows of all sequences.
+  REFDEC_HOST_DEVICE std::int32_t rows() const { return indptr[batch]; }
+  /// Number of rows of sequence `b`.
+  REFDEC_HOST_DEVICE std::int32_t rows(std::int32_t b) const { return indptr[b + 1] - indptr[b]; }
+  /// True when local row `i` of sequence `b` attends to its local row `j`.
+  REFDEC_HOST_DEVICE bool sees(std::int32_t b, std::int32_t i, std::int32_t j) const {
+    const std::int64_t word = mask_indptr[b] + static_cast<std::int64_t>(i) * mask_words_for(rows(b)) + j / 64;
+    return (mask[word] >> (j % 64)) & 1U;
+  }
+  /// The tree of sequence `b` as the walk reads it (local indices).
+  REFDEC_HOST_DEVICE TreeView tree(std::int32_t b) const {
+    return {tokens + indptr[b], first_child + indptr[b], next_sibling + indptr[b], num_nodes[b]};
+  }
+};
+
 /// One step of a batch, packed and ragged (see the file comment). Plain data: a const plan may be
 /// read from any number of threads.
 struct StepPlan {
@@ -55,14 +84,13 @@ struct StepPlan {
   /// Mask words per row of sequence `b`.
   std::int32_t mask_words(std::int32_t b) const { return mask_words_for(rows(b)); }
   /// True when local row `i` of sequence `b` attends to its local row `j`.
-  bool sees(std::int32_t b, std::int32_t i, std::int32_t j) const {
-    const auto word = mask_indptr[static_cast<std::size_t>(b)] + static_cast<std::int64_t>(i) * mask_words(b) + j / 64;
-    return (mask[static_cast<std::size_t>(word)] >> (j % 64)) & 1U;
-  }
+  bool sees(std::int32_t b, std::int32_t i, std::int32_t j) const { return view().sees(b, i, j); }
   /// The tree of sequence `b` as the walk reads it (local indices).
-  TreeView tree(std::int32_t b) const {
-    const auto r = static_cast<std::size_t>(indptr[static_cast<std::size_t>(b)]);
-    return {tokens.data() + r, first_child.data() + r, next_sibling.data() + r, num_nodes[static_cast<std::size_t>(b)]};
+  TreeView tree(std::int32_t b) const { return view().tree(b); }
+  /// The plan's arrays as raw pointers, valid until the plan is next written.
+  StepPlanView view() const {
+    return {batch(),           indptr.data(),       num_nodes.data(),    lengths.data(), tokens.data(),
+            positions.data(),  first_child.data(),  next_sibling.data(), mask_indptr.data(), mask.data()};
   }
 
   /// Removes every sequence.
@@ -138,6 +166,29 @@ inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBloc
                                                                       << " has token id " << t << " outside the vocabulary [0, "
                                                                       << vocab_size << ")");
       }
+  }
+}
+
+/// The plan's attention masks in FlashInfer's packed custom-mask layout (the `packed_custom_mask`
+/// and `mask_indptr` of its batch prefill with a paged or ragged KV cache): per sequence b a
+/// row-major [rows(b), lengths[b] + rows(b)] boolean mask over its cached entries then its step
+/// rows (cached entries always seen), packed 8 to a byte with the first element in the lowest bit
+/// (bitorder "little"), each sequence starting on a byte; `indptr` ([B + 1]) is where each
+/// sequence's bytes start. Reuses `packed` and `indptr`.
+inline void flashinfer_packed_mask(const StepPlan& plan, std::vector<std::uint8_t>& packed, std::vector<std::int64_t>& indptr) {
+  packed.clear();
+  indptr.assign(1, 0);
+  for (std::int32_t b = 0; b < plan.batch(); ++b) {
+    const std::int64_t rows = plan.rows(b), cached = plan.lengths[static_cast<std::size_t>(b)], width = cached + rows;
+    const auto base = packed.size();
+    packed.resize(base + static_cast<std::size_t>((rows * width + 7) / 8), 0);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t k = 0; k < width; ++k)
+        if (k < cached || plan.sees(b, static_cast<std::int32_t>(i), static_cast<std::int32_t>(k - cached))) {
+          const std::int64_t bit = i * width + k;
+          packed[base + static_cast<std::size_t>(bit / 8)] |= static_cast<std::uint8_t>(1U << (bit % 8));
+        }
+    indptr.push_back(static_cast<std::int64_t>(packed.size()));
   }
 }
 
