@@ -166,16 +166,12 @@ class Cache {
       if (rows[k] < 0 || rows[k] >= step_rows_ || (k > 0 && rows[k] <= rows[k - 1]))
         detail::fail("plain_engine::Cache::apply: sequence ", b, " keeps row ", rows[k],
                      " (the rows must increase and lie in [0, ", step_rows_, "), the last step's rows)");
-    // Kept rows increase, so rows[k'] >= k' > k for every later k': destination k is never a source
-    // still to be moved, and moving in increasing order in place loses nothing.
     const auto width = static_cast<std::size_t>(kv_dim_);
     for (std::int32_t layer = 0; layer < n_layers_; ++layer)
-      for (std::size_t k = 0; k < rows.size(); ++k) {
-        if (rows[k] == static_cast<std::int32_t>(k)) continue;
-        const std::int64_t from = length_ + rows[k], to = length_ + static_cast<std::int64_t>(k);
+      refdec::for_each_keep_move(keep, b, length_, [&](std::int64_t from, std::int64_t to) {  // in place, in order
         std::copy_n(key(layer, from), width, key(layer, to));
         std::copy_n(value(layer, from), width, value(layer, to));
-      }
+      });
     length_ = new_length;
     step_rows_ = 0;
   }

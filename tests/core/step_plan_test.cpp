@@ -240,3 +240,22 @@ TEST(StepPlan, ViewAndFlashInferPackedMask) {
   flashinfer_packed_mask(plan, packed, indptr);
   EXPECT_EQ(indptr.back(), static_cast<std::int64_t>(packed.size()));
 }
+
+// The moves a keep plan asks of one sequence: kept rows to the entries after the cached ones, in
+// order, those already in place skipped; applied in place in that order, nothing is lost.
+TEST(StepPlan, KeepMovesCompactInPlace) {
+  KeepPlan keep;
+  keep.indptr = {0, 4, 5};
+  keep.rows = {0, 2, 5, 6, 0};
+  keep.lengths = {7, 4};
+  std::vector<std::pair<std::int64_t, std::int64_t>> moves;
+  for_each_keep_move(keep, 0, 3, [&](std::int64_t from, std::int64_t to) { moves.emplace_back(from, to); });
+  EXPECT_EQ(moves, (std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 4}, {8, 5}, {9, 6}}));
+  std::vector<int> cache = {10, 11, 12, 20, 21, 22, 23, 24, 25, 26};  // 3 cached, then 7 step rows
+  for_each_keep_move(keep, 0, 3, [&](std::int64_t from, std::int64_t to) { cache[static_cast<std::size_t>(to)] = cache[static_cast<std::size_t>(from)]; });
+  cache.resize(7);
+  EXPECT_EQ(cache, (std::vector<int>{10, 11, 12, 20, 22, 25, 26}));
+  moves.clear();
+  for_each_keep_move(keep, 1, 3, [&](std::int64_t from, std::int64_t to) { moves.emplace_back(from, to); });
+  EXPECT_TRUE(moves.empty());  // the root stays where it is
+}

@@ -209,6 +209,17 @@ struct KeepPlan {
   }
 };
 
+/// Calls move(from, to) for each cache entry sequence `b` moves to apply `keep` after its `cached`
+/// entries: the k-th kept step row goes from entry cached + row to entry cached + k, in increasing
+/// k, rows already in place skipped. Kept rows increase, so no destination is a source still to be
+/// moved: moving one entry at a time in this order, in place, loses nothing.
+template <class F>
+void for_each_keep_move(const KeepPlan& keep, std::int32_t b, std::int64_t cached, F&& move) {
+  const auto rows = keep.kept(b);
+  for (std::size_t k = 0; k < rows.size(); ++k)
+    if (rows[k] != static_cast<std::int32_t>(k)) move(cached + rows[k], cached + static_cast<std::int64_t>(k));
+}
+
 /// The keep plan of a step: for each sequence, its root (row 0) and then its accepted draft nodes
 /// (`accepted[b].nodes`, a root-to-leaf path of tree rows as walk() gives). Throws refdec::Error
 /// when a path is not a chain of the sequence's tree.

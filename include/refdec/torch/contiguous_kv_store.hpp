@@ -94,13 +94,11 @@ class ContiguousKvStore {
     torch_detail::check_keep(keep, indptr_, lengths_, "ContiguousKvStore");
     for (std::int32_t b = 0; b < keep.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
-      const auto rows = keep.kept(b);
       std::vector<std::int64_t> src, dst;
-      for (std::size_t k = 0; k < rows.size(); ++k)
-        if (rows[k] != static_cast<std::int32_t>(k)) {  // entries already in place stay
-          src.push_back(lengths_[u] + rows[k]);
-          dst.push_back(lengths_[u] + static_cast<std::int64_t>(k));
-        }
+      for_each_keep_move(keep, b, lengths_[u], [&](std::int64_t from, std::int64_t to) {
+        src.push_back(from);
+        dst.push_back(to);
+      });
       if (!src.empty()) {
         // The gather copies, so overlapping sources and destinations are safe.
         const auto device = buffers_[u].device();

@@ -124,12 +124,10 @@ class PagedKvStore {
     std::vector<std::int64_t> src, dst;  // pool slots
     for (std::int32_t b = 0; b < keep.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
-      const auto rows = keep.kept(b);
-      for (std::size_t k = 0; k < rows.size(); ++k)
-        if (rows[k] != static_cast<std::int32_t>(k)) {
-          src.push_back(slot(u, lengths_[u] + rows[k]));
-          dst.push_back(slot(u, lengths_[u] + static_cast<std::int64_t>(k)));
-        }
+      for_each_keep_move(keep, b, lengths_[u], [&](std::int64_t from, std::int64_t to) {
+        src.push_back(slot(u, from));
+        dst.push_back(slot(u, to));
+      });
     }
     if (!src.empty()) {
       // One gather and one scatter for all layers, keys and values; the gather copies, so
