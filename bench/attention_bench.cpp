@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "refdec/torch/attention_products.hpp"
+#include "refdec/torch/packed_linear.hpp"
 
 namespace {
 

@@ -269,9 +269,29 @@ std::string join(const std::vector<T>& v) {
 
 }  // namespace
 
+// Imports torch, which must be the one the module was built against (its Python state must exist
+// before tensors cross the boundary). Anything else is an ImportError that says which interpreter
+// and which torch the module needs: a std::exception thrown here becomes an ImportError carrying
+// its message (an error_already_set would become pybind11's bare "initialization failed").
+void import_the_torch_built_against() {
+  const std::string here = py::str(py::module_::import("sys").attr("executable")).cast<std::string>() + " (Python " +
+                           py::str(py::module_::import("platform").attr("python_version")()).cast<std::string>() + ")";
+  const std::string needed = std::string("refdec was built for ") + REFDEC_PYTHON_BUILT_FOR + " (Python " + REFDEC_PYTHON_VERSION_BUILT_FOR +
+                             ") with torch " + REFDEC_TORCH_BUILT_WITH +
+                             " (Debian 12: /usr/bin/python3 and python3-torch); run it with that interpreter.";
+  py::object torch;
+  try {
+    torch = py::module_::import("torch");
+  } catch (py::error_already_set& e) {
+    throw std::runtime_error("refdec: this interpreter, " + here + ", cannot import torch (" + e.what() + "). " + needed);
+  }
+  const std::string version = py::str(torch.attr("__version__")).cast<std::string>();
+  if (version != REFDEC_TORCH_BUILT_WITH)
+    throw std::runtime_error("refdec: this interpreter, " + here + ", has torch " + version + ". " + needed);
+}
+
 PYBIND11_MODULE(refdec, m) {
-  // Tensors cross the boundary as torch.Tensor objects: torch's Python state must exist first.
-  py::module_::import("torch");
+  import_the_torch_built_against();
   m.doc() = "refdec: reference-guided speculative decoding (drafters, draft trees, the step plan, the walk, "
             "sampling, suffix-array datastores and a continuous-batching Session on libtorch).";
   m.attr("__version__") = "0.1.0";

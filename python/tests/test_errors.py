@@ -76,3 +76,15 @@ def test_type_errors_stay_type_errors():
         refdec.plan_step([1, 2], [0, 0])
     with pytest.raises(ValueError, match="expected a torch.dtype"):
         refdec.LlamaModel.load_llama2c("x.bin", "float32")
+
+
+def test_an_interpreter_without_torch_is_told_what_the_module_needs():
+    # torch made unimportable in a fresh interpreter, as in a venv or pyenv python without it.
+    import subprocess
+    import sys
+    code = "import sys; sys.modules['torch'] = None; import refdec"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "ImportError: refdec: this interpreter" in run.stderr, run.stderr
+    assert "cannot import torch" in run.stderr and "refdec was built for" in run.stderr and "with torch" in run.stderr, run.stderr
+    assert "initialization failed" not in run.stderr, run.stderr

@@ -11,6 +11,7 @@
 // head size, the cache's strides) and kept; the length of the sequence is given per call.
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cstdint>
 #include <cstring>
@@ -21,13 +22,13 @@
 #include "refdec/core/avx2_attention.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/torch/abi.hpp"
-#include "refdec/torch/packed_linear.hpp"  // REFDEC_HAVE_ONEDNN, <dnnl.hpp>
+#include "refdec/torch/onednn.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Whether attention_scores() and attention_values() run these keys or values ([S, KV, D]): bf16
 /// on the CPU with a contiguous last dimension, refdec built with oneDNN, and a CPU on which
-/// oneDNN runs bf16 products (AVX-512; packed_linear.hpp probes it).
+/// oneDNN runs bf16 products (AVX-512; onednn.hpp probes it).
 inline bool attention_products_supported(const at::Tensor& cache) {
   return torch_detail::onednn_bf16_matmul_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
          cache.scalar_type() == at::kBFloat16 && cache.stride(2) == 1;

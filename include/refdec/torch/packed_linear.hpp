@@ -10,8 +10,7 @@
 //    widened in registers: any x86-64 CPU with AVX2, FMA and F16C.
 // docs/speed.md has both paths' step costs against the memory roofline.
 //
-// oneDNN is optional: REFDEC_HAVE_ONEDNN is 1 when CMake found Debian's libdnnl-dev (the same
-// library Debian's libtorch links).
+// oneDNN is optional (onednn.hpp).
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -31,23 +30,9 @@
 #include "refdec/core/config.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/core/cpu_isa.hpp"
-
-#if REFDEC_HAVE_ONEDNN
-#include <dnnl.hpp>
-#endif
+#include "refdec/torch/onednn.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
-
-#if REFDEC_HAVE_ONEDNN
-namespace torch_detail {
-// The one CPU engine of refdec's oneDNN primitives and the memory they run on (oneDNN refuses a
-// primitive and memory of different engines).
-inline const dnnl::engine& onednn_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-}  // namespace torch_detail
-#endif
 
 /// The kernels a PackedLinear runs on.
 enum class PackedBackend {
@@ -57,31 +42,6 @@ enum class PackedBackend {
 
 /// The backend's name as options and reports spell it: "onednn", "avx2".
 inline const char* backend_name(PackedBackend backend) { return backend == PackedBackend::kOneDnn ? "onednn" : "avx2"; }
-
-namespace torch_detail {
-// Whether oneDNN creates a bf16 matmul here, probed once by creating one: the library decides by
-// the CPU (and by ONEDNN_MAX_CPU_ISA), and refdec's own cap (REFDEC_CPU_ISA=avx2 or baseline)
-// keeps it off as it keeps off every AVX-512 path.
-inline bool onednn_bf16_matmul_runs() {
-#if REFDEC_HAVE_ONEDNN
-  static const bool runs = [] {
-    if (!cpu_isa().cap.empty() && cpu_isa().cap != "avx512") return false;
-    try {
-      using dt = dnnl::memory::data_type;
-      using tag = dnnl::memory::format_tag;
-      const dnnl::matmul::desc desc({{1, 32}, dt::bf16, tag::ab}, {{32, 32}, dt::bf16, tag::any}, {{1, 32}, dt::bf16, tag::ab});
-      (void)dnnl::matmul::primitive_desc(desc, onednn_engine());
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return runs;
-#else
-  return false;
-#endif
-}
-}  // namespace torch_detail
 
 /// Why `backend` cannot run a `dtype` weight on this machine, or "" when it can: names what the
 /// CPU lacks and what to use instead.
