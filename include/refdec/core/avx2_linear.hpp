@@ -4,7 +4,7 @@
 // counts of a decoding or verification step (1 to a few dozen). A step at batch 1 is a stream
 // over every weight, so the weights stay 2 bytes each in memory and become float32 in registers
 // as they stream: bf16 by a shift or a mask, fp16 by F16C. oneDNN 2.6 (Debian's) has no bf16
-// matmul below AVX-512, which is where this kernel serves (docs/speed.md compares the two).
+// matmul below AVX-512, which is where this kernel serves (docs/speed.md has both machines' figures).
 //
 // Layout: the output columns in blocks of 16; a block holds, for each pair of input positions
 // (k, k+1), 64 bytes: columns 0-7 then 8-15 at k and k+1 (bf16: each column's two values side by

@@ -32,14 +32,14 @@ struct MixtureOptions {
   /// Depths with statistics of their own; deeper nodes share the deepest one's.
   std::size_t max_depth = 16;
   /// Combination of the estimates of sources that proposed the same node. On Spec-Bench with LLMA,
-  /// the n-gram trie and REST, max replays to a slightly higher tau than noisy-or (2.912 vs 2.903).
+  /// the n-gram trie and REST, max replays to a slightly higher tau than noisy-or.
   MixtureCombine combine = MixtureCombine::max;
   /// Draft nodes each source is asked for at least, whatever the step's budget (0: the budget).
   /// The cut then picks the step's budget from every source's best candidates instead of from
   /// each source's own top `budget`, which at small budgets is not the mixture's: a source ranks
   /// by its own score, the mixture by learned acceptance. Costs drafting time, not verification.
   /// With the two context features below and the learned scorer (the defaults) it raises replay
-  /// tau at budgets 8 and 16 and lowers it nowhere measured (docs/drafters.md, "Small budgets").
+  /// tau at budgets 8 and 16 and lowers it nowhere measured (docs/drafters.md, "The mixture").
   std::size_t source_budget = 64;
   /// Condition the estimates on each source's match length this step (a MatchReportingDrafter's
   /// last_match(): the context suffix its proposal rests on; 0 for a source that reports none).
