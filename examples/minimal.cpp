@@ -4,11 +4,14 @@
 #include <refdec/torch/generate.hpp>
 #include <refdec/torch/llama2c_loader.hpp>
 
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   using namespace refdec;
-  const char* path = argc > 1 ? argv[1] : "../shared/models/stories260K/stories260K.bin";
+  const char* data = std::getenv("REFDEC_DATA_DIR");  // the shared data directory, else ../shared
+  const std::string path = argc > 1 ? argv[1] : std::string(data && *data ? data : "../shared") + "/models/stories260K/stories260K.bin";
   const LlamaModel model = load_llama2c(path);
   Request request;
   request.prompt = {1};  // BOS
@@ -20,4 +23,7 @@ int main(int argc, char** argv) {
   options.stop_tokens = {1, 2};
   const GenerateResult result = generate(model, request, LlmaDrafter({.n = 1, .k = 16}), options);
   std::cout << result.tokens[0].size() << " tokens, " << result.stats.tokens_per_step() << " tokens/step\n";
+} catch (const refdec::Error& e) {  // a missing or unreadable model, a bad request: say so
+  std::cerr << e.what() << "\n";
+  return 1;
 }

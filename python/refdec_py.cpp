@@ -581,7 +581,14 @@ PYBIND11_MODULE(refdec, m) {
       [check_b](const StepPlan& plan, std::int32_t b, const py::function& choose) {
         check_b(plan, b);
         Acceptance out;
-        accept(plan.tree(b), [&](std::int32_t node, std::int32_t depth) { return choose(node, depth).cast<Token>(); }, out);
+        accept(plan.tree(b), [&](std::int32_t node, std::int32_t depth) {
+          const py::object token = choose(node, depth);
+          if (!py::isinstance<py::int_>(token) || py::isinstance<py::bool_>(token))
+            throw py::type_error("accept_with: choose(node, depth) must return a token id (int), got " +
+                                 py::str(py::type::of(token).attr("__name__")).cast<std::string>() + " at node " +
+                                 std::to_string(node) + ", depth " + std::to_string(depth));
+          return token.cast<Token>();
+        }, out);
         return out;
       },
       py::arg("plan"), py::arg("b"), py::arg("choose"),

@@ -57,7 +57,7 @@ struct Settings {
   LookaheadOptions pool{.window = 0};  // replay has no model to run a Jacobi window: the pool only
   std::string datastore;
   std::size_t history_tokens = OutputHistory::kDefaultMaxTokens;  // the history drafter's bound
-  std::string sources = "llma,ngram-trie,rest";  // the mixture's, comma-separated
+  std::string sources;  // the mixture's, comma-separated; empty: llma,ngram-trie and, with a datastore, rest
   MixtureOptions mixture;
   std::vector<double> step_cost;  // the mixture's affine step cost (a, b); empty: flat
   std::string step_cost_file;     // the mixture's measured step cost (refdec-speed-bench --json); empty: none
@@ -364,8 +364,9 @@ int main(int argc, char** argv) {
   app.add_option("--history-tokens", s.history_tokens, "history: tokens of earlier outputs kept at most")
       ->capture_default_str()
       ->transform(cli::integer_in(1, OutputHistory::kMaxTokens));
-  app.add_option("--sources", s.sources, "mixture: its source drafters, comma-separated, each set by its own flags")
-      ->capture_default_str();
+  app.add_option("--sources", s.sources,
+                 "mixture: its source drafters, comma-separated, each set by its own flags (default: llma,ngram-trie,rest "
+                 "with --datastore, else llma,ngram-trie)");
   app.add_option("--prior-mean", s.mixture.prior_mean, "mixture: prior acceptance of a node given its parent's")
       ->capture_default_str();
   app.add_option("--prior-strength", s.mixture.prior_strength, "mixture: weight of the prior in observations")
@@ -407,6 +408,11 @@ int main(int argc, char** argv) {
                  "mixture: the step cost measured on a model (the --json file of refdec-speed-bench)")
       ->excludes("--step-cost");
   CLI11_PARSE(app, argc, argv);
+  if (s.sources.empty()) {  // REST is a default source only where it has a datastore to read
+    s.sources = s.datastore.empty() ? "llma,ngram-trie" : "llma,ngram-trie,rest";
+    if (s.drafter == "mixture" && s.datastore.empty())
+      std::cerr << "refdec-replay: the mixture drafts with llma,ngram-trie (REST, a default source, needs --datastore FILE)\n";
+  }
   try {
     return run(s);
   } catch (const std::exception& e) {

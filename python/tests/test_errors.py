@@ -78,6 +78,16 @@ def test_type_errors_stay_type_errors():
         refdec.LlamaModel.load_llama2c("x.bin", "float32")
 
 
+def test_a_chooser_returning_no_token_id_is_a_type_error_naming_it():
+    tree = refdec.LinearTree.chain([3, 4])
+    plan = refdec.plan_step([tree], [0], 10)
+    with pytest.raises(TypeError, match=r"choose\(node, depth\) must return a token id \(int\), got str at node 0, depth 0"):
+        refdec.accept_with(plan, 0, lambda node, depth: "4")
+    with pytest.raises(TypeError, match="got NoneType"):
+        refdec.accept_with(plan, 0, lambda node, depth: None)
+    assert refdec.accept_with(plan, 0, lambda node, depth: 4).tokens == [4, 4]  # draft 4 accepted, then the bonus
+
+
 def test_an_interpreter_without_torch_is_told_what_the_module_needs():
     # torch made unimportable in a fresh interpreter, as in a venv or pyenv python without it.
     import subprocess

@@ -72,6 +72,24 @@ std::vector<std::vector<Token>> paths_of(const LinearTree& t) {
   return paths;
 }
 
+// make_mixture() takes drafters of any kind by value, with or without options, and builds the
+// same mixture as the vector constructor.
+TEST(MixtureDrafter, MakeMixtureTakesDraftersByValue) {
+  const PathsDrafter a{{{{5, 6}, 2.0f}}, "a"};
+  const PathsDrafter b{{{{5, 7}, 1.0f}}, "b"};
+  MixtureDrafter made = make_mixture(a, AnyDrafter(b));
+  EXPECT_EQ(made.name(), "mixture(a+b)");
+  MixtureDrafter with_options = make_mixture(MixtureOptions{.prior_mean = 0.5}, a, b);
+  EXPECT_EQ(with_options.options().prior_mean, 0.5);
+  MixtureDrafter built(sources_of({a, b}));
+  for (MixtureDrafter* m : {&made, &built}) m->begin(std::vector<Token>{1}, {});
+  DraftTree x, y;
+  made.propose(8, x);
+  built.propose(8, y);
+  EXPECT_EQ(paths_of(x.linearize(1, 8)), paths_of(y.linearize(1, 8)));
+  EXPECT_EQ(paths_of(x.linearize(1, 8)).size(), 4u);  // root, 5, 5-6, 5-7
+}
+
 TEST(MixtureDrafter, MergesOverlappingProposalsIntoOneNodePerPrefix) {
   MixtureDrafter mix(sources_of({PathsDrafter{{{{1, 2, 3}, 1.0f}, {{1, 2, 4}, 1.0f}}, "a"},
                                  PathsDrafter{{{{1, 2, 3, 5}, 2.0f}, {{6}, 1.0f}}, "b"}}));

@@ -97,7 +97,7 @@ REFDEC_AVX2_TARGET inline void scores(const float* q, std::int64_t rows, const C
 // that the additions over j do not wait on one another's latency.
 template <int V>
 REFDEC_AVX2_TARGET inline void accumulate(const float* p, std::int64_t n, const float* block, std::int64_t d, float* sums) {
-  __m256 acc[V];
+  __m256 acc[static_cast<std::size_t>(V)];
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) acc[v] = _mm256_loadu_ps(sums + 8 * v);
   for (std::int64_t j = 0; j < n; ++j) {

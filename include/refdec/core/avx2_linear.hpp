@@ -179,7 +179,7 @@ class Avx2Linear {
                                       float (*sums)[kBlockColumns]) {
     constexpr int kSplit = M <= 2 ? 2 : 1;
     // The loops over rows are unrolled so that the accumulators live in registers.
-    __m256 acc[M][2][kSplit];
+    __m256 acc[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(kSplit)];
 #pragma GCC unroll 4
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 2

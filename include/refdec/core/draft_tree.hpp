@@ -52,7 +52,7 @@ struct LinearTree {
     REFDEC_CHECK(i >= 0 && i < n && j >= 0 && j < n,
                  "LinearTree::attends(" << i << ", " << j << "): node indices must be in [0, " << n << ")");
     REFDEC_CHECK(finished(), "LinearTree::attends: the tree of " << n << " nodes is not finished (call finish())");
-    return (mask[static_cast<std::size_t>(i) * mask_words + j / 64] >> (j % 64)) & 1U;
+    return (mask[static_cast<std::size_t>(i) * static_cast<std::size_t>(mask_words) + static_cast<std::size_t>(j / 64)] >> (j % 64)) & 1U;
   }
 
   /// Resets to a single root node carrying `root`.
@@ -120,9 +120,9 @@ struct LinearTree {
     mask_words = (n + 63) / 64;
     mask.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(mask_words), 0);
     for (std::int32_t i = 0; i < n; ++i) {
-      std::uint64_t* row = &mask[static_cast<std::size_t>(i) * mask_words];
+      std::uint64_t* row = &mask[static_cast<std::size_t>(i) * static_cast<std::size_t>(mask_words)];
       if (i > 0) {  // a parent's row is complete before its children's (parents come first)
-        const std::uint64_t* prow = &mask[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)]) * mask_words];
+        const std::uint64_t* prow = &mask[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)]) * static_cast<std::size_t>(mask_words)];
         std::copy(prow, prow + mask_words, row);
       }
       row[i / 64] |= std::uint64_t{1} << (i % 64);

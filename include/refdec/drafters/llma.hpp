@@ -85,7 +85,7 @@ class LlmaDrafter {
     if (budget == 0) return;
     const auto [state, len] = match();
     std::int64_t pos = cont_pos_;
-    if (pos < 0 && len >= static_cast<std::int64_t>(opt_.n)) pos = static_cast<std::int64_t>(states_[state].firstpos) + 1;
+    if (pos < 0 && len >= static_cast<std::int64_t>(opt_.n)) pos = static_cast<std::int64_t>(states_[static_cast<std::size_t>(state)].firstpos) + 1;
     if (pos < 0) return;
     span_.clear();
     for (std::int64_t i = pos; i < static_cast<std::int64_t>(text_.size()) && span_.size() < std::min(opt_.k, budget); ++i) {
@@ -103,12 +103,12 @@ class LlmaDrafter {
     const Token primary_first = span_.front();
     float score = 0.5f;
     std::size_t extra = 0;
-    for (std::int32_t e = states_[state].edges; e >= 0 && extra + 1 < opt_.m; e = edges_[static_cast<std::size_t>(e)].next) {
+    for (std::int32_t e = states_[static_cast<std::size_t>(state)].edges; e >= 0 && extra + 1 < opt_.m; e = edges_[static_cast<std::size_t>(e)].next) {
       const Token c = edges_[static_cast<std::size_t>(e)].token;
       if (c < 0 || c == primary_first) continue;
       const std::int32_t w = next_.at(key(state, c));
       span_.assign(1, c);
-      for (std::size_t i = static_cast<std::size_t>(states_[w].firstpos) + 1; i < text_.size() && span_.size() < opt_.k; ++i) {
+      for (std::size_t i = static_cast<std::size_t>(states_[static_cast<std::size_t>(w)].firstpos) + 1; i < text_.size() && span_.size() < opt_.k; ++i) {
         if (text_[i] < 0) break;
         span_.push_back(text_[i]);
       }

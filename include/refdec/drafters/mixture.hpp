@@ -499,6 +499,25 @@ class MixtureDrafter {
   Token prev_token_ = kNoToken;         // the one before last_token_
 };
 
+/// A mixture of the given drafters, each taken by value: `make_mixture(LlmaDrafter(),
+/// NgramTrieDrafter())`, or with the options first, `make_mixture(options, LlmaDrafter(), ...)`.
+/// (A braced list, `MixtureDrafter({LlmaDrafter(), ...})`, cannot build the vector: it copies its
+/// elements, and an AnyDrafter cannot be copied.)
+template <Drafter... Sources>
+  requires(sizeof...(Sources) > 0)
+MixtureDrafter make_mixture(MixtureOptions options, Sources... sources) {
+  std::vector<AnyDrafter> all;
+  all.reserve(sizeof...(Sources));
+  (all.emplace_back(std::move(sources)), ...);
+  return MixtureDrafter(std::move(all), std::move(options));
+}
+/// make_mixture() with the default options.
+template <Drafter... Sources>
+  requires(sizeof...(Sources) > 0)
+MixtureDrafter make_mixture(Sources... sources) {
+  return make_mixture(MixtureOptions{}, std::move(sources)...);
+}
+
 static_assert(Drafter<MixtureDrafter>);
 static_assert(AuxiliaryDrafter<MixtureDrafter>);
 static_assert(CostAwareDrafter<MixtureDrafter>);

@@ -1,0 +1,18 @@
+# Fails unless the README's C++ block starting with `#include <refdec/drafters/llma.hpp>` is
+# EXAMPLE (examples/minimal.cpp) from that line on: the README shows the program CI runs.
+file(READ ${README} readme)
+file(READ ${EXAMPLE} example)
+string(FIND "${example}" "#include <refdec/drafters/llma.hpp>" at)
+string(SUBSTRING "${example}" ${at} -1 example)
+string(FIND "${readme}" "```cpp\n#include <refdec/drafters/llma.hpp>" start)
+if(start LESS 0)
+  message(FATAL_ERROR "README.md has no C++ block starting with #include <refdec/drafters/llma.hpp>")
+endif()
+math(EXPR start "${start} + 7")
+string(SUBSTRING "${readme}" ${start} -1 block)
+string(FIND "${block}" "```" end)
+string(SUBSTRING "${block}" 0 ${end} block)
+if(NOT block STREQUAL example)
+  message(FATAL_ERROR "README.md's program differs from ${EXAMPLE}: copy the example into the README")
+endif()
+message(STATUS "README.md's program is ${EXAMPLE}")
