@@ -26,6 +26,7 @@
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/mixture_options.hpp"
+#include "refdec/drafters/mixture_scorer.hpp"
 #include "refdec/drafters/mixture_statistics.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"

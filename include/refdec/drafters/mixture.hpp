@@ -20,10 +20,10 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
-#include "refdec/core/online_logistic.hpp"
 #include "refdec/core/step_cost.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/drafters/mixture_options.hpp"
+#include "refdec/drafters/mixture_scorer.hpp"
 #include "refdec/drafters/mixture_statistics.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -78,11 +78,7 @@ class MixtureDrafter {
                  "mixture: calibration_prior must be finite and positive, got " << opt_.calibration_prior);
     REFDEC_CHECK(std::isfinite(opt_.scorer_rate) && opt_.scorer_rate >= 0.0 && opt_.scorer_rate <= 1.0,
                  "mixture: scorer_rate must be in [0, 1] (0: off), got " << opt_.scorer_rate);
-    if (opt_.scorer_rate > 0.0) {
-      std::vector<double> initial(kScorerDense + kScorerPerSource * sources_.size(), 0.0);
-      initial[kTableLogit] = 1.0;
-      scorer_.emplace(std::move(initial), OnlineLogisticOptions{.learning_rate = opt_.scorer_rate});
-    }
+    if (opt_.scorer_rate > 0.0) scorer_.emplace(sources_.size(), opt_.scorer_rate);
     calibration_decay_ = opt_.calibration_half_life > 0.0 ? std::exp2(-1.0 / opt_.calibration_half_life) : 1.0;
     std::vector<std::string> names;
     for (const AnyDrafter& s : sources_) names.push_back(s.name());
@@ -202,7 +198,7 @@ class MixtureDrafter {
       for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
         const bool ok = merged_.node(c).token == tokens[j];
         if (ok) next = c;
-        if (scorer_) scorer_->update(scorer_dense(c), scorer_hashed(c), ok);
+        if (scorer_) scorer_->update(c, ok);
         for (std::size_t s = 0; s < num_sources; ++s) {
           const std::int32_t cell = proposer_[static_cast<std::size_t>(c) * num_sources + s];
           if (cell == kNone) continue;
@@ -216,7 +212,7 @@ class MixtureDrafter {
     // Each source's reach this step, capped so that one long copy does not dominate the average.
     const double a = opt_.recent_rate > 0.0 ? opt_.recent_rate : kScorerRecentRate;
     for (std::size_t s = 0; s < num_sources; ++s)
-      recent_[s] = (1.0 - a) * recent_[s] + a * static_cast<double>(std::min<std::size_t>(reach_[s], kReachCap));
+      recent_[s] = (1.0 - a) * recent_[s] + a * static_cast<double>(std::min<std::size_t>(reach_[s], MixtureScorer::kReachCap));
     if (opt_.calibration_half_life > 0.0) calibrate(tokens);
     if (!tokens.empty()) {
       prev_token_ = tokens.size() >= 2 ? tokens[tokens.size() - 2] : last_token_;
@@ -259,7 +255,6 @@ class MixtureDrafter {
 
  private:
   static constexpr std::int32_t kNone = -1;
-  static constexpr std::size_t kReachCap = 8;  // reach counted in the moving average at most
 
   // Asks every source for its proposal and merges them into merged_, each node's statistics cell
   // per source in proposer_ (and its share and score for the learned scorer).
@@ -290,14 +285,7 @@ class MixtureDrafter {
           const double share = parent_score > 0.0 ? n.score / parent_score : 0.0;
           proposer_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<std::int32_t>(
               stats_->cell(s, static_cast<std::size_t>(n.depth), match, reach, share, n.score));
-          if (scorer_) {
-            if (source_share_.size() < proposer_.size()) {
-              source_share_.resize(proposer_.size(), 0.0f);
-              source_score_.resize(proposer_.size(), 0.0f);
-            }
-            source_share_[static_cast<std::size_t>(m) * num_sources + s] = static_cast<float>(std::min(share, kMaxShare));
-            source_score_[static_cast<std::size_t>(m) * num_sources + s] = n.score;
-          }
+          if (scorer_) scorer_->record_source(static_cast<std::size_t>(m), s, share, n.score);
         }
       }
     }
@@ -328,12 +316,8 @@ class MixtureDrafter {
     prob_.assign(static_cast<std::size_t>(count), 0.0f);
     prob_[0] = 1.0f;
     cond_.assign(static_cast<std::size_t>(count), 1.0);
-    if (scorer_) {
-      dense_.assign(static_cast<std::size_t>(count) * scorer_->dense_size(), 0.0f);
-      hashed_.assign(static_cast<std::size_t>(count) * kScorerHashed, 0);
-      parent_.resize(static_cast<std::size_t>(count));
-      parent_[0] = 0;
-    }
+    if (scorer_) scorer_->begin_step(static_cast<std::size_t>(count));
+    const MixtureScorer::Step step{merged_, proposer_, *stats_, match_, recent_, last_token_, prev_token_};
     for (std::int32_t u = 0; u < count; ++u) {  // parents first, so prob_[u] is final here
       double sum = 0.0;
       double best = 0.0;
@@ -352,12 +336,12 @@ class MixtureDrafter {
         ++siblings;
       }
       if (scorer_) {  // the learned scorer's estimate replaces the per-source one
-        const Sibling sibling{.count = siblings, .sum = sum, .best = best};
+        const MixtureScorer::Siblings sibling{.count = siblings, .sum = sum, .best = best};
         for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling)
-          set_scorer_features(u, c, sibling);
+          scorer_->set(step, u, c, cond_[static_cast<std::size_t>(c)], cond_[static_cast<std::size_t>(u)], sibling);
         sum = 0.0;
         for (std::int32_t c = merged_.node(u).first_child; c >= 0; c = merged_.node(c).next_sibling) {
-          cond_[static_cast<std::size_t>(c)] = scorer_->predict(scorer_dense(c), scorer_hashed(c));
+          cond_[static_cast<std::size_t>(c)] = scorer_->predict(c);
           sum += cond_[static_cast<std::size_t>(c)];
         }
       }
@@ -370,99 +354,8 @@ class MixtureDrafter {
     }
   }
 
-  // What the learned scorer knows of a node's merged siblings (itself included): their number,
-  // and the sum and the largest of their per-source estimates.
-  struct Sibling {
-    std::size_t count = 0;
-    double sum = 0.0;
-    double best = 0.0;
-  };
-
-  // The learned scorer's features of merged node c, child of u (MixtureOptions::scorer_rate),
-  // from cond_[c], its per-source estimate, and cond_[u], its parent's final estimate.
-  void set_scorer_features(std::int32_t u, std::int32_t c, const Sibling& sibling) {
-    const std::size_t num_sources = sources_.size();
-    const auto ci = static_cast<std::size_t>(c);
-    const auto ui = static_cast<std::size_t>(u);
-    const double table = cond_[ci];
-    const std::int32_t depth = merged_.node(c).depth;
-    float* x = dense_.data() + ci * scorer_->dense_size();
-    x[kBias] = 1.0f;
-    x[kTableLogit] = static_cast<float>(OnlineLogistic::logit_of(table));
-    x[kDepth1] = depth == 1 ? 1.0f : 0.0f;
-    x[kDepth2] = depth == 2 ? 1.0f : 0.0f;
-    x[kDepth3To4] = depth == 3 || depth == 4 ? 1.0f : 0.0f;
-    x[kSiblings] = static_cast<float>(std::log(static_cast<double>(sibling.count)));
-    x[kSiblingShare] = static_cast<float>(sibling.sum > 0.0 ? table / sibling.sum : 0.0);
-    x[kLeads] = table >= sibling.best ? 1.0f : 0.0f;
-    x[kParentLogit] = u == 0 ? 0.0f : static_cast<float>(OnlineLogistic::logit_of(cond_[ui]));
-    std::uint64_t proposers = 0;  // bit s: source s proposed c
-    float* xs = x + kScorerDense;
-    for (std::size_t s = 0; s < num_sources; ++s, xs += kScorerPerSource) {
-      const std::size_t k = ci * num_sources + s;
-      const std::int32_t cell = proposer_[k];
-      if (cell == kNone) continue;
-      proposers |= std::uint64_t{1} << std::min<std::size_t>(s, 63);
-      x[kProposers] += 1.0f;
-      xs[0] = 1.0f;
-      xs[1] = static_cast<float>(OnlineLogistic::logit_of(stats_->cell_estimate(static_cast<std::size_t>(cell))));
-      xs[2] = static_cast<float>(std::log1p(static_cast<double>(match_[s])));
-      xs[3] = static_cast<float>(std::min(recent_[s], static_cast<double>(kReachCap)));
-      xs[4] = source_share_[k];
-      xs[5] = static_cast<float>(std::log1p(std::max(0.0f, source_score_[k])));
-    }
-    parent_[ci] = u;
-    // A node's token as a hash argument; the root's is the last accepted token.
-    const auto id = [this](std::int32_t i) {
-      return static_cast<std::uint64_t>(static_cast<std::uint32_t>(i == 0 ? last_token_ : merged_.node(i).token));
-    };
-    const std::uint64_t tok = id(c);
-    const std::uint64_t parent = id(u);
-    const std::uint64_t grand =
-        u == 0 ? static_cast<std::uint64_t>(static_cast<std::uint32_t>(prev_token_)) : id(parent_[ui]);
-    std::uint64_t* h = hashed_.data() + ci * kScorerHashed;
-    h[0] = OnlineLogistic::hash(1, tok);
-    h[1] = OnlineLogistic::hash(2, parent, tok);
-    h[2] = OnlineLogistic::hash(3, OnlineLogistic::hash(0, grand, parent), tok);
-    h[3] = OnlineLogistic::hash(4, proposers, tok);
-    h[4] = OnlineLogistic::hash(5, proposers, static_cast<std::uint64_t>(std::min(depth, 8)));
-  }
-  std::span<const float> scorer_dense(std::int32_t c) const {
-    return {dense_.data() + static_cast<std::size_t>(c) * scorer_->dense_size(), scorer_->dense_size()};
-  }
-  std::span<const std::uint64_t> scorer_hashed(std::int32_t c) const {
-    return {hashed_.data() + static_cast<std::size_t>(c) * kScorerHashed, kScorerHashed};
-  }
-
-  // The learned scorer's dense features (set_scorer_features): a bias, the logit of the
-  // per-source estimate, depth 1, 2 and 3-4, log of the number of merged siblings, the node's
-  // share of their estimates, whether it leads them, the logit of its parent's estimate (0 at
-  // depth 1), the number of sources that proposed it; then kScorerPerSource per source: proposed,
-  // the logit of that source's estimate, log(1 + its match length), its recent reach, the node's
-  // share of its parent's score in its tree and log(1 + its score there) (all 0 when it did not
-  // propose the node). Hashed (kScorerHashed): the node's token; the pairs (parent's token, its
-  // token), (grandparent's and parent's tokens, its token), (the set of sources that proposed it,
-  // its token) and (that set, its depth). The tokens before the root are the last accepted ones.
-  enum : std::size_t {
-    kBias,
-    kTableLogit,
-    kDepth1,
-    kDepth2,
-    kDepth3To4,
-    kSiblings,
-    kSiblingShare,
-    kLeads,
-    kParentLogit,
-    kProposers,
-    kScorerDense
-  };
-  static constexpr std::size_t kScorerPerSource = 6;
-  static constexpr std::size_t kScorerHashed = 5;
   // The recent reach's moving average when only the learned scorer uses it (recent_rate 0).
   static constexpr double kScorerRecentRate = 0.3;
-  // The largest share of its parent's score a node's scorer feature takes (a source may score a
-  // child far above its parent).
-  static constexpr double kMaxShare = 16.0;
   static constexpr Token kNoToken = -1;
 
   std::vector<AnyDrafter> sources_;
@@ -488,13 +381,7 @@ class MixtureDrafter {
   double accepted_ = 0.0;            // decayed sum of the accepted tokens they came to
   double step_expected_ = 0.0;       // the last proposal's expected accepted tokens
   double last_calibration_ = 1.0;
-  // The learned scorer (MixtureOptions::scorer_rate; null: off) and this step's features.
-  std::optional<OnlineLogistic> scorer_;
-  std::vector<float> source_share_;     // [merged nodes + 1, sources] a node's share of its parent's score in a source's tree
-  std::vector<float> source_score_;     // [merged nodes + 1, sources] its score there
-  std::vector<float> dense_;            // [merged nodes + 1, dense features]
-  std::vector<std::uint64_t> hashed_;   // [merged nodes + 1, kScorerHashed]
-  std::vector<std::int32_t> parent_;    // [merged nodes + 1] each node's parent in merged_
+  std::optional<MixtureScorer> scorer_;  // the learned scorer (MixtureOptions::scorer_rate; unset: off)
   Token last_token_ = kNoToken;
   Token prev_token_ = kNoToken;         // the one before last_token_
 };

@@ -16,6 +16,7 @@
 REFDEC_NAMESPACE_BEGIN
 
 class MixtureDrafter;
+class MixtureScorer;
 
 /// What a MixtureDrafter learned, per source. Outlives moves of the drafter (see
 /// MixtureDrafter::statistics()), so a report can read it after the drafter went into an
@@ -53,6 +54,7 @@ class MixtureStatistics {
 
  private:
   friend class MixtureDrafter;
+  friend class MixtureScorer;
   // A node's features: depth; its source's context this step (the source's match length and its
   // recent reach in this sequence, in bins: MixtureOptions::match_context, recent_rate); its share
   // of its parent's score in its source's tree and its absolute score (frequency, count), in bins.
