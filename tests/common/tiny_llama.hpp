@@ -22,4 +22,7 @@ inline refdec::LlamaConfig tiny_llama_config(std::int64_t kv_heads = 2, std::int
   return c;
 }
 
+/// tiny_llama_config() with multi-head (kind 0), grouped-query (1) or multi-query (2) attention.
+inline refdec::LlamaConfig attention_kind_config(int kind) { return tiny_llama_config(kind == 0 ? 4 : kind == 1 ? 2 : 1); }
+
 }  // namespace refdec_test

@@ -29,6 +29,7 @@
 #include "refdec/torch/paged_kv_store.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "common/expect_error.hpp"
+#include "common/skip_backend.hpp"
 #include "core/random_step.hpp"
 #include "common/tiny_llama.hpp"
 #include "test_data.hpp"
@@ -242,12 +243,6 @@ TEST(LlamaModel, TreeMaskedPassEqualsPerPathPasses) {
   }
 }
 
-// Random model shapes: multi-head, grouped-query and multi-query attention.
-LlamaConfig attention_config(int kind) {
-  LlamaConfig c = small_config();
-  c.n_kv_heads = kind == 0 ? 4 : kind == 1 ? 2 : 1;
-  return c;
-}
 
 // A small window-like auxiliary block over `vocab` tokens (empty every other time).
 AuxBlock random_aux(std::mt19937& rng, std::int64_t vocab) {
@@ -293,7 +288,7 @@ RandomBatch random_batch(std::mt19937& rng, int B, unsigned max_cached) {
 TEST(LlamaModel, PlanAttentionEqualsDenseMaskReference) {
   std::mt19937 rng(29);
   for (int kind = 0; kind < 3; ++kind) {
-    const auto model = LlamaModel::random(attention_config(kind), 40 + static_cast<std::uint64_t>(kind), at::kDouble);
+    const auto model = LlamaModel::random(refdec_test::attention_kind_config(kind), 40 + static_cast<std::uint64_t>(kind), at::kDouble);
     for (int trial = 0; trial < 6; ++trial) {
       const int B = 1 + static_cast<int>(rng() % 4);
       const auto [cached, trees, aux] = random_batch(rng, B, 30);
@@ -394,7 +389,7 @@ void expect_blocks_accounted(const PagedKvStore& store) {
 TEST(KvStores, PagedEqualsContiguousAsSequencesJoinAndLeave) {
   std::mt19937 rng(5);
   for (int kind = 0; kind < 3; ++kind) {
-    const auto model = LlamaModel::random(attention_config(kind), 60 + static_cast<std::uint64_t>(kind), at::kDouble);
+    const auto model = LlamaModel::random(refdec_test::attention_kind_config(kind), 60 + static_cast<std::uint64_t>(kind), at::kDouble);
     for (int run = 0; run < 4; ++run) {
       ContiguousKvStore contiguous(model.kv_layout(), 128);
       PagedKvStore paged(model.kv_layout(), 200, 1 + static_cast<std::int64_t>(rng() % 8));
@@ -602,265 +597,6 @@ TEST(LlamaModel, HalfPrecisionRunsCloseToFloat) {
   EXPECT_LT((a - b).abs().max().item<double>(), 0.25 * a.abs().max().item<double>());
 }
 
-// ---- PackedLinear (oneDNN's bf16 matmul, refdec's AVX2 kernel) against at::linear ----
-
-// Skips visibly, with the reason, when `backend` cannot run `dtype` weights on this machine.
-#define REFDEC_SKIP_UNLESS_BACKEND_RUNS(backend, dtype)                                                                 \
-  if (const std::string why = packed_backend_unavailable(backend, dtype); !why.empty())                                 \
-  GTEST_SKIP() << backend_name(backend) << " cannot run " << at::toString(dtype) << " weights here: " << why
-
-// x W^T in float64 from the same half values: the reference both kernels approximate.
-at::Tensor linear_reference(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x.to(at::kDouble), w.to(at::kDouble).t()); }
-
-// Every epilogue of one backend and dtype against the float64 product, over row counts a step has.
-void expect_products(PackedBackend backend, at::ScalarType dtype) {
-  auto gen = at::detail::createCPUGenerator(3);
-  // Rounding to the half dtype: its relative half-step.
-  const double step = dtype == at::kHalf ? 1e-3 : 1e-2;
-  for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{48, 32}, {130, 70}, {256, 512}}) {
-    const auto w = at::randn({out, in}, gen, at::kFloat).to(dtype);
-    const PackedLinear packed(w, backend);
-    EXPECT_EQ(packed.backend(), backend);
-    EXPECT_EQ(packed.dtype(), dtype);
-    EXPECT_EQ(packed.in_features(), in);
-    EXPECT_EQ(packed.out_features(), out);
-    EXPECT_GE(packed.bytes(), out * in * 2);  // padded to its blocks where the sizes are not multiples
-    for (const std::int64_t rows : {1, 2, 3, 4, 5, 7, 8, 16, 33, 64, 130}) {
-      const auto x = at::randn({rows, in}, gen, at::kFloat).to(dtype);
-      const auto want = linear_reference(x, w);
-      const double scale = want.abs().max().item<double>();
-      const std::string where = std::string(backend_name(backend)) + " " + at::toString(dtype) + " " + std::to_string(out) + "x" +
-                                std::to_string(in) + ", " + std::to_string(rows) + " rows";
-      // float32 output: only the summation order differs from the reference.
-      const auto f32 = packed(x, at::kFloat);
-      EXPECT_EQ(f32.scalar_type(), at::kFloat);
-      EXPECT_LT((f32.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
-      // Output in the weights' dtype: rounded, as at::linear's is.
-      const auto rounded = packed(x);
-      EXPECT_EQ(rounded.scalar_type(), dtype);
-      EXPECT_LT((rounded.to(at::kDouble) - want).abs().max().item<double>(), step * scale) << where;
-      // Accumulating adds to what the output holds (the residual connection).
-      const auto residual = at::randn({rows, out}, gen, at::kFloat);
-      auto sum = residual.clone();
-      packed.run(x, sum, Epilogue::kAccumulate);
-      EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
-      // SwiGLU's epilogues: silu of the product, the product times another tensor.
-      const auto silu = packed(x, at::kFloat, Epilogue::kSilu).to(at::kDouble);
-      EXPECT_LT((silu - want * at::sigmoid(want)).abs().max().item<double>(), 1e-4 * scale) << where;
-      const auto other = at::randn({rows, out}, gen, at::kFloat).to(dtype);
-      const auto product = packed(x, dtype, Epilogue::kMultiply, other).to(at::kDouble);
-      const auto want_product = want * other.to(at::kDouble);
-      EXPECT_LT((product - want_product).abs().max().item<double>(), step * want_product.abs().max().item<double>()) << where;
-    }
-  }
-}
-
-TEST(PackedLinear, OneDnnEqualsTheProductForEveryRowCount) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
-  expect_products(PackedBackend::kOneDnn, at::kBFloat16);
-}
-
-TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInBf16) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  expect_products(PackedBackend::kAvx2, at::kBFloat16);
-}
-
-TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInFp16) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kHalf);
-  expect_products(PackedBackend::kAvx2, at::kHalf);
-}
-
-// The default backend is the fastest that runs; one that cannot run says why and what the CPU has.
-TEST(PackedLinear, PicksTheFastestBackendAndNamesWhatTheCpuLacks) {
-  const auto w = at::randn({8, 4}).to(at::kBFloat16);
-  const auto fastest = fastest_packed_backend(at::kBFloat16);
-  EXPECT_EQ(PackedLinear::supported(w), fastest.has_value());
-  EXPECT_EQ(fastest == PackedBackend::kOneDnn, packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16).empty());
-  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kOneDnn, at::kHalf).empty()) << "oneDNN runs bf16 only";
-  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kAvx2, at::kFloat).empty());
-  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kAvx2}) {
-    const std::string why = packed_backend_unavailable(b, at::kBFloat16);
-    if (why.empty()) {
-      EXPECT_EQ(PackedLinear(w, b).backend(), b);
-    } else {
-      EXPECT_NE(why.find("this"), std::string::npos) << why;  // this CPU / this build
-      refdec_test::expect_error([&] { PackedLinear p(w, b); }, "PackedLinear: cannot pack");
-    }
-  }
-  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
-  EXPECT_EQ(PackedLinear(w).backend(), *fastest);
-}
-
-TEST(PackedLinear, RejectsWhatItCannotRun) {
-  const auto f32 = at::randn({8, 4});
-  EXPECT_FALSE(PackedLinear::supported(f32));
-  EXPECT_FALSE(PackedLinear::supported(at::Tensor()));
-  refdec_test::expect_error([&] { PackedLinear p(f32); }, "needs a 2-D bf16 or fp16 CPU weight");
-  const auto fastest = fastest_packed_backend(at::kBFloat16);
-  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
-  const PackedLinear packed(f32.to(at::kBFloat16));
-  const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
-  refdec_test::expect_error([&] { (void)packed(bf({3, 5})); }, "input must be a contiguous BFloat16 CPU [rows, 4]");
-  refdec_test::expect_error([&] { (void)packed(at::zeros({3, 4})); }, "input must be a contiguous BFloat16 CPU");
-  refdec_test::expect_error([&] { (void)packed(bf({4, 3}).t()); }, "input must be a contiguous BFloat16 CPU");
-  refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8})); }, "output must be a contiguous BFloat16 or float32 CPU [3, 8]");
-  refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble)); }, "output must be");
-  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply); }, "Epilogue::kMultiply needs the tensor");
-  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kSilu, bf({3, 8})); }, "and only it takes one");
-  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, bf({3, 7})); },
-                            "the tensor to multiply by must be a contiguous BFloat16 CPU [3, 8] apart from the output");
-  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, at::zeros({3, 8})); },
-                            "the tensor to multiply by must be");
-  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kFloat, Epilogue::kAccumulate); }, "adds to an output: call run()");
-  const auto same = bf({3, 8});
-  refdec_test::expect_error([&] { packed.run(bf({3, 4}), same, Epilogue::kMultiply, same); }, "apart from the output");
-  EXPECT_EQ(packed(bf({0, 4})).size(0), 0);  // no rows: nothing to run
-}
-
-// Attention's two products over a cache read in place (a slice of a longer buffer, as the stores
-// hand it out) equal the float64 products of the same bf16 values, for every head grouping, row
-// count, length and head size, the length changing from call to call under one primitive.
-void expect_attention_products(at::Tensor (*scores_of)(const at::Tensor&, const at::Tensor&, double),
-                               at::Tensor (*values_of)(const at::Tensor&, const at::Tensor&)) {
-  auto gen = at::detail::createCPUGenerator(9);
-  const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
-  for (const std::int64_t kv : {1, 2, 4})
-    for (const std::int64_t rows : {1, 3, 16})
-      for (const std::int64_t d : {8, 64})
-        for (const std::int64_t s : {1, 5, 17, 130}) {
-          const auto keys = bf({s + 7, kv, d}).narrow(0, 0, s), values = bf({s + 7, kv, d}).narrow(0, 0, s);
-          const auto q = bf({kv, rows, d});
-          const auto scores = scores_of(q, keys, 0.25);
-          const auto want = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;
-          ASSERT_EQ(scores.scalar_type(), at::kFloat);
-          ASSERT_EQ(scores.sizes(), want.sizes());
-          EXPECT_LT((scores.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * (1.0 + want.abs().max().item<double>()))
-              << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
-          const auto probs = at::softmax(scores, -1).to(at::kBFloat16);
-          const auto out = values_of(probs, values);
-          const auto out_want = at::matmul(probs.to(at::kDouble), values.to(at::kDouble).permute({1, 0, 2}));
-          ASSERT_EQ(out.scalar_type(), at::kBFloat16);
-          ASSERT_EQ(out.sizes(), out_want.sizes());
-          // bf16 output: within its rounding of values of magnitude up to max |v|.
-          EXPECT_LT((out.to(at::kDouble) - out_want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
-              << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
-        }
-}
-
-TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
-  expect_attention_products(attention_scores, attention_values);
-}
-
-// The same through refdec's AVX2 kernel (the path of CPUs where oneDNN runs no bf16).
-TEST(AttentionProducts, Avx2EqualTheProductsOverTheCacheInPlace) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  expect_attention_products(avx2_attention_scores, avx2_attention_values);
-}
-
-// The AVX2 path's whole attention (scores, the step's mask, softmax and values, each thread over
-// its own kv heads) equals softmax(scale q k^T + mask) v in float64, with one and several threads,
-// and refuses a mask that does not fit.
-TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  auto gen = at::detail::createCPUGenerator(10);
-  const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
-  const int threads_before = at::get_num_threads();
-  for (const int threads : {1, 2, 3})
-    for (const std::int64_t kv : {1, 4})
-      for (const std::int64_t n : {1, 3})
-        for (const std::int64_t s : {3, 40}) {
-          at::set_num_threads(threads);
-          const std::int64_t groups = 2, d = 16;
-          const auto keys = bf({s + 5, kv, d}).narrow(0, 0, s), values = bf({s + 5, kv, d}).narrow(0, 0, s);
-          const auto q = bf({kv, groups * n, d});
-          // The step's rows see themselves and the rows before them (a chain), as a plan's mask does.
-          const auto mask = n == 1 ? at::Tensor() : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kBFloat16);
-          auto scores = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;  // [kv, groups * n, s]
-          if (mask.defined()) scores.view({kv, groups, n, s}).narrow(-1, s - n, n).add_(mask.to(at::kDouble));
-          const auto want = at::matmul(at::softmax(scores, -1), values.to(at::kDouble).permute({1, 0, 2}));
-          const auto got = avx2_attention(q, keys, values, mask, 0.25);
-          ASSERT_EQ(got.scalar_type(), at::kBFloat16);
-          ASSERT_EQ(got.sizes(), want.sizes());
-          EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
-              << threads << " threads, " << kv << " kv heads, " << n << " step rows, length " << s;
-        }
-  at::set_num_threads(threads_before);
-  const auto keys = bf({8, 2, 16}), q = bf({2, 4, 16});
-  refdec_test::expect_error([&] { (void)avx2_attention(q, keys, keys, at::zeros({3, 3}), 1.0); }, "the mask must be a floating CPU [n, n]");
-  refdec_test::expect_error([&] { (void)avx2_attention(q, keys, bf({8, 2, 8}), {}, 1.0); }, "avx2_attention: needs queries");
-}
-
-TEST(AttentionProducts, RejectWhatTheyCannotRun) {
-  const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
-  EXPECT_FALSE(attention_products_supported(at::zeros({4, 2, 8})));
-  EXPECT_FALSE(attention_products_supported(bf({4, 8, 2}).transpose(1, 2)));  // last dimension strided
-  EXPECT_FALSE(attention_products_supported(at::Tensor()));
-  EXPECT_EQ(attention_products_supported(bf({4, 2, 8})), packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16).empty())
-      << "the products run where oneDNN runs bf16";
-  refdec_test::expect_error([&] { (void)attention_scores(bf({2, 1, 8}), at::zeros({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
-  refdec_test::expect_error([&] { (void)attention_scores(bf({3, 1, 8}), bf({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
-  refdec_test::expect_error([&] { (void)attention_values(bf({2, 1, 5}), bf({4, 2, 8})); }, "attention_values: needs bf16 CPU");
-}
-
-// One packed layer serves several threads at once (each row count's kernel is made once, under a
-// lock); every thread gets what a lone call gives.
-void expect_threads_share_one_layer(PackedBackend backend) {
-  auto gen = at::detail::createCPUGenerator(4);
-  const PackedLinear packed(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16), backend);
-  std::vector<at::Tensor> inputs, alone;
-  for (std::int64_t rows = 1; rows <= 24; ++rows) inputs.push_back(at::randn({rows, 96}, gen, at::kFloat).to(at::kBFloat16));
-  const PackedLinear fresh(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16), backend);  // kernels not made yet
-  for (const auto& x : inputs) alone.push_back(fresh(x, at::kFloat));
-  std::vector<std::vector<at::Tensor>> got(4);
-  std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < got.size(); ++t)
-    threads.emplace_back([&, t] {
-      for (std::size_t i = 0; i < inputs.size(); ++i) got[t].push_back(packed(inputs[(i + 5 * t) % inputs.size()], at::kFloat));
-    });
-  for (auto& th : threads) th.join();
-  for (std::size_t t = 0; t < got.size(); ++t)
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const auto& x = inputs[(i + 5 * t) % inputs.size()];
-      EXPECT_TRUE(at::equal(got[t][i], packed(x, at::kFloat))) << backend_name(backend) << " thread " << t << ", " << x.size(0) << " rows";
-    }
-  EXPECT_EQ(alone.size(), inputs.size());
-}
-
-TEST(PackedLinear, ThreadsShareOneOneDnnLayer) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
-  expect_threads_share_one_layer(PackedBackend::kOneDnn);
-}
-
-TEST(PackedLinear, ThreadsShareOneAvx2Layer) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  expect_threads_share_one_layer(PackedBackend::kAvx2);
-}
-
-// The AVX2 layer's column blocks are taken in runs by libtorch's threads as each finishes its
-// previous run: with any number of threads (more than the runs, too) every column is written once,
-// exactly as one thread writes it (the output starts as NaN, so a column left out shows).
-TEST(PackedLinear, Avx2SplitsItsColumnsOverTheThreads) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  auto gen = at::detail::createCPUGenerator(6);
-  const int threads_before = at::get_num_threads();
-  for (const std::int64_t out : {16, 100, 1000}) {  // 1, 7 and 63 blocks of 16 columns
-    const PackedLinear packed(at::randn({out, 40}, gen, at::kFloat).to(at::kBFloat16), PackedBackend::kAvx2);
-    for (const std::int64_t rows : {1, 5}) {
-      const auto x = at::randn({rows, 40}, gen, at::kFloat).to(at::kBFloat16);
-      at::set_num_threads(1);
-      const auto one = packed(x, at::kFloat);
-      for (const int threads : {2, 3, 8}) {
-        at::set_num_threads(threads);
-        auto got = at::full({rows, out}, std::numeric_limits<float>::quiet_NaN());
-        packed.run(x, got);
-        EXPECT_TRUE(at::equal(got, one)) << threads << " threads, " << out << " columns, " << rows << " rows";
-      }
-    }
-  }
-  at::set_num_threads(threads_before);
-}
-
 // The packed model (fused q/k/v, SwiGLU and residuals in the products' epilogues, float32
 // logits) computes what the at::linear model computes from the same half weights, over trees,
 // auxiliary rows and ragged batches, with either rotary pairing (its fused element-wise kernels
@@ -868,7 +604,7 @@ TEST(PackedLinear, Avx2SplitsItsColumnsOverTheThreads) {
 void expect_packed_model_matches_aten(LinearKernel kernel, at::ScalarType dtype) {
   std::mt19937 rng(31);
   for (int kind = 0; kind < 4; ++kind) {
-    auto config = attention_config(kind % 3);
+    auto config = refdec_test::attention_kind_config(kind % 3);
     if (kind == 3) config.rope_style = RopeStyle::kHalf;
     const auto seed = 50 + static_cast<std::uint64_t>(kind);
     const auto same = LlamaModel::random(config, seed, dtype, at::kCPU, LinearKernel::kAten);
@@ -920,7 +656,7 @@ TEST(LlamaModel, Avx2LayersMatchAtLinearInFp16) {
 // kAuto and kPacked take the fastest kernel this CPU runs and say why; a kernel that cannot run
 // is an error naming what the CPU lacks and the alternatives; float32 weights stay on at::linear.
 TEST(LlamaModel, ChoosesItsLinearKernelByWhatTheCpuRuns) {
-  const auto config = attention_config(0);
+  const auto config = refdec_test::attention_kind_config(0);
   const auto fp32 = LlamaModel::random(config, 1, at::kFloat);
   EXPECT_EQ(fp32.linear_kernel(), LinearKernel::kAten);
   EXPECT_NE(fp32.linear_path().find("bf16 or fp16"), std::string::npos) << fp32.linear_path();
@@ -947,181 +683,6 @@ TEST(LlamaModel, ChoosesItsLinearKernelByWhatTheCpuRuns) {
   if (want == LinearKernel::kAvx2) {  // the report says why oneDNN was passed over
     EXPECT_NE(automatic.linear_path().find(onednn_why), std::string::npos) << automatic.linear_path();
   }
-}
-
-// ---- node_draws (include/refdec/torch/node_draws.hpp) against LogitsProcessor on the host ----
-
-// A random draft tree over `vocab` tokens with at most `max_nodes` nodes (sometimes the root only).
-LinearTree random_draw_tree(std::mt19937& rng, std::int32_t vocab, unsigned max_nodes) {
-  DraftTree t;
-  for (unsigned p = 0, n = rng() % 12; p < n; ++p) {
-    std::vector<Token> path(1 + rng() % 8);
-    for (auto& x : path) x = static_cast<Token>(rng() % static_cast<unsigned>(vocab));
-    t.insert(path, 1.0f + static_cast<float>(rng() % 3));
-  }
-  return t.linearize(static_cast<Token>(rng() % static_cast<unsigned>(vocab)), 1 + rng() % max_nodes);
-}
-
-// Random settings where each processing option is on about half the time; greedy sometimes.
-SamplingOptions random_sampling_options(std::mt19937& rng, std::int32_t vocab) {
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  const auto coin = [&](unsigned in) { return rng() % in == 0; };
-  SamplingOptions o;
-  if (coin(8)) o.temperature = 0.0f;
-  else if (!coin(3)) o.temperature = 0.2f + 1.6f * unit(rng);
-  if (coin(10)) o.top_k = 1;
-  else if (coin(2)) o.top_k = 1 + static_cast<std::int32_t>(rng() % static_cast<unsigned>(vocab + 1));  // up to vocab + 1
-  if (coin(2)) o.top_p = coin(6) ? 1.0f : 0.02f + 0.97f * unit(rng);
-  if (coin(2)) o.min_p = coin(6) ? 1.0f : 0.4f * unit(rng);
-  if (coin(2)) o.repetition_penalty = 0.5f + 1.5f * unit(rng);
-  if (coin(2)) o.presence_penalty = -0.5f + 2.0f * unit(rng);
-  if (coin(2)) o.frequency_penalty = -0.5f + 2.0f * unit(rng);
-  o.seed = std::uint64_t{rng()} << 32 | rng();
-  return o;
-}
-
-struct NodeDrawStats {
-  std::int64_t nodes = 0, mismatches = 0, greedy_nodes = 0, greedy_mismatches = 0, walks = 0, walk_mismatches = 0;
-};
-
-// Runs `trials` random batches of `batch` trees over `vocab` tokens through node_draws() and
-// through process_tree() + sample_from_probs() with the same uniforms, and compares the draws and
-// the walks (greedy_accept over the draws against sampled_accept over the host rows).
-NodeDrawStats compare_node_draws(std::uint32_t seed, std::int64_t batch, std::int32_t vocab, int trials,
-                                 at::ScalarType compute) {
-  std::mt19937 rng(seed);
-  at::manual_seed(seed);
-  NodeDrawStats st;
-  for (int trial = 0; trial < trials; ++trial) {
-    std::vector<LinearTree> trees;
-    std::vector<TokenCounts> counts;
-    std::vector<SamplingRow> rows;
-    std::int64_t T = 1;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      trees.push_back(random_draw_tree(rng, vocab, 40));
-      T = std::max<std::int64_t>(T, trees.back().size());
-      TokenCounts c(vocab);
-      for (unsigned k = 0, n = rng() % 12; k < n; ++k) c.add_prompt(std::vector<Token>{static_cast<Token>(rng() % static_cast<unsigned>(vocab))});
-      for (unsigned k = 0, n = rng() % 12; k < n; ++k) c.add_output(static_cast<Token>(rng() % static_cast<unsigned>(vocab)));
-      SamplingRow row{random_sampling_options(rng, vocab), {}, rng() % 1000};
-      if (row.options.has_penalties() || rng() % 2 == 0) row.counts = DeviceTokenCounts::from(c, at::kCPU);
-      counts.push_back(std::move(c));
-      rows.push_back(std::move(row));
-    }
-    if (rng() % 4 == 0 && batch > 1) trees[rng() % static_cast<unsigned>(batch)] = LinearTree{};  // an empty tree
-    T += rng() % 3;
-    at::Tensor logits = at::randn({batch, T, vocab}) * (0.5 + 0.5 * (rng() % 10));  // [B, T, V] float
-    if (rng() % 3 == 0) logits = (logits * 2).round() / 2;  // many ties
-    for (std::int64_t b = 0; b < batch; ++b)  // padding rows may hold anything
-      logits[b].slice(0, trees[static_cast<std::size_t>(b)].size(), T).fill_(std::numeric_limits<float>::quiet_NaN());
-    const at::Tensor draws = node_draws(logits, trees, rows, compute);  // [B, T] int32
-    EXPECT_EQ(draws.sizes(), (at::IntArrayRef{batch, T}));
-    const auto* dp = draws.data_ptr<std::int32_t>();
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const LinearTree& tree = trees[static_cast<std::size_t>(b)];
-      const SamplingRow& row = rows[static_cast<std::size_t>(b)];
-      for (std::int64_t i = tree.size(); i < T; ++i) EXPECT_EQ(dp[b * T + i], -1);
-      if (tree.size() == 0) continue;
-      const at::Tensor raw = logits[b].slice(0, 0, tree.size()).contiguous();
-      std::vector<float> probs(raw.data_ptr<float>(), raw.data_ptr<float>() + raw.numel());  // [nodes, V]
-      LogitsProcessor proc(row.options);
-      proc.process_tree(probs, vocab, tree, counts[static_cast<std::size_t>(b)]);
-      const std::span<const Token> got(dp + b * T, static_cast<std::size_t>(tree.size()));
-      for (std::int32_t i = 0; i < tree.size(); ++i) {
-        const Token want = sample_from_probs(&probs[static_cast<std::size_t>(i) * static_cast<std::size_t>(vocab)], vocab,
-                                             uniform(row.options.seed, row.generated + static_cast<std::uint64_t>(tree.depth[static_cast<std::size_t>(i)])));
-        ++st.nodes;
-        st.mismatches += got[static_cast<std::size_t>(i)] != want;
-        if (row.options.is_greedy()) {
-          ++st.greedy_nodes;
-          st.greedy_mismatches += got[static_cast<std::size_t>(i)] != want;
-        }
-      }
-      Acceptance walk, host;
-      greedy_accept(tree, got, walk);
-      sampled_accept(tree, probs, vocab, row.options.seed, row.generated, host);
-      ++st.walks;
-      st.walk_mismatches += walk.nodes != host.nodes || walk.tokens != host.tokens;
-    }
-  }
-  return st;
-}
-
-class NodeDraws : public ::testing::TestWithParam<std::tuple<std::int64_t, std::int32_t>> {};
-
-// float64: every draw and every walk equals the host path; float32: at most 0.1% of the draws move.
-TEST_P(NodeDraws, MatchProcessTreeAndSampledAccept) {
-  const auto [batch, vocab] = GetParam();
-  const int trials = vocab > 200 ? 150 : 300;
-  for (const at::ScalarType compute : {at::kDouble, at::kFloat}) {
-    const NodeDrawStats st = compare_node_draws(static_cast<std::uint32_t>(1000 * batch + vocab), batch, vocab, trials, compute);
-    std::printf("[node_draws] B=%lld V=%d %s: %lld/%lld draws differ (greedy %lld/%lld), %lld/%lld walks differ\n",
-                static_cast<long long>(batch), vocab, compute == at::kDouble ? "float64" : "float32",
-                static_cast<long long>(st.mismatches), static_cast<long long>(st.nodes), static_cast<long long>(st.greedy_mismatches),
-                static_cast<long long>(st.greedy_nodes), static_cast<long long>(st.walk_mismatches), static_cast<long long>(st.walks));
-    EXPECT_GT(st.greedy_nodes, 0);
-    if (compute == at::kDouble) {
-      EXPECT_EQ(st.mismatches, 0);
-      EXPECT_EQ(st.walk_mismatches, 0);
-    } else {
-      EXPECT_LE(st.mismatches * 1000, st.nodes);
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, NodeDraws,
-                         ::testing::Combine(::testing::Values<std::int64_t>(1, 3, 7), ::testing::Values<std::int32_t>(5, 111, 512)));
-
-// The device counts equal the host counts they were copied from, also after an update.
-TEST(NodeDrawsInput, DeviceTokenCountsFollowTokenCounts) {
-  TokenCounts c(20);
-  c.add_prompt(std::vector<Token>{3, 4, 3});
-  c.add_output(std::vector<Token>{4, 7, 7, 19});
-  auto d = DeviceTokenCounts::from(c, at::kCPU);
-  d.add_output(std::vector<Token>{7, 0});
-  d.add_prompt(std::vector<Token>{5});
-  c.add_output(std::vector<Token>{7, 0});
-  c.add_prompt(std::vector<Token>{5});
-  ASSERT_EQ(d.vocab_size(), 20);
-  for (Token t = 0; t < 20; ++t) {
-    EXPECT_EQ(d.in_prompt[t].item<bool>(), c.in_prompt(t)) << t;
-    EXPECT_EQ(d.output_count[t].item<std::int32_t>(), c.output_count(t)) << t;
-  }
-  EXPECT_THROW(d.add_output(std::vector<Token>{20}), Error);
-}
-
-// Bad input is rejected with the offending value; padding rows may hold NaN, real rows may not.
-TEST(NodeDrawsInput, RejectsBadInput) {
-  const std::int32_t V = 6;
-  DraftTree dt;
-  dt.insert(std::vector<Token>{1, 2}, 1.0f);
-  dt.insert(std::vector<Token>{3}, 1.0f);
-  const std::vector<LinearTree> trees = {dt.linearize(0, 8)};  // 4 nodes
-  std::vector<SamplingRow> rows(1);
-  auto logits = at::randn({1, 5, V});
-  logits[0][4].fill_(std::numeric_limits<float>::infinity());
-  EXPECT_NO_THROW(node_draws(logits, trees, rows));
-  auto bad = logits.clone();
-  bad[0][2][1] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_THROW(node_draws(bad, trees, rows), Error);
-  EXPECT_THROW(node_draws(logits.slice(1, 0, 3), trees, rows), Error);  // fewer rows than nodes
-  EXPECT_THROW(node_draws(logits, trees, std::vector<SamplingRow>(2)), Error);
-  rows[0].options.repetition_penalty = 1.2f;  // penalties without counts
-  EXPECT_THROW(node_draws(logits, trees, rows), Error);
-  rows[0].counts = DeviceTokenCounts::zeros(V + 1, at::kCPU);
-  EXPECT_THROW(node_draws(logits, trees, rows), Error);
-  rows[0].counts = DeviceTokenCounts::zeros(V, at::kCPU);
-  EXPECT_NO_THROW(node_draws(logits, trees, rows));
-  rows[0].options.top_p = 0.0f;
-  EXPECT_THROW(node_draws(logits, trees, rows), Error);
-  rows[0].options.top_p = 1.0f;
-  auto cyclic = trees;
-  cyclic[0].parent[2] = 3;
-  EXPECT_THROW(node_draws(logits, cyclic, rows), Error);
-  EXPECT_THROW(node_draws(logits.to(at::kInt), trees, rows), Error);
-  // Only empty trees: all padding.
-  const std::vector<LinearTree> empty(1);
-  EXPECT_TRUE(node_draws(logits, empty, rows).eq(-1).all().item<bool>());
 }
 
 }  // namespace

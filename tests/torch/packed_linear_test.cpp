@@ -1,0 +1,277 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The fast CPU path (packed_linear.hpp, attention_products.hpp): PackedLinear against at::linear on
+// every backend, attention over the cache in place, and the model with packed layers against the
+// reference.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "common/expect_error.hpp"
+#include "common/skip_backend.hpp"
+#include "common/tiny_llama.hpp"
+#include "refdec/torch/attention_products.hpp"
+#include "refdec/torch/contiguous_kv_store.hpp"
+#include "refdec/torch/llama.hpp"
+#include "refdec/torch/packed_linear.hpp"
+
+namespace {
+
+using namespace refdec;
+
+// ---- PackedLinear (oneDNN's bf16 matmul, refdec's AVX2 kernel) against at::linear ----
+
+// x W^T in float64 from the same half values: the reference both kernels approximate.
+at::Tensor linear_reference(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x.to(at::kDouble), w.to(at::kDouble).t()); }
+
+// Every epilogue of one backend and dtype against the float64 product, over row counts a step has.
+void expect_products(PackedBackend backend, at::ScalarType dtype) {
+  auto gen = at::detail::createCPUGenerator(3);
+  // Rounding to the half dtype: its relative half-step.
+  const double step = dtype == at::kHalf ? 1e-3 : 1e-2;
+  for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{48, 32}, {130, 70}, {256, 512}}) {
+    const auto w = at::randn({out, in}, gen, at::kFloat).to(dtype);
+    const PackedLinear packed(w, backend);
+    EXPECT_EQ(packed.backend(), backend);
+    EXPECT_EQ(packed.dtype(), dtype);
+    EXPECT_EQ(packed.in_features(), in);
+    EXPECT_EQ(packed.out_features(), out);
+    EXPECT_GE(packed.bytes(), out * in * 2);  // padded to its blocks where the sizes are not multiples
+    for (const std::int64_t rows : {1, 2, 3, 4, 5, 7, 8, 16, 33, 64, 130}) {
+      const auto x = at::randn({rows, in}, gen, at::kFloat).to(dtype);
+      const auto want = linear_reference(x, w);
+      const double scale = want.abs().max().item<double>();
+      const std::string where = std::string(backend_name(backend)) + " " + at::toString(dtype) + " " + std::to_string(out) + "x" +
+                                std::to_string(in) + ", " + std::to_string(rows) + " rows";
+      // float32 output: only the summation order differs from the reference.
+      const auto f32 = packed(x, at::kFloat);
+      EXPECT_EQ(f32.scalar_type(), at::kFloat);
+      EXPECT_LT((f32.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
+      // Output in the weights' dtype: rounded, as at::linear's is.
+      const auto rounded = packed(x);
+      EXPECT_EQ(rounded.scalar_type(), dtype);
+      EXPECT_LT((rounded.to(at::kDouble) - want).abs().max().item<double>(), step * scale) << where;
+      // Accumulating adds to what the output holds (the residual connection).
+      const auto residual = at::randn({rows, out}, gen, at::kFloat);
+      auto sum = residual.clone();
+      packed.run(x, sum, Epilogue::kAccumulate);
+      EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
+      // SwiGLU's epilogues: silu of the product, the product times another tensor.
+      const auto silu = packed(x, at::kFloat, Epilogue::kSilu).to(at::kDouble);
+      EXPECT_LT((silu - want * at::sigmoid(want)).abs().max().item<double>(), 1e-4 * scale) << where;
+      const auto other = at::randn({rows, out}, gen, at::kFloat).to(dtype);
+      const auto product = packed(x, dtype, Epilogue::kMultiply, other).to(at::kDouble);
+      const auto want_product = want * other.to(at::kDouble);
+      EXPECT_LT((product - want_product).abs().max().item<double>(), step * want_product.abs().max().item<double>()) << where;
+    }
+  }
+}
+
+TEST(PackedLinear, OneDnnEqualsTheProductForEveryRowCount) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  expect_products(PackedBackend::kOneDnn, at::kBFloat16);
+}
+
+TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInBf16) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  expect_products(PackedBackend::kAvx2, at::kBFloat16);
+}
+
+TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInFp16) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kHalf);
+  expect_products(PackedBackend::kAvx2, at::kHalf);
+}
+
+// The default backend is the fastest that runs; one that cannot run says why and what the CPU has.
+TEST(PackedLinear, PicksTheFastestBackendAndNamesWhatTheCpuLacks) {
+  const auto w = at::randn({8, 4}).to(at::kBFloat16);
+  const auto fastest = fastest_packed_backend(at::kBFloat16);
+  EXPECT_EQ(PackedLinear::supported(w), fastest.has_value());
+  EXPECT_EQ(fastest == PackedBackend::kOneDnn, packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16).empty());
+  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kOneDnn, at::kHalf).empty()) << "oneDNN runs bf16 only";
+  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kAvx2, at::kFloat).empty());
+  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kAvx2}) {
+    const std::string why = packed_backend_unavailable(b, at::kBFloat16);
+    if (why.empty()) {
+      EXPECT_EQ(PackedLinear(w, b).backend(), b);
+    } else {
+      EXPECT_NE(why.find("this"), std::string::npos) << why;  // this CPU / this build
+      refdec_test::expect_error([&] { PackedLinear p(w, b); }, "PackedLinear: cannot pack");
+    }
+  }
+  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
+  EXPECT_EQ(PackedLinear(w).backend(), *fastest);
+}
+
+TEST(PackedLinear, RejectsWhatItCannotRun) {
+  const auto f32 = at::randn({8, 4});
+  EXPECT_FALSE(PackedLinear::supported(f32));
+  EXPECT_FALSE(PackedLinear::supported(at::Tensor()));
+  refdec_test::expect_error([&] { PackedLinear p(f32); }, "needs a 2-D bf16 or fp16 CPU weight");
+  const auto fastest = fastest_packed_backend(at::kBFloat16);
+  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
+  const PackedLinear packed(f32.to(at::kBFloat16));
+  const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
+  refdec_test::expect_error([&] { (void)packed(bf({3, 5})); }, "input must be a contiguous BFloat16 CPU [rows, 4]");
+  refdec_test::expect_error([&] { (void)packed(at::zeros({3, 4})); }, "input must be a contiguous BFloat16 CPU");
+  refdec_test::expect_error([&] { (void)packed(bf({4, 3}).t()); }, "input must be a contiguous BFloat16 CPU");
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), bf({2, 8})); }, "output must be a contiguous BFloat16 or float32 CPU [3, 8]");
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble)); }, "output must be");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply); }, "Epilogue::kMultiply needs the tensor");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kSilu, bf({3, 8})); }, "and only it takes one");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, bf({3, 7})); },
+                            "the tensor to multiply by must be a contiguous BFloat16 CPU [3, 8] apart from the output");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, at::zeros({3, 8})); },
+                            "the tensor to multiply by must be");
+  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kFloat, Epilogue::kAccumulate); }, "adds to an output: call run()");
+  const auto same = bf({3, 8});
+  refdec_test::expect_error([&] { packed.run(bf({3, 4}), same, Epilogue::kMultiply, same); }, "apart from the output");
+  EXPECT_EQ(packed(bf({0, 4})).size(0), 0);  // no rows: nothing to run
+}
+
+// Attention's two products over a cache read in place (a slice of a longer buffer, as the stores
+// hand it out) equal the float64 products of the same bf16 values, for every head grouping, row
+// count, length and head size, the length changing from call to call under one primitive.
+void expect_attention_products(at::Tensor (*scores_of)(const at::Tensor&, const at::Tensor&, double),
+                               at::Tensor (*values_of)(const at::Tensor&, const at::Tensor&)) {
+  auto gen = at::detail::createCPUGenerator(9);
+  const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
+  for (const std::int64_t kv : {1, 2, 4})
+    for (const std::int64_t rows : {1, 3, 16})
+      for (const std::int64_t d : {8, 64})
+        for (const std::int64_t s : {1, 5, 17, 130}) {
+          const auto keys = bf({s + 7, kv, d}).narrow(0, 0, s), values = bf({s + 7, kv, d}).narrow(0, 0, s);
+          const auto q = bf({kv, rows, d});
+          const auto scores = scores_of(q, keys, 0.25);
+          const auto want = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;
+          ASSERT_EQ(scores.scalar_type(), at::kFloat);
+          ASSERT_EQ(scores.sizes(), want.sizes());
+          EXPECT_LT((scores.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * (1.0 + want.abs().max().item<double>()))
+              << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
+          const auto probs = at::softmax(scores, -1).to(at::kBFloat16);
+          const auto out = values_of(probs, values);
+          const auto out_want = at::matmul(probs.to(at::kDouble), values.to(at::kDouble).permute({1, 0, 2}));
+          ASSERT_EQ(out.scalar_type(), at::kBFloat16);
+          ASSERT_EQ(out.sizes(), out_want.sizes());
+          // bf16 output: within its rounding of values of magnitude up to max |v|.
+          EXPECT_LT((out.to(at::kDouble) - out_want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
+              << kv << " kv heads, " << rows << " rows, d " << d << ", length " << s;
+        }
+}
+
+TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  expect_attention_products(attention_scores, attention_values);
+}
+
+// The same through refdec's AVX2 kernel (the path of CPUs where oneDNN runs no bf16).
+TEST(AttentionProducts, Avx2EqualTheProductsOverTheCacheInPlace) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  expect_attention_products(avx2_attention_scores, avx2_attention_values);
+}
+
+// The AVX2 path's whole attention (scores, the step's mask, softmax and values, each thread over
+// its own kv heads) equals softmax(scale q k^T + mask) v in float64, with one and several threads,
+// and refuses a mask that does not fit.
+TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  auto gen = at::detail::createCPUGenerator(10);
+  const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
+  const int threads_before = at::get_num_threads();
+  for (const int threads : {1, 2, 3})
+    for (const std::int64_t kv : {1, 4})
+      for (const std::int64_t n : {1, 3})
+        for (const std::int64_t s : {3, 40}) {
+          at::set_num_threads(threads);
+          const std::int64_t groups = 2, d = 16;
+          const auto keys = bf({s + 5, kv, d}).narrow(0, 0, s), values = bf({s + 5, kv, d}).narrow(0, 0, s);
+          const auto q = bf({kv, groups * n, d});
+          // The step's rows see themselves and the rows before them (a chain), as a plan's mask does.
+          const auto mask = n == 1 ? at::Tensor() : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kBFloat16);
+          auto scores = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;  // [kv, groups * n, s]
+          if (mask.defined()) scores.view({kv, groups, n, s}).narrow(-1, s - n, n).add_(mask.to(at::kDouble));
+          const auto want = at::matmul(at::softmax(scores, -1), values.to(at::kDouble).permute({1, 0, 2}));
+          const auto got = avx2_attention(q, keys, values, mask, 0.25);
+          ASSERT_EQ(got.scalar_type(), at::kBFloat16);
+          ASSERT_EQ(got.sizes(), want.sizes());
+          EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
+              << threads << " threads, " << kv << " kv heads, " << n << " step rows, length " << s;
+        }
+  at::set_num_threads(threads_before);
+  const auto keys = bf({8, 2, 16}), q = bf({2, 4, 16});
+  refdec_test::expect_error([&] { (void)avx2_attention(q, keys, keys, at::zeros({3, 3}), 1.0); }, "the mask must be a floating CPU [n, n]");
+  refdec_test::expect_error([&] { (void)avx2_attention(q, keys, bf({8, 2, 8}), {}, 1.0); }, "avx2_attention: needs queries");
+}
+
+TEST(AttentionProducts, RejectWhatTheyCannotRun) {
+  const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
+  EXPECT_FALSE(attention_products_supported(at::zeros({4, 2, 8})));
+  EXPECT_FALSE(attention_products_supported(bf({4, 8, 2}).transpose(1, 2)));  // last dimension strided
+  EXPECT_FALSE(attention_products_supported(at::Tensor()));
+  EXPECT_EQ(attention_products_supported(bf({4, 2, 8})), packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16).empty())
+      << "the products run where oneDNN runs bf16";
+  refdec_test::expect_error([&] { (void)attention_scores(bf({2, 1, 8}), at::zeros({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
+  refdec_test::expect_error([&] { (void)attention_scores(bf({3, 1, 8}), bf({4, 2, 8}), 1.0); }, "attention_scores: needs bf16 CPU");
+  refdec_test::expect_error([&] { (void)attention_values(bf({2, 1, 5}), bf({4, 2, 8})); }, "attention_values: needs bf16 CPU");
+}
+
+// One packed layer serves several threads at once (each row count's kernel is made once, under a
+// lock); every thread gets what a lone call gives.
+void expect_threads_share_one_layer(PackedBackend backend) {
+  auto gen = at::detail::createCPUGenerator(4);
+  const PackedLinear packed(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16), backend);
+  std::vector<at::Tensor> inputs, alone;
+  for (std::int64_t rows = 1; rows <= 24; ++rows) inputs.push_back(at::randn({rows, 96}, gen, at::kFloat).to(at::kBFloat16));
+  const PackedLinear fresh(at::randn({64, 96}, gen, at::kFloat).to(at::kBFloat16), backend);  // kernels not made yet
+  for (const auto& x : inputs) alone.push_back(fresh(x, at::kFloat));
+  std::vector<std::vector<at::Tensor>> got(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (std::size_t i = 0; i < inputs.size(); ++i) got[t].push_back(packed(inputs[(i + 5 * t) % inputs.size()], at::kFloat));
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t t = 0; t < got.size(); ++t)
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto& x = inputs[(i + 5 * t) % inputs.size()];
+      EXPECT_TRUE(at::equal(got[t][i], packed(x, at::kFloat))) << backend_name(backend) << " thread " << t << ", " << x.size(0) << " rows";
+    }
+  EXPECT_EQ(alone.size(), inputs.size());
+}
+
+TEST(PackedLinear, ThreadsShareOneOneDnnLayer) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  expect_threads_share_one_layer(PackedBackend::kOneDnn);
+}
+
+TEST(PackedLinear, ThreadsShareOneAvx2Layer) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  expect_threads_share_one_layer(PackedBackend::kAvx2);
+}
+
+// The AVX2 layer's column blocks are taken in runs by libtorch's threads as each finishes its
+// previous run: with any number of threads (more than the runs, too) every column is written once,
+// exactly as one thread writes it (the output starts as NaN, so a column left out shows).
+TEST(PackedLinear, Avx2SplitsItsColumnsOverTheThreads) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  auto gen = at::detail::createCPUGenerator(6);
+  const int threads_before = at::get_num_threads();
+  for (const std::int64_t out : {16, 100, 1000}) {  // 1, 7 and 63 blocks of 16 columns
+    const PackedLinear packed(at::randn({out, 40}, gen, at::kFloat).to(at::kBFloat16), PackedBackend::kAvx2);
+    for (const std::int64_t rows : {1, 5}) {
+      const auto x = at::randn({rows, 40}, gen, at::kFloat).to(at::kBFloat16);
+      at::set_num_threads(1);
+      const auto one = packed(x, at::kFloat);
+      for (const int threads : {2, 3, 8}) {
+        at::set_num_threads(threads);
+        auto got = at::full({rows, out}, std::numeric_limits<float>::quiet_NaN());
+        packed.run(x, got);
+        EXPECT_TRUE(at::equal(got, one)) << threads << " threads, " << out << " columns, " << rows << " rows";
+      }
+    }
+  }
+  at::set_num_threads(threads_before);
+}
+
+}  // namespace
