@@ -12,6 +12,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdint>
 #include <functional>
@@ -53,6 +54,49 @@
 
 namespace py = pybind11;
 using namespace refdec;
+
+namespace pybind11::detail {
+// Token ids from Python. A torch.Tensor (1-D, integer, CPU) and a 1-D int32 or int64 buffer (a
+// numpy array) are read in one pass over their memory (a 2M-token list element by element takes
+// about half a second); anything else goes through pybind11's list caster, element by element.
+template <>
+struct type_caster<std::vector<refdec::Token>> : list_caster<std::vector<refdec::Token>, refdec::Token> {
+  bool load(handle src, bool convert) {
+    if (THPVariable_Check(src.ptr())) {
+      load_tensor(THPVariable_Unpack(src.ptr()));
+      return true;
+    }
+    if (PyObject_CheckBuffer(src.ptr()) && !PyBytes_Check(src.ptr()) && !PyByteArray_Check(src.ptr())) {
+      const buffer_info info = reinterpret_borrow<buffer>(src).request();
+      const bool integer = info.format == format_descriptor<std::int32_t>::format() ||
+                           info.format == format_descriptor<std::int64_t>::format() || info.format == "l" || info.format == "q" ||
+                           info.format == "i";
+      if (info.ndim == 1 && integer && (info.itemsize == 4 || info.itemsize == 8)) {
+        const auto dtype = info.itemsize == 4 ? at::kInt : at::kLong;
+        // A view of the buffer (its stride in elements), read once while `info` holds it.
+        load_tensor(at::from_blob(info.ptr, {info.shape[0]}, {info.strides[0] / info.itemsize}, at::TensorOptions().dtype(dtype)));
+        return true;
+      }
+    }
+    return list_caster::load(src, convert);
+  }
+
+ private:
+  void load_tensor(const at::Tensor& t) {
+    REFDEC_CHECK(t.dim() == 1 && t.device().is_cpu() && !at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()) &&
+                     t.scalar_type() != at::kBool,
+                 "token ids: expected a 1-D integer CPU tensor or array, got " << t.toString() << " " << t.sizes());
+    if (t.numel() > 0 && t.scalar_type() == at::kLong) {
+      const auto lo = t.min().item<std::int64_t>(), hi = t.max().item<std::int64_t>();
+      REFDEC_CHECK(lo >= std::numeric_limits<refdec::Token>::min() && hi <= std::numeric_limits<refdec::Token>::max(),
+                   "token ids: " << (lo < std::numeric_limits<refdec::Token>::min() ? lo : hi) << " does not fit a 32-bit token id");
+    }
+    const at::Tensor c = t.to(at::kInt).contiguous();
+    const auto* p = c.data_ptr<refdec::Token>();
+    value.assign(p, p + c.numel());
+  }
+};
+}  // namespace pybind11::detail
 
 namespace {
 

@@ -4,6 +4,7 @@
 import random
 
 import pytest
+import torch
 
 import refdec
 
@@ -179,3 +180,24 @@ def test_drafter_argument_errors():
         d.draft(2, 8, 3)
     with pytest.raises(TypeError):
         d.begin("not tokens")
+
+
+def test_token_ids_come_as_lists_tensors_or_arrays_alike():
+    import numpy as np
+    prompt, reference = [1, 5, 6], [7, 5, 6, 9, 10, 11]
+    want = None
+    for make in (list, lambda x: torch.tensor(x), lambda x: torch.tensor(x, dtype=torch.int32),
+                 lambda x: np.array(x, dtype=np.int64), lambda x: np.array(x, dtype=np.int32),
+                 lambda x: np.array([v for v in x for _ in (0, 1)], dtype=np.int64)[::2]):  # a strided view
+        d = refdec.LlmaDrafter(k=4)
+        d.begin(make(prompt), [make(reference)])
+        got = d.propose(8).linearize(6, 8).tokens
+        want = want if want is not None else got
+        assert got == want and got[:4] == [6, 9, 10, 11]
+    d = refdec.LlmaDrafter(k=4)
+    with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array"):
+        d.begin(torch.tensor([1.0, 2.0]), [])
+    with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array"):
+        d.begin(torch.tensor([[1, 2]]), [])
+    with pytest.raises(ValueError, match="does not fit a 32-bit token id"):
+        d.begin(torch.tensor([1, 2**40]), [])
