@@ -233,6 +233,15 @@ TEST_P(RandomTree, Properties) {
     pruned.prune(s.budget);
     EXPECT_EQ(pruned.size(), static_cast<std::size_t>(lin.num_drafts()));
     EXPECT_EQ(to_string(pruned.linearize(7, prefix_score.size())), to_string(lin));
+    // pruned_into() writes the same tree elsewhere, leaving this one whole, over reused memory.
+    DraftTree into;
+    into.insert(std::vector<Token>{99, 98}, 5.0f);  // stale content is replaced
+    DraftTree::PruneScratch scratch;
+    t.pruned_into(s.budget, into, scratch);
+    EXPECT_EQ(to_string(into.linearize(7, prefix_score.size())), to_string(lin));
+    EXPECT_EQ(t.size(), prefix_score.size());
+    t.pruned_into(prefix_score.size(), into, scratch);  // a budget above the size: the whole tree
+    EXPECT_EQ(into.size(), t.size());
     // Children and siblings: every node reachable exactly once, siblings distinct.
     std::vector<int> reached(static_cast<std::size_t>(n), 0);
     reached[0] = 1;

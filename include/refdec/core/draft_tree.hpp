@@ -335,31 +335,51 @@ class DraftTree {
   /// For drafters that gather more candidates than they may return.
   void prune(std::size_t budget) {
     if (size() <= budget) return;
-    std::vector<std::uint8_t> keep;
-    std::vector<std::int32_t> frontier;
-    select(budget, keep, frontier);
-    std::vector<std::int32_t> parent(nodes_.size(), -1);
+    DraftTree kept;
+    PruneScratch scratch;
+    pruned_into(budget, kept, scratch);
+    nodes_.swap(kept.nodes_);
+  }
+
+  /// Memory pruned_into() reuses across calls.
+  struct PruneScratch {
+    std::vector<std::uint8_t> keep;          // [tree nodes] 1 = kept by the cut
+    std::vector<std::int32_t> frontier;      // the cut's best-first frontier
+    std::vector<std::int32_t> parent;        // [tree nodes]
+    std::vector<std::int32_t> renumber;      // [tree nodes] index in `out`, -1 if cut
+    std::vector<std::int32_t> last_child;    // [kept nodes] tail of each sibling list in `out`
+  };
+
+  /// Writes into `out` the tree prune(budget) leaves (all of it when it has at most `budget`
+  /// nodes), reusing `out`'s and `scratch`'s memory; this tree is unchanged.
+  void pruned_into(std::size_t budget, DraftTree& out, PruneScratch& scratch) const {
+    if (size() <= budget) {
+      out.nodes_.assign(nodes_.begin(), nodes_.end());
+      return;
+    }
+    select(budget, scratch.keep, scratch.frontier);
+    scratch.parent.assign(nodes_.size(), -1);
     for (std::size_t i = 0; i < nodes_.size(); ++i)
       for (std::int32_t c = nodes_[i].first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling)
-        parent[static_cast<std::size_t>(c)] = static_cast<std::int32_t>(i);
+        scratch.parent[static_cast<std::size_t>(c)] = static_cast<std::int32_t>(i);
     // Renumbering in index order keeps parents before children and the tie order of linearize().
-    std::vector<std::int32_t> renumber(nodes_.size(), -1);
-    std::vector<std::int32_t> last_child(nodes_.size(), -1);  // [new nodes] tail of each sibling list
-    std::vector<Node> kept(1, Node{});
-    renumber[0] = 0;
+    scratch.renumber.assign(nodes_.size(), -1);
+    scratch.last_child.assign(nodes_.size(), -1);
+    std::vector<Node>& kept = out.nodes_;
+    kept.assign(1, Node{});
+    scratch.renumber[0] = 0;
     for (std::size_t i = 1; i < nodes_.size(); ++i) {
-      if (!keep[i]) continue;
+      if (!scratch.keep[i]) continue;
       const auto id = static_cast<std::int32_t>(kept.size());
-      renumber[i] = id;
-      const auto p = static_cast<std::size_t>(renumber[static_cast<std::size_t>(parent[i])]);
+      scratch.renumber[i] = id;
+      const auto p = static_cast<std::size_t>(scratch.renumber[static_cast<std::size_t>(scratch.parent[i])]);
       kept.push_back(Node{nodes_[i].token, nodes_[i].score, -1, -1, nodes_[i].depth});
-      if (last_child[p] < 0)
+      if (scratch.last_child[p] < 0)
         kept[p].first_child = id;
       else
-        kept[static_cast<std::size_t>(last_child[p])].next_sibling = id;
-      last_child[p] = id;
+        kept[static_cast<std::size_t>(scratch.last_child[p])].next_sibling = id;
+      scratch.last_child[p] = id;
     }
-    nodes_ = std::move(kept);
   }
 
   /// Convenience form of linearize() that returns a fresh LinearTree.

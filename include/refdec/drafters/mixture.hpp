@@ -143,7 +143,6 @@ class MixtureDrafter {
       merged_.clear();  // accept() learns from merged_: never from a half-built proposal
       throw;
     }
-    const std::size_t nodes = merged_.size();
     // Probabilities best first, for the budget choice; under a flat cost every useful node is kept.
     sorted_.assign(prob_.begin() + 1, prob_.end());
     std::size_t n = 0;
@@ -162,8 +161,7 @@ class MixtureDrafter {
       }
       n = choose_budget(sorted_, opt_.cost, max_auxiliary(), budget);
     }
-    out = merged_;
-    if (n < nodes) out.prune(n);
+    merged_.pruned_into(n, out, prune_);
     last_budget_ = n;
     if (calibrate) {
       // The tree whose outcome calibrates: the kept nodes and every depth-1 node of the merged
@@ -363,6 +361,7 @@ class MixtureDrafter {
   std::shared_ptr<MixtureStatistics> stats_;
   std::vector<DraftTree> trees_;        // [sources] this step's proposals
   DraftTree merged_;                    // this step's merged trie, uncut, until accept()
+  DraftTree::PruneScratch prune_;       // scratch of the cut into the proposal
   std::vector<std::int32_t> proposer_;  // [merged nodes + 1, sources] statistics cell, kNone: not proposed
   std::vector<std::size_t> match_;      // [sources] each one's last_match() this step (0 without match_context and the scorer)
   std::vector<std::size_t> reach_;      // [sources] true tokens in a row each proposed at the last step
