@@ -68,9 +68,7 @@ struct type_caster<std::vector<refdec::Token>> : list_caster<std::vector<refdec:
     }
     if (PyObject_CheckBuffer(src.ptr()) && !PyBytes_Check(src.ptr()) && !PyByteArray_Check(src.ptr())) {
       const buffer_info info = reinterpret_borrow<buffer>(src).request();
-      const bool integer = info.format == format_descriptor<std::int32_t>::format() ||
-                           info.format == format_descriptor<std::int64_t>::format() || info.format == "l" || info.format == "q" ||
-                           info.format == "i";
+      const bool integer = info.format == "i" || info.format == "l" || info.format == "q";  // C int, long, long long
       if (info.ndim == 1 && integer && (info.itemsize == 4 || info.itemsize == 8)) {
         const auto dtype = info.itemsize == 4 ? at::kInt : at::kLong;
         // A view of the buffer (its stride in elements), read once while `info` holds it.
@@ -1186,7 +1184,7 @@ PYBIND11_MODULE(refdec, m) {
              const auto p = s.driver.prefill();
              return std::vector<std::uint8_t>(p.begin(), p.end());
            }, "[active] 1 where the prepared step prefills the sequence's prompt (its acceptance is ignored).")
-      .def("complete", [](PyStepDriver& s, const std::vector<Acceptance>& accepted, const std::vector<Tokens>& aux_choices) {
+      .def("complete", [](PyStepDriver& s, std::vector<Acceptance> accepted, const std::vector<Tokens>& aux_choices) {
              s.drafters.locked([&] { s.driver.complete(accepted, aux_choices); });
              s.drafters.release_finished(s.driver.updates());
            }, py::arg("accepted"), py::arg("aux_choices") = std::vector<Tokens>{},

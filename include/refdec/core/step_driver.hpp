@@ -55,6 +55,12 @@ struct SequenceLimits {
   std::int64_t max_new_tokens = 256;  ///< tokens to generate at most (0: it leaves at once)
   std::vector<Token> stop_tokens = {};  ///< generation stops before any of these (not emitted)
   std::int64_t budget = 16;             ///< draft nodes verified per step; 0 is plain decoding
+
+  /// Throws refdec::ArgumentError, naming `who`, unless the token limit and the budget are >= 0.
+  void validate(const char* who) const {
+    REFDEC_CHECK(max_new_tokens >= 0, who << ": max_new_tokens must be >= 0, got " << max_new_tokens);
+    REFDEC_CHECK(budget >= 0, who << ": budget must be >= 0, got " << budget);
+  }
 };
 
 /// Settings of a StepDriver.
@@ -184,21 +190,21 @@ class StepDriver {
   std::span<const std::uint8_t> prefill() const { return prefill_; }
 
   /// Completes the prepared step with the engine's walk: `accepted[b]` for each sequence of the
-  /// plan (a prefilling sequence's is ignored) and `aux_choices[b]`, the target's greedy choice at
+  /// plan (a prefilling sequence's is overwritten with accept_all(), whatever it held) and
+  /// `aux_choices[b]`, the target's greedy choice at
   /// each of its auxiliary rows (empty span: no sequence ran any). Tells each drafter
   /// (observe(), then accept()), applies stop tokens and limits, computes keep(), and removes the
   /// sequences that finished (their drafters' finish() called): updates() says what each did,
   /// left() which slots the engine drops after applying keep().
-  void complete(std::span<const Acceptance> accepted, std::span<const std::vector<Token>> aux_choices) {
+  void complete(std::span<Acceptance> accepted, std::span<const std::vector<Token>> aux_choices) {
     const std::size_t B = active_.size();
     REFDEC_CHECK(static_cast<std::int32_t>(B) == plan_.batch() && accepted.size() == B && (aux_choices.empty() || aux_choices.size() == B),
                  "complete: " << accepted.size() << " acceptances and " << aux_choices.size() << " auxiliary choices for a step of "
                               << plan_.batch() << " sequences (" << B << " active)");
     last_drafter_seconds_ = 0;
-    accepted_.assign(accepted.begin(), accepted.end());
     for (std::size_t i = 0; i < B; ++i)
-      if (prefill_[i]) accept_all(plan_.tree(static_cast<std::int32_t>(i)), accepted_[i]);
-    keep_accepted(plan_, accepted_, keep_);
+      if (prefill_[i]) accept_all(plan_.tree(static_cast<std::int32_t>(i)), accepted[i]);
+    keep_accepted(plan_, accepted, keep_);
     std::vector<std::size_t> leaving;
     for (std::size_t i = 0; i < B; ++i) {
       Sequence& s = active_[i];
@@ -214,7 +220,7 @@ class StepDriver {
       ++stats_.steps;
       RequestUpdate& u = updates_.emplace_back();
       u.id = s.id;
-      for (const Token t : accepted_[i].tokens) {
+      for (const Token t : accepted[i].tokens) {
         if (std::find(s.limits.stop_tokens.begin(), s.limits.stop_tokens.end(), t) != s.limits.stop_tokens.end()) {
           u.finished = FinishReason::kStopToken;
           break;
@@ -328,8 +334,7 @@ class StepDriver {
         REFDEC_CHECK(t >= 0 && t < vocab,
                      "add: reference " << d << " token " << i << " has id " << t << " outside the vocabulary [0, " << vocab << ")");
       }
-    REFDEC_CHECK(limits.max_new_tokens >= 0, "add: max_new_tokens must be >= 0, got " << limits.max_new_tokens);
-    REFDEC_CHECK(limits.budget >= 0, "add: budget must be >= 0, got " << limits.budget);
+    limits.validate("add");
 
     Sequence s;
     s.id = next_id_++;
@@ -381,7 +386,6 @@ class StepDriver {
   std::vector<std::uint8_t> prefill_;   // [B]
   std::vector<std::int64_t> lengths_;   // [B]
   StepPlan plan_;
-  std::vector<Acceptance> accepted_;    // [B]
   KeepPlan keep_;
   std::vector<Acceptance> greedy_;                // [B] complete_greedy()'s walks
   std::vector<std::vector<Token>> greedy_aux_;   // [B]

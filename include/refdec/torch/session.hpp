@@ -94,7 +94,7 @@ class Session {
   Session(const M& model, S store, GenerateOptions defaults = {})
       : model_(&model), store_(std::move(store)), defaults_(std::move(defaults)), driver_(driver_options(model, defaults_)) {
     REFDEC_CHECK(store_.batch() == 0, "Session: the store must start empty, it holds " << store_.batch() << " sequences");
-    check_limits(defaults_.max_new_tokens, defaults_.budget, "Session defaults");
+    SequenceLimits{.max_new_tokens = defaults_.max_new_tokens, .budget = defaults_.budget}.validate("Session defaults");
     if (defaults_.sampling) defaults_.sampling->validate();
     if (defaults_.step_cost) tracker_.emplace(*defaults_.step_cost, defaults_.step_cost_tracking);
   }
@@ -126,7 +126,6 @@ class Session {
   bool cancel(RequestId id) {
     const auto slot = driver_.cancel(id);
     if (slot) drop(*slot);
-    sync_stats();
     return slot.has_value();
   }
 
@@ -136,7 +135,11 @@ class Session {
   bool idle() const { return driver_.idle(); }
   /// Tokens request `id` has generated so far (while it is active).
   const std::vector<Token>& output(RequestId id) const { return driver_.output(id); }
-  const GenerateStats& stats() const { return stats_; }
+  /// What the steps did so far (the driver's counts joined with the model's part).
+  const GenerateStats& stats() const {
+    static_cast<StepDriverStats&>(stats_) = driver_.stats();
+    return stats_;
+  }
   const S& store() const { return store_; }
   const M& model() const { return *model_; }
   /// The plan of the last step (for engines and tools that inspect it).
@@ -176,22 +179,15 @@ class Session {
     stats_.verify.commit += seconds(t_commit, t_accept);
     stats_.verify.accept += seconds(t_accept, t_end) - driver_.last_drafter_seconds();
     stats_.total_seconds += seconds(t_start, t_end);
-    sync_stats();
     return driver_.updates();
   }
 
  private:
   static StepDriverOptions driver_options(const M& model, const GenerateOptions& defaults) {
     REFDEC_CHECK(defaults.max_context >= 0, "Session: max_context must be >= 0, got " << defaults.max_context);
-    REFDEC_CHECK(defaults.prefill_chunk >= 0, "Session: prefill_chunk must be >= 0, got " << defaults.prefill_chunk);
     return {.vocab_size = model.vocab_size(),
             .max_context = defaults.max_context > 0 ? defaults.max_context : model.max_seq_len(),
             .prefill_chunk = defaults.prefill_chunk};
-  }
-
-  static void check_limits(std::int64_t max_new_tokens, std::int64_t budget, const char* who) {
-    REFDEC_CHECK(max_new_tokens >= 0, who << ": max_new_tokens must be >= 0, got " << max_new_tokens);
-    REFDEC_CHECK(budget >= 0, who << ": budget must be >= 0, got " << budget);
   }
 
   SequenceLimits limits_of(const Request& request) const {
@@ -210,7 +206,6 @@ class Session {
   // A request joined the driver (which checked its prompt): its KV slot and sampling state, unless
   // it left at once (nothing to generate).
   void joined(const std::vector<Token>& prompt, const SamplingOptions* settings) {
-    sync_stats();
     if (driver_.active() == sampling_.size()) return;
     std::optional<SequenceSampling> sampling;
     if (settings) {
@@ -230,14 +225,13 @@ class Session {
     sampling_.erase(sampling_.begin() + static_cast<std::ptrdiff_t>(slot));
   }
 
-  void sync_stats() { static_cast<StepDriverStats&>(stats_) = driver_.stats(); }
 
   const M* model_;
   S store_;
   GenerateOptions defaults_;
   StepDriver driver_;
   std::vector<std::optional<SequenceSampling>> sampling_;  // [B] in the driver's slot order; unset: greedy
-  GenerateStats stats_;
+  mutable GenerateStats stats_;  // the model's part; the driver's counts join it in stats()
   Verification verification_;
   std::optional<StepCostTracker> tracker_;  // with GenerateOptions::step_cost
 };
