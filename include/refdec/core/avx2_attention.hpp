@@ -151,13 +151,16 @@ REFDEC_AVX2_TARGET inline void softmax_rows(float* x, std::int64_t rows, std::in
   alignas(32) float lanes[8];
   for (std::int64_t r = 0; r < rows; ++r) {
     float* row = x + r * len;
-    float top = -std::numeric_limits<float>::infinity();
-    for (std::int64_t i = 0; i < len; ++i) top = std::max(top, row[i]);
+    __m256 tops = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    std::int64_t i = 0;
+    for (; i + 8 <= len; i += 8) tops = _mm256_max_ps(tops, _mm256_loadu_ps(row + i));
+    _mm256_store_ps(lanes, tops);
+    float top = *std::max_element(lanes, lanes + 8);
+    for (; i < len; ++i) top = std::max(top, row[i]);
     if (top == -std::numeric_limits<float>::infinity()) top = 0.0f;  // every entry masked: all 0 below, as 0 / 0 is avoided
     const __m256 shift = _mm256_set1_ps(top);
     __m256 total = _mm256_setzero_ps();
-    std::int64_t i = 0;
-    for (; i + 8 <= len; i += 8) {
+    for (i = 0; i + 8 <= len; i += 8) {
       const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + i), shift));
       _mm256_storeu_ps(row + i, e);
       total = _mm256_add_ps(total, e);

@@ -170,9 +170,11 @@ class Avx2Linear {
   // chains of additions (a row's stream is otherwise bound by the addition's latency, not by the
   // memory); four rows have eight chains without the split.
   // How far ahead of the pair being read the weights are prefetched: with the hardware
-  // prefetcher alone a lone row streamed clearly below the read bandwidth on a 2-core AMD EPYC,
-  // and 4-16 KB ahead did best there. Prefetching past a block reads the next one, as streamed.
-  static constexpr std::int64_t kPrefetchBytes = 8192;
+  // prefetcher alone a lone row streamed at about 85% of a plain read on a 2-core AMD EPYC (Zen
+  // 3); 1 KB ahead reached 91-95% there, 512 B and 1.5-2 KB a little less, 4-8 KB no better than
+  // none (refdec-avx2-stream, rebuilt with each distance). Prefetching past a block reads the
+  // next one, as streamed.
+  static constexpr std::int64_t kPrefetchBytes = 1024;
 
   template <HalfFormat F, int M>
   REFDEC_AVX2_TARGET static void tile(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,

@@ -1,0 +1,143 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// refdec-avx2-stream: how close refdec's AVX2 linear kernel (core/avx2_linear.hpp) streams its
+// weights to the machine's read bandwidth. It packs the linear layers of a model shape in bf16,
+// then alternates, round by round, a plain read of as many bytes (AVX2 loads summed, split over
+// the threads) with one pass of the kernel over every layer, each layer split over the threads in
+// runs of column blocks as PackedLinear does. The ratio of the two times is taken per round, so
+// that a shared machine's bandwidth, which moves from minute to minute, moves both sides alike.
+//
+//   refdec-avx2-stream [--shape 1b] [--rows 1] [--rounds 10]
+//
+// Torch-free; OpenMP threads (OMP_NUM_THREADS). Exits 77 where the CPU does not run the kernel.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "refdec/core/avx2_linear.hpp"
+#include "refdec/core/cpu_isa.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Shape {
+  std::int64_t dim, hidden, layers, kv_dim;
+};
+
+Shape shape_named(const std::string& name) {
+  if (name == "1b") return {2048, 5632, 22, 256};  // TinyLlama-1.1B (4 kv heads of 64)
+  if (name == "7b") return {4096, 11008, 32, 4096};
+  if (name == "tiny") return {64, 172, 5, 32};
+  std::fprintf(stderr, "refdec-avx2-stream: unknown --shape '%s' (tiny, 1b, 7b)\n", name.c_str());
+  std::exit(2);
+}
+
+#if REFDEC_X86
+// Sums `n` floats (a multiple of 32) with four independent AVX2 chains per thread.
+REFDEC_AVX2_TARGET float read_all(const float* p, std::int64_t n) {
+  float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+  {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n; i += 32) {
+      a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+      a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+      a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+      a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (const float l : lanes) total += l;
+  }
+  return total;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shape_name = "1b";
+  std::int64_t rows = 1;
+  int rounds = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 < argc && arg == "--shape") {
+      shape_name = argv[++i];
+    } else if (i + 1 < argc && arg == "--rows") {
+      rows = std::atoll(argv[++i]);
+    } else if (i + 1 < argc && arg == "--rounds") {
+      rounds = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: refdec-avx2-stream [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N]\n");
+      return 2;
+    }
+  }
+  if (rows < 1 || rows > 64 || rounds < 1) {
+    std::fprintf(stderr, "refdec-avx2-stream: --rows takes 1 to 64, --rounds at least 1\n");
+    return 2;
+  }
+  if (!refdec::Avx2Linear::cpu_runs()) {
+    std::printf("skipped: this CPU does not run AVX2 with FMA and F16C (%s)\n", refdec::cpu_isa().describe().c_str());
+    return 77;
+  }
+#if REFDEC_X86
+  const Shape s = shape_named(shape_name);
+  // Per layer: q/k/v fused, o, gate, up, down, as the packed model holds them.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> per_layer = {
+      {s.dim + 2 * s.kv_dim, s.dim}, {s.dim, s.dim}, {s.hidden, s.dim}, {s.hidden, s.dim}, {s.dim, s.hidden}};
+  std::vector<std::unique_ptr<refdec::Avx2Linear>> layers;
+  std::int64_t bytes = 0;
+  std::uint16_t bits = 0x3c00;
+  for (std::int64_t l = 0; l < s.layers; ++l)
+    for (const auto& [out, in] : per_layer) {
+      std::vector<std::uint16_t> w(static_cast<std::size_t>(out * in));
+      for (auto& v : w) v = bits = static_cast<std::uint16_t>(0x3c00 | ((bits * 75u + 74u) & 0xff));  // 1.0 .. 1.99, varied
+      layers.push_back(std::make_unique<refdec::Avx2Linear>(w.data(), out, in, refdec::HalfFormat::kBf16));
+      bytes += layers.back()->bytes();
+    }
+  const std::int64_t floats = (bytes / 4 + 31) / 32 * 32;
+  std::unique_ptr<float, decltype(&std::free)> buffer(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>(floats) * 4)), &std::free);
+  std::fill(buffer.get(), buffer.get() + floats, 1.0f);
+  const std::int64_t widest = std::max(s.dim, s.hidden) + 1;
+  std::vector<float> x(static_cast<std::size_t>(rows * widest), 0.01f), y(static_cast<std::size_t>(rows * widest));
+  std::printf("%s: %zu bf16 layers, %.3f GB; %lld row(s); %d threads; CPU %s\n", shape_name.c_str(), layers.size(), static_cast<double>(bytes) / 1e9,
+              static_cast<long long>(rows), omp_get_max_threads(), refdec::cpu_isa().describe().c_str());
+  std::printf("| round | read GB/s | kernel GB/s | kernel / read |\n|---|---|---|---|\n");
+  std::vector<double> ratios;
+  volatile float sink = 0.0f;
+  for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
+    auto t = Clock::now();
+    sink = sink + read_all(buffer.get(), floats);
+    const double read_s = seconds_since(t);
+    t = Clock::now();
+    for (const auto& layer : layers) {
+      // PackedLinear::run_avx2's split: runs of 4 column blocks taken as threads finish.
+      std::atomic<std::int64_t> next{0};
+      const std::int64_t blocks = layer->blocks();
+#pragma omp parallel
+      for (std::int64_t first; (first = next.fetch_add(4, std::memory_order_relaxed)) < blocks;)
+        layer->run_blocks(x.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, first, std::min(blocks, first + 4));
+    }
+    const double kernel_s = seconds_since(t);
+    if (r == 0) continue;
+    ratios.push_back(read_s / kernel_s);
+    std::printf("| %d | %.1f | %.1f | %.3f |\n", r, static_cast<double>(bytes) / read_s / 1e9, static_cast<double>(bytes) / kernel_s / 1e9,
+                ratios.back());
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("median kernel / read over %d rounds: %.3f\n", rounds, ratios[ratios.size() / 2]);
+#endif
+  return 0;
+}
