@@ -1,6 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // LlmaDrafter host costs on a 4K-token context: indexing (begin), one proposal, one accepted token;
-// and one propose + accept step of LookaheadDrafter and MixtureDrafter over the same context.
+// and one propose + accept step of LookaheadDrafter and MixtureDrafter over the same context; a
+// StepDriver's step (drafting, plan, completion) for 64 sequences on 1 or more drafting threads.
 
 #include <benchmark/benchmark.h>
 
@@ -13,6 +14,7 @@
 
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_driver.hpp"
 #include "synthetic_text.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
@@ -201,5 +203,38 @@ void BM_MixtureStep(benchmark::State& state) {
   run_steps(state, d);
 }
 BENCHMARK(BM_MixtureStep)->Unit(benchmark::kMicrosecond);
+
+// One StepDriver step for 64 sequences, each a mixture of LLMA and the n-gram trie over the 4K
+// reference: prepare() (their drafts, on `threads` drafting threads, and the plan), then
+// complete_greedy() with a target that continues the output's bigrams (drafts are accepted now
+// and then). The sequences grow by the steps' accepted tokens: every run times the same 400 steps;
+// no forward pass is timed.
+void BM_StepDriverStep(benchmark::State& state) {
+  const Workload& w = workload(kContext);
+  constexpr std::size_t kSequences = 64;
+  std::vector<Token> next(2000, 0);  // the target: the token that follows t in the output (its last occurrence)
+  for (std::size_t i = 0; i + 1 < w.output.size(); ++i) next[static_cast<std::size_t>(w.output[i])] = w.output[i + 1];
+  StepDriver driver({.vocab_size = 2000, .max_context = 1 << 20, .prefill_chunk = 0, .drafting_threads = state.range(0)});
+  for (std::size_t i = 0; i < kSequences; ++i) {
+    Tokens prompt = w.prompt;
+    prompt.insert(prompt.end(), w.output.begin() + static_cast<std::ptrdiff_t>(i * 16), w.output.begin() + static_cast<std::ptrdiff_t>(i * 16 + 32));
+    driver.add(prompt, w.references, {.max_new_tokens = 1 << 30, .budget = 16}, AnyDrafter(make_mixture(LlmaDrafter(), NgramTrieDrafter())));
+  }
+  std::vector<Token> choices;
+  // The first step prefills every prompt: run it before timing.
+  driver.prepare();
+  for (const Token t : driver.plan().tokens) choices.push_back(next[static_cast<std::size_t>(t)]);
+  driver.complete_greedy(choices);
+  for (auto _ : state) {
+    driver.prepare();
+    choices.clear();
+    for (const Token t : driver.plan().tokens) choices.push_back(next[static_cast<std::size_t>(t)]);
+    driver.complete_greedy(choices);
+  }
+  state.counters["tokens_per_step"] = driver.stats().tokens_per_step();
+  state.counters["per_sequence"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kSequences), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_StepDriverStep)->ArgNames({"threads"})->Arg(1)->Arg(2)->Arg(4)->Iterations(400)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace

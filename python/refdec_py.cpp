@@ -1035,7 +1035,7 @@ PYBIND11_MODULE(refdec, m) {
                        std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk,
                        std::optional<StepCost> step_cost, double step_cost_half_life) {
              return GenerateOptions{max_new_tokens, budget,        std::move(stop_tokens), max_context, sampling,
-                                    sampling_path,  prefill_chunk, std::move(step_cost),   {.half_life = step_cost_half_life}};
+                                    sampling_path,  prefill_chunk, 1 /* drafting_threads: not bound in Python yet */, std::move(step_cost),   {.half_life = step_cost_half_life}};
            }),
            py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
            py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512,

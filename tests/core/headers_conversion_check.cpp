@@ -17,6 +17,7 @@
 #include "refdec/core/step_cost.hpp"
 #include "refdec/core/step_device.hpp"
 #include "refdec/core/step_driver.hpp"
+#include "refdec/core/worker_pool.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/drafters/draft_step.hpp"

@@ -188,7 +188,74 @@ TEST(StepDriver, EndsDraftersSequencesAndKeepsCallerStatistics) {
   EXPECT_EQ(driver.stats().drafting.steps, 4);
 }
 
+// A drafter that throws from propose() once its sequence has `fail_after` output tokens.
+struct FailingDrafter {
+  std::size_t fail_after = 0, seen = 0;
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { seen = 0; }
+  void propose(std::size_t, DraftTree&) {
+    if (seen >= fail_after) throw Error("failing drafter: out of ideas");
+  }
+  void accept(std::span<const Token> tokens) { seen += tokens.size(); }
+  std::string name() const { return "failing"; }
+};
+
+// The same sequences drafted on 1, 2 and 5 threads: the same plan at every step (tokens, masks,
+// positions), the same outputs, each equal to plain greedy decoding.
+TEST(StepDriver, DraftsOnThreadsAsOnOne) {
+  std::vector<std::vector<Token>> prompts;
+  for (Token i = 0; i < 24; ++i) prompts.push_back({1, static_cast<Token>(3 + i % 7), static_cast<Token>(3 + (i * 5) % 7), 4, 5});
+  std::vector<std::vector<std::vector<Token>>> plans_by_threads;
+  for (const std::int64_t threads : {1, 2, 5}) {
+    StepDriver driver({.vocab_size = kVocab, .max_context = 64, .prefill_chunk = 2, .drafting_threads = threads});
+    ToyEngine engine;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      AnyDrafter drafter = i % 3 == 0 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
+                                      : AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+      driver.add(prompts[i], {}, {.max_new_tokens = 10 + static_cast<std::int64_t>(i % 5) * 4, .budget = 8}, std::move(drafter));
+      engine.caches.emplace_back();
+    }
+    std::vector<std::vector<Token>> plans;  // per step: its tokens, positions and parents
+    Outcome out;
+    while (!driver.idle()) {
+      if (driver.prepare()) {
+        const StepPlan& plan = driver.plan();
+        plans.push_back(plan.tokens);
+        for (const auto p : plan.positions) plans.back().push_back(static_cast<Token>(p));
+        for (std::int32_t b = 0; b < plan.batch(); ++b)
+          for (std::int32_t r = 0; r < plan.rows(b); ++r)
+            for (std::int32_t c = 0; c <= r; ++c) plans.back().push_back(plan.sees(b, r, c) ? 1 : 0);
+        driver.complete_greedy(engine.forward(plan));
+        engine.commit(plan, driver.keep(), driver.left());
+      }
+      for (const RequestUpdate& u : driver.updates()) out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
+    }
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(out.tokens[static_cast<RequestId>(i)], plain(prompts[i], 10 + (i % 5) * 4)) << "sequence " << i << ", threads " << threads;
+    EXPECT_GT(driver.stats().tokens_per_step(), 1.2) << "drafts were accepted";
+    plans_by_threads.push_back(std::move(plans));
+  }
+  EXPECT_EQ(plans_by_threads[1], plans_by_threads[0]) << "2 threads";
+  EXPECT_EQ(plans_by_threads[2], plans_by_threads[0]) << "5 threads";
+}
+
+// A drafter failing on a worker thread: the error names its request and reaches the caller; the
+// driver's threads stay usable for the next driver call.
+TEST(StepDriver, ReportsADrafterErrorFromAThread) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 64, .drafting_threads = 3});
+  // One-token prompts: the first step drafts (a longer prompt's first step prefills).
+  for (int i = 0; i < 5; ++i) driver.add({1}, {}, {.max_new_tokens = 20}, AnyDrafter(LlmaDrafter({.n = 1, .k = 4, .self_reference = true})));
+  driver.add({1}, {}, {.max_new_tokens = 20}, AnyDrafter(FailingDrafter{.fail_after = 0}));
+  refdec_test::expect_error([&] { driver.prepare(); }, "request 5: failing drafter: out of ideas");
+  EXPECT_TRUE(driver.cancel(5).has_value());
+  ToyEngine engine;
+  engine.caches.resize(5);
+  Outcome out;
+  run(driver, engine, out);
+  for (RequestId id = 0; id < 5; ++id) EXPECT_EQ(out.tokens[id], plain({1}, 20)) << "request " << id;
+}
+
 TEST(StepDriver, RejectsBadInputNamingIt) {
+  refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 8, .drafting_threads = 0}); }, "drafting_threads must be >= 1, got 0");
   refdec_test::expect_error([] { StepDriver({.vocab_size = 0, .max_context = 8}); }, "vocab_size must be positive");
   refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 0}); }, "max_context must be positive");
   StepDriver driver({.vocab_size = kVocab, .max_context = 8});
@@ -200,6 +267,13 @@ TEST(StepDriver, RejectsBadInputNamingIt) {
   refdec_test::expect_error([&] { driver.add({1}, {}, {.max_new_tokens = -1}); }, "max_new_tokens must be >= 0");
   refdec_test::expect_error([&] { driver.add({1}, {}, {.budget = -2}); }, "budget must be >= 0");
   EXPECT_EQ(driver.active(), 0u);
+  {  // a caller's drafter follows one sequence at a time
+    StepDriver other({.vocab_size = kVocab, .max_context = 8});
+    AnyDrafter shared(LlmaDrafter(LlmaOptions{}));
+    other.add({1}, {}, {}, &shared);
+    refdec_test::expect_error([&] { other.add({1}, {}, {}, &shared); }, "add: the drafter is in use by request 0");
+    EXPECT_EQ(other.active(), 1u);
+  }
   driver.add({1}, {}, {});
   ASSERT_TRUE(driver.prepare());
   refdec_test::expect_error([&] { driver.complete_greedy(std::vector<Token>(3, 4)); }, "3 choices for a plan of 1 rows");

@@ -2,7 +2,8 @@
 // What refdec shares across threads, exercised from several threads at once; built and run under
 // ThreadSanitizer by tests/tsan.cmake (the `tsan_threading_tests` CTest). Shared: a Datastore
 // (queried by REST drafters, one per thread), const DraftTrees (linearised with per-thread
-// scratch), const StepPlans (walked); per thread: drafters, sessions of plans.
+// scratch), const StepPlans (walked), an OutputHistory (written and read by the drafters a
+// StepDriver runs on its drafting threads); per thread: drafters, sessions of plans.
 
 #include <gtest/gtest.h>
 
@@ -11,11 +12,14 @@
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_driver.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/reader.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "test_data.hpp"
 
@@ -110,6 +114,39 @@ TEST(Threads, ConstTreesAndPlansAreSharedReadOnly) {
   for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { together[static_cast<std::size_t>(t)] = work(t); });
   for (auto& th : threads) th.join();
   EXPECT_EQ(together, alone);
+}
+
+// A StepDriver drafting on 4 threads, its sequences' drafters (history over LLMA and the n-gram
+// trie) sharing one OutputHistory that sequences write as they finish: every sequence's output
+// is the text its target continues (a fixed cycle), as on one thread.
+TEST(Threads, StepDriverDraftsOnItsThreads) {
+  const auto history = std::make_shared<OutputHistory>(4096);
+  StepDriver driver({.vocab_size = 50, .max_context = 256, .prefill_chunk = 8, .drafting_threads = 4});
+  const auto target = [](Token t) { return static_cast<Token>((t * 7 + 3) % 50); };  // the next token after t
+  std::vector<std::vector<Token>> outputs(32);
+  std::size_t added = 0;
+  while (added < outputs.size() || !driver.idle()) {
+    while (added < outputs.size() && driver.active() < 12) {  // sequences join as others leave
+      const Token first = static_cast<Token>(added % 50);
+      AnyDrafter inner = added % 2 == 0 ? AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true})) : AnyDrafter(NgramTrieDrafter());
+      driver.add({first, target(first)}, {}, {.max_new_tokens = 24, .budget = 8}, AnyDrafter(HistoryDrafter(std::move(inner), history)));
+      ++added;
+    }
+    if (driver.prepare()) {  // the target's token after each row is a function of the row's own token: no cache needed
+      std::vector<Token> choices;
+      for (const Token t : driver.plan().tokens) choices.push_back(target(t));
+      driver.complete_greedy(choices);
+    }
+    for (const RequestUpdate& u : driver.updates())
+      outputs[static_cast<std::size_t>(u.id)].insert(outputs[static_cast<std::size_t>(u.id)].end(), u.tokens.begin(), u.tokens.end());
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    std::vector<Token> want;
+    Token t = target(static_cast<Token>(i % 50));
+    while (want.size() < 24) want.push_back(t = target(t));
+    EXPECT_EQ(outputs[i], want) << "sequence " << i;
+  }
+  EXPECT_GT(driver.stats().tokens_per_step(), 2.0) << "the history and the sequences' own text were drafted from";
 }
 
 }  // namespace

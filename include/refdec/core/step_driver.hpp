@@ -27,6 +27,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
+#include "refdec/core/worker_pool.hpp"
 #include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
 
@@ -68,6 +69,11 @@ struct StepDriverOptions {
   std::int64_t vocab_size = 0;       ///< token ids lie in [0, vocab_size); > 0
   std::int64_t max_context = 0;      ///< prompt + output at most per sequence; > 0
   std::int64_t prefill_chunk = 512;  ///< prompt tokens a step prefills per sequence at most; 0: the whole prompt at once
+  /// Threads that draft a step's sequences at once (the caller's among them); >= 1. Each
+  /// sequence's drafter is its own object (add() refuses one already in use), and drafters that
+  /// share state share only what is thread-safe (OutputHistory, a Datastore), so their proposals
+  /// are the same on any number of threads.
+  std::int64_t drafting_threads = 1;
 };
 
 /// What the driver's steps did, summed over sequences.
@@ -98,6 +104,8 @@ class StepDriver {
     REFDEC_CHECK(options_.vocab_size > 0, "StepDriver: vocab_size must be positive, got " << options_.vocab_size);
     REFDEC_CHECK(options_.max_context > 0, "StepDriver: max_context must be positive, got " << options_.max_context);
     REFDEC_CHECK(options_.prefill_chunk >= 0, "StepDriver: prefill_chunk must be >= 0, got " << options_.prefill_chunk);
+    REFDEC_CHECK(options_.drafting_threads >= 1, "StepDriver: drafting_threads must be >= 1, got " << options_.drafting_threads);
+    if (options_.drafting_threads > 1) pool_ = std::make_unique<WorkerPool>(static_cast<std::size_t>(options_.drafting_threads));
   }
 
   /// Adds a sequence with a drafter the driver owns (default: plain decoding). Checks everything
@@ -112,10 +120,13 @@ class StepDriver {
   }
   /// Adds a sequence whose drafter the caller owns and keeps alive until the sequence has left
   /// (its statistics and learned state stay with the caller: the driver adds to them and never
-  /// resets them).
+  /// resets them). Throws ArgumentError for a drafter an active sequence is using: a drafter
+  /// follows one sequence at a time.
   RequestId add(std::vector<Token> prompt, std::span<const std::vector<Token>> references, const SequenceLimits& limits,
                 AnyDrafter* drafter) {
     REFDEC_CHECK(drafter != nullptr, "add: null drafter");
+    for (const Sequence& s : active_)
+      REFDEC_CHECK(s.drafter != drafter, "add: the drafter is in use by request " << s.id << " (a drafter follows one sequence at a time)");
     return add(std::move(prompt), references, limits, drafter, nullptr);
   }
 
@@ -148,7 +159,7 @@ class StepDriver {
     aux_.resize(B);
     prefill_.assign(B, 0);
     lengths_.resize(B);
-    bool any_aux = false;
+    drafting_.clear();
     for (std::size_t i = 0; i < B; ++i) {
       Sequence& s = active_[i];
       aux_[i].clear();
@@ -162,15 +173,28 @@ class StepDriver {
         stats_.prefill_tokens += trees_[i].size();
         continue;
       }
+      drafting_.push_back(i);
+    }
+    if (scratch_.size() < B) scratch_.resize(B);
+    const auto draft = [&](std::size_t k) {
+      const std::size_t i = drafting_[k];
+      Sequence& s = active_[i];
       const auto length = static_cast<std::int64_t>(s.prompt.size() + s.output.size());
       const std::int64_t room =
           std::min(s.limits.max_new_tokens - static_cast<std::int64_t>(s.output.size()), options_.max_context - length);
       try {
         draft_step(*s.drafter, s.last(), step_budget(room, s.limits.budget), options_.vocab_size, length - 1, options_.max_context,
-                   scratch_, trees_[i], aux_[i]);
+                   scratch_[i], trees_[i], aux_[i]);
       } catch (const Error& e) {
         detail::rethrow_in_context(e, "request " + std::to_string(s.id));
       }
+    };
+    if (pool_)
+      pool_->for_each(drafting_.size(), draft);
+    else
+      for (std::size_t k = 0; k < drafting_.size(); ++k) draft(k);
+    bool any_aux = false;
+    for (const std::size_t i : drafting_) {
       stats_.auxiliary_tokens += aux_[i].size();
       any_aux = any_aux || !aux_[i].empty();
     }
@@ -379,8 +403,10 @@ class StepDriver {
   StepDriverStats stats_;
   double last_drafter_seconds_ = 0;
   double last_plan_seconds_ = 0;
+  std::unique_ptr<WorkerPool> pool_;  // set when options_.drafting_threads > 1
   // Per-step scratch, reused.
-  DraftScratch scratch_;
+  std::vector<DraftScratch> scratch_;   // [>= B] per slot, so that slots draft on any thread
+  std::vector<std::size_t> drafting_;   // slots that draft this step (the others prefill)
   std::vector<LinearTree> trees_;       // [B]
   std::vector<AuxBlock> aux_;           // [B]
   std::vector<std::uint8_t> prefill_;   // [B]

@@ -59,6 +59,8 @@ struct GenerateOptions {
   std::optional<SamplingOptions> sampling;  ///< for requests without their own; unset: greedy decoding
   SamplingPath sampling_path = SamplingPath::kAuto;  ///< where sampled steps process the logits (same output)
   std::int64_t prefill_chunk = 512;  ///< prompt tokens a step prefills per request at most; 0: the whole prompt at once
+  /// Threads that draft a step's requests at once (StepDriverOptions::drafting_threads); >= 1.
+  std::int64_t drafting_threads = 1;
   /// A measured step cost (measure_step_cost()) that the session keeps current by timing its own
   /// steps (StepCostTracker) and gives, before each step, to every CostAwareDrafter (the mixture's
   /// adaptive budget): a calibration from another minute mis-sizes drafts when the machine's
@@ -187,7 +189,8 @@ class Session {
     REFDEC_CHECK(defaults.max_context >= 0, "Session: max_context must be >= 0, got " << defaults.max_context);
     return {.vocab_size = model.vocab_size(),
             .max_context = defaults.max_context > 0 ? defaults.max_context : model.max_seq_len(),
-            .prefill_chunk = defaults.prefill_chunk};
+            .prefill_chunk = defaults.prefill_chunk,
+            .drafting_threads = defaults.drafting_threads};
   }
 
   SequenceLimits limits_of(const Request& request) const {

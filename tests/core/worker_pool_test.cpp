@@ -1,0 +1,66 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#include "refdec/core/worker_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "common/expect_error.hpp"
+
+namespace {
+
+using refdec::WorkerPool;
+
+// Every index once, on as many threads as asked (the caller's among them), loop after loop.
+TEST(WorkerPool, RunsEveryIndexOnceOnItsThreads) {
+  for (const std::size_t threads : {1u, 2u, 4u}) {
+    WorkerPool pool(threads);
+    EXPECT_EQ(pool.threads(), threads);
+    for (const std::size_t n : {0u, 1u, 3u, 100u}) {
+      std::vector<std::atomic<int>> calls(n);
+      std::mutex mutex;
+      std::set<std::thread::id> ran_on;
+      pool.for_each(n, [&](std::size_t i) {
+        calls[i].fetch_add(1);
+        if (threads > 1) std::this_thread::sleep_for(std::chrono::microseconds(200));  // room for every thread to take some
+        const std::lock_guard lock(mutex);
+        ran_on.insert(std::this_thread::get_id());
+      });
+      for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(calls[i].load(), 1) << "index " << i << " of " << n << ", " << threads << " threads";
+      EXPECT_LE(ran_on.size(), threads);
+      if (n <= 1) {
+        EXPECT_TRUE(ran_on.empty() || *ran_on.begin() == std::this_thread::get_id()) << "a loop of one runs on the caller";
+      }
+    }
+  }
+}
+
+// An exception from any call reaches the caller after the loop; the other calls still ran, and
+// the pool runs the next loop.
+TEST(WorkerPool, RethrowsAnErrorAfterTheLoopAndStaysUsable) {
+  WorkerPool pool(3);
+  std::atomic<int> ran{0};
+  try {
+    pool.for_each(50, [&](std::size_t i) {
+      ran.fetch_add(1);
+      if (i == 7) throw std::runtime_error("index 7 failed");
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "index 7 failed");
+  }
+  EXPECT_EQ(ran.load(), 50);
+  std::atomic<int> again{0};
+  pool.for_each(20, [&](std::size_t) { again.fetch_add(1); });
+  EXPECT_EQ(again.load(), 20);
+}
+
+TEST(WorkerPool, RejectsZeroThreads) { refdec_test::expect_error([] { WorkerPool pool(0); }, "needs at least 1 thread, got 0"); }
+
+}  // namespace
