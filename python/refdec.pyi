@@ -650,7 +650,7 @@ class SamplingPath:
 
 class GenerateOptions:
     """Defaults and limits of a Session."""
-    def __init__(self: GenerateOptions, max_new_tokens: int = 256, budget: int = 16, stop_tokens: List[int] = [], max_context: int = 0, sampling: Optional[SamplingOptions] = None, sampling_path: SamplingPath = ..., prefill_chunk: int = 512, step_cost: Optional[StepCost] = None, step_cost_half_life: float = 32.0) -> None:
+    def __init__(self: GenerateOptions, max_new_tokens: int = 256, budget: int = 16, stop_tokens: List[int] = [], max_context: int = 0, sampling: Optional[SamplingOptions] = None, sampling_path: SamplingPath = ..., prefill_chunk: int = 512, step_cost: Optional[StepCost] = None, step_cost_half_life: float = 32.0, drafting_threads: int = 1) -> None:
         ...
     @property
     def max_new_tokens(self) -> int:
@@ -687,6 +687,11 @@ class GenerateOptions:
         """Prompt tokens a step prefills per request at most (0: all)."""
     @prefill_chunk.setter
     def prefill_chunk(self, value: int) -> None: ...
+    @property
+    def drafting_threads(self) -> int:
+        """Threads that draft a step's requests at once, the stepping thread's among them (>= 1; the GIL is released once per step)."""
+    @drafting_threads.setter
+    def drafting_threads(self, value: int) -> None: ...
     @property
     def step_cost(self) -> Optional[StepCost]:
         """A calibration (StepCost) the session learns around from its own one-sequence steps and gives to cost-aware drafters (the mixture) before each step; None: drafters keep their own."""
@@ -779,8 +784,8 @@ class Session:
 
 class StepDriver:
     """The step protocol for an engine of your own (docs/engine.md): per sequence its drafter, prompt, output and limits. Per step: prepare() (prefill chunks or drafts, then `plan`), your forward pass over the plan, complete_greedy(targets) or complete(accepted, aux_choices), then apply `keep` to your caches and drop the slots in `left`; `updates` says what each sequence did. Keep one cache per active sequence in slot order (a sequence added takes the next slot). One thread drives a driver; drafting and completing run without the GIL."""
-    def __init__(self: StepDriver, vocab_size: int, max_context: int, prefill_chunk: int = 512) -> None:
-        """A driver for token ids in [0, vocab_size), prompt + output at most `max_context` per sequence, prompts prefilled `prefill_chunk` tokens per step at most (0: at once)."""
+    def __init__(self: StepDriver, vocab_size: int, max_context: int, prefill_chunk: int = 512, drafting_threads: int = 1) -> None:
+        """A driver for token ids in [0, vocab_size), prompt + output at most `max_context` per sequence, prompts prefilled `prefill_chunk` tokens per step at most (0: at once), sequences drafted on `drafting_threads` threads at once (the caller's among them; the GIL is released once per step)."""
     def add(self: StepDriver, prompt: List[int], references: List[List[int]] = [], drafter: Optional[Drafter] = None, max_new_tokens: int = 256, stop_tokens: List[int] = [], budget: int = 16) -> int:
         """Adds a sequence; returns its id. `drafter` (None: plain decoding) is borrowed until the sequence leaves. Raises ValueError without changing the driver when something is wrong. A sequence with max_new_tokens=0 takes no slot: it is reported as finished by the next prepare()."""
     def prepare(self: StepDriver) -> bool:

@@ -1033,13 +1033,14 @@ PYBIND11_MODULE(refdec, m) {
   py::class_<GenerateOptions>(m, "GenerateOptions", "Defaults and limits of a Session.")
       .def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
                        std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk,
-                       std::optional<StepCost> step_cost, double step_cost_half_life) {
-             return GenerateOptions{max_new_tokens, budget,        std::move(stop_tokens), max_context, sampling,
-                                    sampling_path,  prefill_chunk, 1 /* drafting_threads: not bound in Python yet */, std::move(step_cost),   {.half_life = step_cost_half_life}};
+                       std::optional<StepCost> step_cost, double step_cost_half_life, std::int64_t drafting_threads) {
+             return GenerateOptions{max_new_tokens, budget,           std::move(stop_tokens), max_context, sampling,
+                                    sampling_path,  prefill_chunk,    drafting_threads,       std::move(step_cost),
+                                    {.half_life = step_cost_half_life}};
            }),
            py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
            py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512,
-           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = 32.0)
+           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = 32.0, py::arg("drafting_threads") = 1)
       .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
       .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
       .def_readwrite("stop_tokens", &GenerateOptions::stop_tokens, "Generation stops before any of these.")
@@ -1047,6 +1048,9 @@ PYBIND11_MODULE(refdec, m) {
       .def_readwrite("sampling", &GenerateOptions::sampling, "SamplingOptions for requests without their own; None: greedy.")
       .def_readwrite("sampling_path", &GenerateOptions::sampling_path, "SamplingPath.")
       .def_readwrite("prefill_chunk", &GenerateOptions::prefill_chunk, "Prompt tokens a step prefills per request at most (0: all).")
+      .def_readwrite("drafting_threads", &GenerateOptions::drafting_threads,
+                     "Threads that draft a step's requests at once, the stepping thread's among them (>= 1; the GIL is "
+                     "released once per step).")
       .def_readwrite("step_cost", &GenerateOptions::step_cost,
                      "A calibration (StepCost) the session learns around from its own one-sequence steps and gives to "
                      "cost-aware drafters (the mixture) before each step; None: drafters keep their own.");
@@ -1154,12 +1158,13 @@ PYBIND11_MODULE(refdec, m) {
                            "your caches and drop the slots in `left`; `updates` says what each sequence did. Keep one cache "
                            "per active sequence in slot order (a sequence added takes the next slot). One thread drives a "
                            "driver; drafting and completing run without the GIL.")
-      .def(py::init([](std::int64_t vocab_size, std::int64_t max_context, std::int64_t prefill_chunk) {
-             return std::make_unique<PyStepDriver>(StepDriverOptions{vocab_size, max_context, prefill_chunk});
+      .def(py::init([](std::int64_t vocab_size, std::int64_t max_context, std::int64_t prefill_chunk, std::int64_t drafting_threads) {
+             return std::make_unique<PyStepDriver>(StepDriverOptions{vocab_size, max_context, prefill_chunk, drafting_threads});
            }),
-           py::arg("vocab_size"), py::arg("max_context"), py::arg("prefill_chunk") = 512,
+           py::arg("vocab_size"), py::arg("max_context"), py::arg("prefill_chunk") = 512, py::arg("drafting_threads") = 1,
            "A driver for token ids in [0, vocab_size), prompt + output at most `max_context` per sequence, prompts "
-           "prefilled `prefill_chunk` tokens per step at most (0: at once).")
+           "prefilled `prefill_chunk` tokens per step at most (0: at once), sequences drafted on `drafting_threads` "
+           "threads at once (the caller's among them; the GIL is released once per step).")
       .def("add", [](PyStepDriver& s, const Tokens& prompt, const std::vector<Tokens>& references, py::object drafter,
                      std::int64_t max_new_tokens, const Tokens& stop_tokens, std::int64_t budget) {
              const SequenceLimits limits{max_new_tokens, stop_tokens, budget};

@@ -60,6 +60,22 @@ def test_step_driver_decodes_like_plain_decoding():
     drafter.begin([1], [])  # given back when its sequence left
 
 
+def test_step_driver_drafts_on_threads_as_on_one():
+    prompts = [[1, 3 + i % 7, 3 + (i * 5) % 7] for i in range(12)]
+    results = []
+    for threads in (1, 3):
+        driver = refdec.StepDriver(VOCAB, 64, prefill_chunk=2, drafting_threads=threads)
+        drafters = [refdec.LlmaDrafter(n=1, k=8, self_reference=True) for _ in prompts]
+        ids = [driver.add(p, drafter=d, max_new_tokens=12, budget=8) for p, d in zip(prompts, drafters)]
+        outputs, _ = drive(driver)
+        assert [outputs[i] for i in ids] == [plain(p, 12) for p in prompts]
+        results.append((driver.stats.tokens, driver.stats.steps))
+    assert results[0] == results[1]  # the same drafts, hence the same steps, on 3 threads
+    with pytest.raises(ValueError, match="drafting_threads must be >= 1, got 0"):
+        refdec.StepDriver(VOCAB, 64, drafting_threads=0)
+    assert refdec.GenerateOptions(drafting_threads=2).drafting_threads == 2
+
+
 def test_step_driver_stops_cancels_and_rejects_bad_input():
     driver = refdec.StepDriver(VOCAB, 64, prefill_chunk=0)
     first = plain([1], 3)
