@@ -123,12 +123,9 @@ int main(int argc, char** argv) {
     const double read_s = seconds_since(t);
     t = Clock::now();
     for (const auto& layer : layers) {
-      // PackedLinear::run_avx2's split: runs of 4 column blocks taken as threads finish.
-      std::atomic<std::int64_t> next{0};
-      const std::int64_t blocks = layer->blocks();
+      std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads
 #pragma omp parallel
-      for (std::int64_t first; (first = next.fetch_add(4, std::memory_order_relaxed)) < blocks;)
-        layer->run_blocks(x.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, first, std::min(blocks, first + 4));
+      layer->run_taking(x.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next);
     }
     const double kernel_s = seconds_since(t);
     if (r == 0) continue;

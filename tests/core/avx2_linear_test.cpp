@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -138,6 +139,14 @@ TEST(Avx2Linear, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
       });
     for (auto& th : threads) th.join();
     EXPECT_EQ(alone, split) << name(format);
+    // The same with runs taken from a shared counter (run_taking(), PackedLinear's split).
+    std::vector<float> taken(alone.size(), -1.0f);
+    std::atomic<std::int64_t> next{0};
+    threads.clear();
+    for (std::int64_t t = 0; t < 3; ++t)
+      threads.emplace_back([&] { linear.run_taking(xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next); });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(alone, taken) << name(format) << ", runs taken";
   }
 }
 

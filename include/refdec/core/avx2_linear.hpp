@@ -16,6 +16,7 @@
 // header builds without -mavx2, and nothing here runs unless cpu_isa().runs_avx2().
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -107,6 +108,21 @@ class Avx2Linear {
 #endif
   }
 
+  /// Column blocks run_taking() takes at a time: runs of 64 columns (64-180 KB of a TinyLlama-1.1B
+  /// weight, streamed contiguously). On a shared 2-core AMD EPYC whose bandwidth moves from minute
+  /// to minute, each thread taking half of the blocks up front left one waiting for the other at
+  /// every layer's end; runs taken as threads finish keep both streaming.
+  static constexpr std::int64_t kBlocksPerTake = 4;
+
+  /// One thread's share of a product that several threads run at once: runs of kBlocksPerTake
+  /// blocks taken from `next` (shared by those threads, 0 before the first takes) until none is
+  /// left, each run as run_blocks() runs it.
+  void run_taking(const float* xf, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue, const std::uint16_t* other,
+                  std::atomic<std::int64_t>& next) const {
+    for (std::int64_t first; (first = next.fetch_add(kBlocksPerTake, std::memory_order_relaxed)) < blocks();)
+      run_blocks(xf, rows, out, out_f32, epilogue, other, first, std::min(blocks(), first + kBlocksPerTake));
+  }
+
   /// The whole product on the calling thread: x [rows, in_features()] of format(), the rest as
   /// run_blocks() takes it.
   void run(const std::uint16_t* x, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue = Epilogue::kStore,
@@ -172,8 +188,8 @@ class Avx2Linear {
   // How far ahead of the pair being read the weights are prefetched: with the hardware
   // prefetcher alone a lone row streamed at about 85% of a plain read on a 2-core AMD EPYC (Zen
   // 3); 1 KB ahead reached 91-95% there, 512 B and 1.5-2 KB a little less, 4-8 KB no better than
-  // none (refdec-avx2-stream, rebuilt with each distance). Prefetching past a block reads the
-  // next one, as streamed.
+  // none (a copy of this loop at each distance, alternated with a read; refdec-avx2-stream
+  // measures the kernel as built). Prefetching past a block reads the next one, as streamed.
   static constexpr std::int64_t kPrefetchBytes = 1024;
 
   template <HalfFormat F, int M>

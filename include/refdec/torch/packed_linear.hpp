@@ -183,12 +183,6 @@ class PackedLinear {
            packed_backend_unavailable(PackedBackend::kAvx2, weight.scalar_type());
   }
 
-  // Column blocks a thread of run_avx2() takes at a time: runs of 64 columns (64-180 KB of a
-  // TinyLlama-1.1B weight, streamed contiguously). On a shared 2-core AMD EPYC whose bandwidth
-  // moves from minute to minute, each thread taking half of the blocks up front left one waiting
-  // for the other at every layer's end; runs taken as threads finish keep both streaming.
-  static constexpr std::int64_t kBlocksPerTake = 4;
-
   // The AVX2 kernel: x widened to float32 once, runs of column blocks taken by libtorch's threads
   // as they finish the previous one.
   void run_avx2(const at::Tensor& x, const at::Tensor& out, bool f32, Epilogue epilogue, const std::uint16_t* other) const {
@@ -198,11 +192,9 @@ class PackedLinear {
     const float* xp = xf.data_ptr<float>();
     void* op = out.data_ptr();
     std::atomic<std::int64_t> next{0};
-    const std::int64_t takes = (blocks + kBlocksPerTake - 1) / kBlocksPerTake;
-    at::parallel_for(0, std::min<std::int64_t>(takes, at::get_num_threads()), 1, [&](std::int64_t, std::int64_t) {
-      for (std::int64_t first; (first = next.fetch_add(kBlocksPerTake, std::memory_order_relaxed)) < blocks;)
-        avx2_->run_blocks(xp, rows, op, f32, epilogue, other, first, std::min(blocks, first + kBlocksPerTake));
-    });
+    const std::int64_t takes = (blocks + Avx2Linear::kBlocksPerTake - 1) / Avx2Linear::kBlocksPerTake;
+    at::parallel_for(0, std::min<std::int64_t>(takes, at::get_num_threads()), 1,
+                     [&](std::int64_t, std::int64_t) { avx2_->run_taking(xp, rows, op, f32, epilogue, other, next); });
   }
 
 #if REFDEC_HAVE_ONEDNN
