@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "refdec/core/file_io.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/datastore/retrieval.hpp"
@@ -45,10 +46,7 @@ struct Store {
   std::filesystem::path dir;
   std::shared_ptr<const Datastore> ds;
   ~Store() {
-    if (!dir.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
+    if (!dir.empty()) refdec::remove_tree(dir);
   }
 };
 
@@ -187,7 +185,7 @@ void BM_Build(benchmark::State& state) {
   const auto dir = std::filesystem::temp_directory_path() / ("refdec_datastore_build_" + std::to_string(std::random_device{}()));
   std::filesystem::create_directories(dir);
   for (auto _ : state) benchmark::DoNotOptimize(build_datastore(docs, kVocab, dir / "b.ds"));
-  std::filesystem::remove_all(dir);
+  refdec::remove_tree(dir);
   state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(state.range(0)),
                                                       benchmark::Counter::kIsRate);
 }

@@ -7,9 +7,9 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 
 #include "eval/data_dir.hpp"
+#include "refdec/core/file_io.hpp"
 
 namespace refdec_test {
 
@@ -32,10 +32,7 @@ class TempDir {
     }
     throw std::runtime_error("cannot create a temporary directory");
   }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  ~TempDir() { refdec::remove_tree(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }

@@ -23,6 +23,7 @@
 #include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
 #include "refdec/torch/errors.hpp"
+#include "refdec/core/file_io.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -203,10 +204,7 @@ int main(int argc, char** argv) {
     const fs::path tmp = fs::temp_directory_path() / ("refdec_decode_eval_" + std::to_string(::getpid()));
     fs::create_directories(tmp);
     // Removes the datastores however the run ends.
-    const std::unique_ptr<const fs::path, void (*)(const fs::path*)> cleanup(&tmp, [](const fs::path* p) {
-      std::error_code ec;
-      fs::remove_all(*p, ec);
-    });
+    const std::unique_ptr<const fs::path, void (*)(const fs::path*)> cleanup(&tmp, [](const fs::path* p) { refdec::remove_tree(*p); });
     for (std::size_t i = 0; i < num_prompts && num_prompts > 1; ++i) {
       std::vector<std::vector<Token>> docs;
       for (std::size_t j = 0; j < num_prompts; ++j)

@@ -43,6 +43,26 @@ std::vector<std::string> others(const fs::path& dir, const std::vector<std::stri
   return names;
 }
 
+// remove_tree removes nested directories and files, removes a symbolic link without following it,
+// and takes a missing path as already removed.
+TEST(RemoveTree, RemovesNestedDirectoriesAndLinksNotTheirTargets) {
+  TempDir outside;
+  write_text(outside / "kept.txt", "kept");
+  TempDir dir;
+  const auto root = dir / "root";
+  fs::create_directories(root / "a" / "b");
+  write_text(root / "top.txt", "1");
+  write_text(root / "a" / "b" / "deep.txt", "2");
+  fs::create_directory_symlink(outside.path(), root / "a" / "link");
+  EXPECT_TRUE(remove_tree(root));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root)));
+  EXPECT_EQ(read_text(outside / "kept.txt"), "kept");
+  EXPECT_TRUE(remove_tree(root));  // already gone
+  write_text(dir / "file", "3");
+  EXPECT_TRUE(remove_tree(dir / "file"));
+  EXPECT_FALSE(fs::exists(dir / "file"));
+}
+
 TEST(InputFile, ReadsARegularFile) {
   TempDir dir;
   write_text(dir / "a.txt", "hello");

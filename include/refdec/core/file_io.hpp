@@ -10,6 +10,7 @@
 // `.<name>.<random>.tmp` beside the target, which no later run uses.
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +120,18 @@ inline std::string read_file_bytes(const std::filesystem::path& path, std::strin
     if (n < sizeof(more)) break;
   }
   return bytes;
+}
+
+/// Removes `path` and, where it is a directory, everything under it; symbolic links are removed,
+/// never followed. Returns false when something could not be removed (a missing path is no error).
+/// POSIX nftw() rather than std::filesystem::remove_all: PyTorch's pip wheels (libtorch 2.x) export
+/// the libstdc++ directory iterators they link statically (pytorch/pytorch#133437), a program
+/// linking them calls those, built for another libstdc++'s layout, and remove_all crashes.
+inline bool remove_tree(const std::filesystem::path& path) noexcept {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT;
+  constexpr auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : -1; };
+  return ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0;
 }
 
 /// True when `a` and `b` both exist and are the same file (same device and inode; hard links and
