@@ -650,7 +650,7 @@ class SamplingPath:
 
 class GenerateOptions:
     """Defaults and limits of a Session."""
-    def __init__(self: GenerateOptions, max_new_tokens: int = 256, budget: int = 16, stop_tokens: List[int] = [], max_context: int = 0, sampling: Optional[SamplingOptions] = None, sampling_path: SamplingPath = ..., prefill_chunk: int = 512, step_cost: Optional[StepCost] = None, step_cost_half_life: float = 32.0, drafting_threads: int = 1) -> None:
+    def __init__(self: GenerateOptions, max_new_tokens: int = 256, budget: int = 16, stop_tokens: List[int] = [], max_context: int = 0, sampling: Optional[SamplingOptions] = None, sampling_path: SamplingPath = ..., prefill_chunk: int = 512, step_cost: Optional[StepCost] = None, step_cost_half_life: float = 32.0, drafting_threads: int = 1, batch_budget: bool = True) -> None:
         ...
     @property
     def max_new_tokens(self) -> int:
@@ -694,9 +694,14 @@ class GenerateOptions:
     def drafting_threads(self, value: int) -> None: ...
     @property
     def step_cost(self) -> Optional[StepCost]:
-        """A calibration (StepCost) the session learns around from its own one-sequence steps and gives to cost-aware drafters (the mixture) before each step; None: drafters keep their own."""
+        """A calibration (StepCost) the session learns around from its own steps: with batch_budget, each step's draft nodes are chosen across the batch under it; without, it is given to a lone request's cost-aware drafter (the mixture). None: drafters keep their own."""
     @step_cost.setter
     def step_cost(self, value: Optional[StepCost]) -> None: ...
+    @property
+    def batch_budget(self) -> bool:
+        """With step_cost: one budget for the whole step, spent where it pays across the batch (each request's budget is its cap); False: each request's drafter chooses its own."""
+    @batch_budget.setter
+    def batch_budget(self, value: bool) -> None: ...
 
 class StepTimes:
     """Wall time of the parts of the steps, in seconds."""

@@ -1033,14 +1033,16 @@ PYBIND11_MODULE(refdec, m) {
   py::class_<GenerateOptions>(m, "GenerateOptions", "Defaults and limits of a Session.")
       .def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
                        std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk,
-                       std::optional<StepCost> step_cost, double step_cost_half_life, std::int64_t drafting_threads) {
+                       std::optional<StepCost> step_cost, double step_cost_half_life, std::int64_t drafting_threads,
+                       bool batch_budget) {
              return GenerateOptions{max_new_tokens, budget,           std::move(stop_tokens), max_context, sampling,
                                     sampling_path,  prefill_chunk,    drafting_threads,       std::move(step_cost),
-                                    {.half_life = step_cost_half_life}};
+                                    {.half_life = step_cost_half_life}, batch_budget};
            }),
            py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
            py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512,
-           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = 32.0, py::arg("drafting_threads") = 1)
+           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = 32.0, py::arg("drafting_threads") = 1,
+           py::arg("batch_budget") = true)
       .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
       .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
       .def_readwrite("stop_tokens", &GenerateOptions::stop_tokens, "Generation stops before any of these.")
@@ -1052,8 +1054,12 @@ PYBIND11_MODULE(refdec, m) {
                      "Threads that draft a step's requests at once, the stepping thread's among them (>= 1; the GIL is "
                      "released once per step).")
       .def_readwrite("step_cost", &GenerateOptions::step_cost,
-                     "A calibration (StepCost) the session learns around from its own one-sequence steps and gives to "
-                     "cost-aware drafters (the mixture) before each step; None: drafters keep their own.");
+                     "A calibration (StepCost) the session learns around from its own steps: with batch_budget, each "
+                     "step's draft nodes are chosen across the batch under it; without, it is given to a lone "
+                     "request's cost-aware drafter (the mixture). None: drafters keep their own.")
+      .def_readwrite("batch_budget", &GenerateOptions::batch_budget,
+                     "With step_cost: one budget for the whole step, spent where it pays across the batch (each "
+                     "request's budget is its cap); False: each request's drafter chooses its own.");
 
   py::class_<StepTimes>(m, "StepTimes", "Wall time of the parts of the steps, in seconds.")
       .def_readonly("plan", &StepTimes::plan, "Building the step plan.")

@@ -173,6 +173,22 @@ def test_session_learns_the_step_cost_from_its_own_steps(model):
     assert refdec.Session(model, refdec.GenerateOptions()).step_cost_tracker is None
 
 
+def test_batch_budget_chooses_across_requests_losslessly(model):
+    assert refdec.GenerateOptions().batch_budget
+    assert not refdec.GenerateOptions(batch_budget=False).batch_budget
+    prior = refdec.StepCost.affine(1e-3, 1e-4)
+    for batch_budget in (True, False):
+        session = refdec.Session(model, refdec.GenerateOptions(max_new_tokens=16, budget=8, step_cost=prior,
+                                                               batch_budget=batch_budget))
+        ids = [session.add(p, drafter=refdec.MixtureDrafter([refdec.LlmaDrafter(n=1, k=8, self_reference=True)]))
+               for p in PROMPTS[:3]]
+        outputs, _ = run(session, ids)
+        for i, p in zip(ids, PROMPTS[:3]):
+            assert outputs[i] == alone(model, p, 16)
+        if batch_budget:  # every step that prefills nothing is timed, three requests at once included
+            assert session.step_cost_tracker.observations > 0
+
+
 def test_step_cost_tracker():
     prior = refdec.StepCost.calibrated([(1, 0.044), (8, 0.055), (32, 0.12)])
     tracker = refdec.StepCostTracker(prior, half_life=16.0)

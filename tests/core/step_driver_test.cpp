@@ -254,6 +254,89 @@ TEST(StepDriver, ReportsADrafterErrorFromAThread) {
   for (RequestId id = 0; id < 5; ++id) EXPECT_EQ(out.tokens[id], plain({1}, 20)) << "request " << id;
 }
 
+// A cost-aware drafter proposing a fixed chain whose nodes all score `p` (its estimate of their
+// acceptance); records the costs it is given.
+struct ScoredChain {
+  float p = 1.0f;
+  std::shared_ptr<std::vector<bool>> given_flat = std::make_shared<std::vector<bool>>();
+  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void propose(std::size_t budget, DraftTree& out) {
+    const std::vector<Token> chain{5, 6, 7, 8};
+    out.insert(std::span<const Token>(chain).first(std::min<std::size_t>(budget, chain.size())), p);
+  }
+  void accept(std::span<const Token>) {}
+  std::string name() const { return "scored-chain"; }
+  void set_step_cost(const StepCost& cost) { given_flat->push_back(cost.is_flat()); }
+};
+
+// With a batch cost, a step's draft nodes go where they pay across the batch: the sure chain keeps
+// its nodes (up to its sequence's budget), the unlikely one loses them, the drafters (given the
+// flat cost) record what was verified; the flat cost keeps everything.
+TEST(StepDriver, BatchBudgetSpendsTheStepWhereItPays) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 64});
+  ScoredChain sure{.p = 0.99f}, unlikely{.p = 0.05f}, capped{.p = 0.99f};
+  AnyDrafter a(sure), b(unlikely), c(capped);
+  driver.add({1}, {}, {.budget = 8}, &a);
+  driver.add({1}, {}, {.budget = 8}, &b);
+  driver.add({1}, {}, {.budget = 2}, &c);
+  EXPECT_FALSE(driver.batch_cost().has_value());
+  driver.set_batch_cost(StepCost::affine(1.0, 0.1));
+  ASSERT_TRUE(driver.prepare());
+  EXPECT_EQ(driver.plan().num_nodes, (std::vector<std::int32_t>{5, 1, 3}));  // roots included
+  EXPECT_EQ(*sure.given_flat, std::vector<bool>{true});
+  EXPECT_EQ(a.stats().proposed_tokens, 4);
+  EXPECT_EQ(b.stats().proposed_tokens, 0);
+  EXPECT_EQ(b.stats().steps, 1);
+  EXPECT_EQ(c.stats().proposed_tokens, 2);
+  ToyEngine engine;
+  engine.caches.resize(3);
+  driver.complete_greedy(engine.forward(driver.plan()));
+  engine.commit(driver.plan(), driver.keep(), driver.left());
+  driver.set_batch_cost(StepCost::flat());
+  ASSERT_TRUE(driver.prepare());
+  EXPECT_EQ(driver.plan().num_nodes, (std::vector<std::int32_t>{5, 5, 3}));
+  driver.set_batch_cost(std::nullopt);  // each drafter its own: these draft to their budgets
+  driver.complete_greedy(engine.forward(driver.plan()));
+  engine.commit(driver.plan(), driver.keep(), driver.left());
+  ASSERT_TRUE(driver.prepare());
+  EXPECT_EQ(driver.plan().num_nodes, (std::vector<std::int32_t>{5, 5, 3}));
+  EXPECT_EQ(sure.given_flat->size(), 2u);  // not given a cost without a batch cost
+}
+
+// Drafters of every kind under a batch cost: each output equals plain greedy decoding, and the
+// drafters' statistics count exactly the nodes the steps verified.
+TEST(StepDriver, BatchBudgetGivesPlainGreedyDecoding) {
+  for (const double per_token : {0.0, 0.02, 0.5}) {
+    StepDriver driver({.vocab_size = kVocab, .max_context = 64, .prefill_chunk = 2});
+    driver.set_batch_cost(per_token == 0.0 ? StepCost::flat() : StepCost::affine(1.0, per_token));
+    ToyEngine engine;
+    const std::vector<std::vector<Token>> prompts = {{1}, {1, 4, 5, 6, 7, 8, 9}, {1, 9, 9}, {1, 3, 4, 3, 4, 3}};
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      AnyDrafter drafter = i == 2 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
+                                  : AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+      driver.add(prompts[i], {}, {.max_new_tokens = 24, .budget = 8}, std::move(drafter));
+      engine.caches.emplace_back();
+    }
+    Outcome out;
+    std::int64_t verified = 0;
+    while (!driver.idle()) {
+      if (driver.prepare()) {
+        for (std::int32_t b = 0; b < driver.plan().batch(); ++b)
+          if (!driver.prefill()[static_cast<std::size_t>(b)]) verified += driver.plan().num_nodes[static_cast<std::size_t>(b)] - 1;
+        driver.complete_greedy(engine.forward(driver.plan()));
+        engine.commit(driver.plan(), driver.keep(), driver.left());
+      }
+      for (const RequestUpdate& u : driver.updates()) out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
+    }
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(out.tokens[static_cast<RequestId>(i)], plain(prompts[i], 24)) << "sequence " << i << " cost " << per_token;
+    EXPECT_EQ(driver.stats().drafting.proposed_tokens, verified);
+    if (per_token == 0.0) {
+      EXPECT_GT(driver.stats().tokens_per_step(), 1.2);
+    }
+  }
+}
+
 TEST(StepDriver, RejectsBadInputNamingIt) {
   refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 8, .drafting_threads = 0}); }, "drafting_threads must be >= 1, got 0");
   refdec_test::expect_error([] { StepDriver({.vocab_size = 0, .max_context = 8}); }, "vocab_size must be positive");

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iostream>
 #include <cstdio>
+#include <array>
 #include <map>
 #include <sstream>
 #include <string>
@@ -128,6 +129,13 @@ void SessionSchedules::run_schedules(S make_store(const LlamaModel&), int first,
     defaults.budget = 12;
     // Chunked prefill in a third of the schedules: prompts take several steps, beside decoding.
     if (schedule % 3 == 0) defaults.prefill_chunk = 1 + static_cast<std::int64_t>(rng() % 4);
+    // One budget across the batch (BatchBudget) in half the schedules, rows priced from cheap to
+    // dear. The tracker's fallback weight makes its learning a uniform rescaling of the prior,
+    // which leaves every choice as the prior's shape makes it: the cuts do not depend on timing.
+    if (schedule % 2 == 1) {
+      defaults.step_cost = StepCost::affine(1.0, std::array{0.01, 0.05, 0.3}[static_cast<std::size_t>(schedule / 2 % 3)]);
+      defaults.step_cost_tracking.fallback_weight = 1e12;
+    }
     // The requests, each with its own limits, sampling and drafter, and its plain output.
     std::vector<Planned> planned(2 + rng() % 8);
     for (Planned& p : planned) {
@@ -465,6 +473,7 @@ TEST(Session, LearnsTheStepCostFromItsOwnStepsAndGivesItToTheDrafter) {
   const Request request{{1, 4, 5, 6}, {}};  // one prefill step first
   const auto want = generate(model, request, AnyDrafter{}, opt).tokens[0];
   opt.step_cost = StepCost::affine(1e-3, 1e-4);
+  opt.batch_budget = false;
   Session session(model, ContiguousKvStore(model.kv_layout(), 64), opt);
   CostRecorder recorder;
   const auto given = recorder.given;
@@ -498,6 +507,43 @@ TEST(Session, LearnsTheStepCostFromItsOwnStepsAndGivesItToTheDrafter) {
   untracked.step();
   EXPECT_EQ(untracked.step_cost_tracker(), nullptr);
   EXPECT_TRUE(c.given->empty());
+}
+
+// With a step cost and batch_budget (the default), every step's nodes are chosen across the batch:
+// the drafters are given the flat cost (the batch chooses), every step that prefills nothing is
+// timed at its total rows, several sequences included, and the outputs stay plain decoding's.
+TEST(Session, BatchBudgetLearnsFromEveryStepAndStaysLossless) {
+  const auto model = small_model();
+  GenerateOptions opt;
+  opt.max_new_tokens = 10;
+  opt.budget = 3;
+  const std::vector<Request> requests = {{{1, 4, 5}, {}}, {{1}, {}}, {{1, 7}, {}}};
+  std::vector<std::vector<Token>> want;
+  for (const Request& r : requests) want.push_back(generate(model, r, AnyDrafter{}, opt).tokens[0]);
+  opt.step_cost = StepCost::affine(1e-3, 1e-4);
+  ASSERT_TRUE(opt.batch_budget);
+  Session session(model, ContiguousKvStore(model.kv_layout(), 64), opt);
+  std::vector<CostRecorder> recorders(requests.size());
+  std::map<RequestId, std::size_t> which;
+  for (std::size_t i = 0; i < requests.size(); ++i) which[session.add(requests[i], AnyDrafter(recorders[i]))] = i;
+  std::vector<std::vector<Token>> got(requests.size());
+  std::int64_t unprefilled = 0, several = 0;
+  while (!session.idle()) {
+    const std::int64_t passes = session.stats().forward_passes, prefill = session.stats().prefill_tokens;
+    const std::size_t active = session.active();
+    for (const auto& u : session.step()) got[which.at(u.id)].insert(got[which.at(u.id)].end(), u.tokens.begin(), u.tokens.end());
+    if (session.stats().forward_passes > passes && session.stats().prefill_tokens == prefill) {
+      ++unprefilled;
+      several += active > 1 ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(session.step_cost_tracker()->observations(), unprefilled);
+  EXPECT_GT(several, 0);
+  for (const CostRecorder& r : recorders) {
+    ASSERT_FALSE(r.given->empty());
+    for (const double c : *r.given) EXPECT_EQ(c, 1.0);  // StepCost::flat()
+  }
 }
 
 static_assert(CausalLM<LlamaModel, ContiguousKvStore>);

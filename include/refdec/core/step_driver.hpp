@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "refdec/core/aux_block.hpp"
+#include "refdec/core/batch_budget.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_plan.hpp"
@@ -143,6 +144,18 @@ class StepDriver {
     return std::nullopt;
   }
 
+  /// From the next prepare() on, chooses the draft nodes of each step across the batch
+  /// (BatchBudget) under `cost`, the cost of a step by its total rows: every sequence drafts up to
+  /// its own budget (a cap), each node gets an estimated probability of acceptance
+  /// (estimate_acceptance(): a cost-aware drafter's scores, else its statistics by depth), and the
+  /// trees are cut to the nodes that maximise the step's expected tokens per second. Cost-aware
+  /// drafters (the mixture) are given the flat cost while it is on, so that they offer every node
+  /// up to their cap and leave the choice to the batch. nullopt (the default): each sequence's
+  /// drafter sizes its own draft.
+  void set_batch_cost(std::optional<StepCost> cost) { batch_cost_ = std::move(cost); }
+  /// The cost the batch choice uses; nullopt when each sequence sizes its own draft.
+  const std::optional<StepCost>& batch_cost() const { return batch_cost_; }
+
   /// Prepares a step: clears updates() (which then holds the sequences that left between steps),
   /// and for each active sequence either its next prompt chunk (a chain whose rows are all kept) or
   /// its draft, cut to its budget and to the room it has left, with its auxiliary tokens; then
@@ -183,8 +196,9 @@ class StepDriver {
       const std::int64_t room =
           std::min(s.limits.max_new_tokens - static_cast<std::int64_t>(s.output.size()), options_.max_context - length);
       try {
+        if (batch_cost_ && s.drafter->cost_aware()) s.drafter->set_step_cost(StepCost::flat());
         draft_step(*s.drafter, s.last(), step_budget(room, s.limits.budget), options_.vocab_size, length - 1, options_.max_context,
-                   scratch_[i], trees_[i], aux_[i]);
+                   scratch_[i], trees_[i], aux_[i], !batch_cost_);
       } catch (const Error& e) {
         detail::rethrow_in_context(e, "request " + std::to_string(s.id));
       }
@@ -193,6 +207,7 @@ class StepDriver {
       pool_->for_each(drafting_.size(), draft);
     else
       for (std::size_t k = 0; k < drafting_.size(); ++k) draft(k);
+    if (batch_cost_) cut_to_batch_budget();
     bool any_aux = false;
     for (const std::size_t i : drafting_) {
       stats_.auxiliary_tokens += aux_[i].size();
@@ -387,6 +402,33 @@ class StepDriver {
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
   }
 
+  // The batch choice (set_batch_cost()): estimates, BatchBudget, each drafted tree cut to its count
+  // and recorded as its drafter's proposal.
+  void cut_to_batch_budget() {
+    std::size_t fixed_rows = 0;
+    for (std::size_t i = 0; i < active_.size(); ++i)
+      fixed_rows += prefill_[i] ? static_cast<std::size_t>(trees_[i].size()) : 1 + static_cast<std::size_t>(aux_[i].size());
+    const std::size_t D = drafting_.size();
+    if (probabilities_.size() < active_.size()) probabilities_.resize(active_.size()), offers_.resize(active_.size());
+    offer_spans_.resize(D);
+    counts_.resize(D);
+    for (std::size_t k = 0; k < D; ++k) {
+      const std::size_t i = drafting_[k];
+      const AnyDrafter& d = *active_[i].drafter;
+      estimate_acceptance(trees_[i], d.cost_aware(), d.stats().proposed_at_depth, d.stats().accepted_at_depth, probabilities_[i]);
+      offers_[i].assign(probabilities_[i].begin() + (trees_[i].size() > 0 ? 1 : 0), probabilities_[i].end());
+      std::sort(offers_[i].begin(), offers_[i].end(), std::greater<>());
+      offer_spans_[k] = offers_[i];
+    }
+    batch_budget_.allocate(offer_spans_, fixed_rows, *batch_cost_, counts_);
+    for (std::size_t k = 0; k < D; ++k) {
+      const std::size_t i = drafting_[k];
+      cut_tree(trees_[i], probabilities_[i], counts_[k], cut_, cut_scratch_);
+      std::swap(trees_[i], cut_);
+      active_[i].drafter->record_proposal(trees_[i]);
+    }
+  }
+
   const Sequence& find(RequestId id) const {
     for (const Sequence& s : active_)
       if (s.id == id) return s;
@@ -404,6 +446,13 @@ class StepDriver {
   double last_drafter_seconds_ = 0;
   double last_plan_seconds_ = 0;
   std::unique_ptr<WorkerPool> pool_;  // set when options_.drafting_threads > 1
+  std::optional<StepCost> batch_cost_;  // set_batch_cost()
+  BatchBudget batch_budget_;
+  std::vector<std::vector<float>> probabilities_, offers_;  // [>= B] per slot: per node, and sorted best first
+  std::vector<std::span<const float>> offer_spans_;         // [drafting]
+  std::vector<std::size_t> counts_;                         // [drafting]
+  LinearTree cut_;
+  std::vector<std::int32_t> cut_scratch_;
   // Per-step scratch, reused.
   std::vector<DraftScratch> scratch_;   // [>= B] per slot, so that slots draft on any thread
   std::vector<std::size_t> drafting_;   // slots that draft this step (the others prefill)

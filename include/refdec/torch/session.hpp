@@ -62,13 +62,17 @@ struct GenerateOptions {
   /// Threads that draft a step's requests at once (StepDriverOptions::drafting_threads); >= 1.
   std::int64_t drafting_threads = 1;
   /// A measured step cost (measure_step_cost()) that the session keeps current by timing its own
-  /// steps (StepCostTracker) and gives, before each step, to every CostAwareDrafter (the mixture's
-  /// adaptive budget): a calibration from another minute mis-sizes drafts when the machine's
-  /// memory bandwidth moves. Learned from and given at steps that run one sequence only (a step of
-  /// several is priced by all of their tokens, which one sequence's budget choice cannot see).
-  /// Unset: drafters keep their own cost.
+  /// steps (StepCostTracker): a calibration from another minute mis-sizes drafts when the machine's
+  /// memory bandwidth moves. With batch_budget, every step's draft nodes are chosen across the
+  /// batch under it (StepDriver::set_batch_cost(), BatchBudget), and it is learned from every step
+  /// that prefills nothing, at its total rows. Without, it is given before each step that runs
+  /// one sequence to that sequence's CostAwareDrafter (the mixture's adaptive budget) and learned
+  /// from such steps only. Unset: drafters keep their own cost.
   std::optional<StepCost> step_cost;
   StepCostTrackerOptions step_cost_tracking;  ///< how fast the learned cost follows the steps
+  /// With step_cost: one budget for the whole step, spent where it pays across the batch (each
+  /// request's budget is its cap). false: each request's drafter chooses its own.
+  bool batch_budget = true;
 };
 
 /// What decoding did, summed over sequences: the step driver's counts (tokens, steps, auxiliary
@@ -156,8 +160,12 @@ class Session {
     using Clock = std::chrono::steady_clock;
     const auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
     const auto t_start = Clock::now();
-    const bool priced = tracker_ && driver_.active() == 1;  // one sequence: the cost curve is its own
-    if (priced && driver_.drafter(0).cost_aware()) driver_.drafter(0).set_step_cost(tracker_->current());
+    const bool batch = tracker_ && defaults_.batch_budget;
+    const bool priced = tracker_ && (batch || driver_.active() == 1);  // alone, the cost curve is one sequence's own
+    if (batch)
+      driver_.set_batch_cost(tracker_->current());
+    else if (priced && driver_.drafter(0).cost_aware())
+      driver_.drafter(0).set_step_cost(tracker_->current());
     if (!driver_.prepare()) return driver_.updates();
     const StepPlan& plan = driver_.plan();
     const auto t_verify = Clock::now();
@@ -166,7 +174,8 @@ class Session {
     const auto t_commit = Clock::now();
     store_.commit(verification_.keep);
     const auto t_accept = Clock::now();
-    if (priced && !driver_.prefill()[0])
+    const auto prefill = driver_.prefill();
+    if (priced && std::none_of(prefill.begin(), prefill.end(), [](std::uint8_t p) { return p != 0; }))
       tracker_->observe(static_cast<std::size_t>(plan.rows()), driver_.last_plan_seconds() + seconds(t_verify, t_accept));
     ++stats_.forward_passes;
     driver_.complete(verification_.accepted, verification_.aux_choices);
