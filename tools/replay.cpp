@@ -48,6 +48,7 @@ struct Settings {
   std::size_t limit = 0;
   bool json = false;
   bool markdown = false;
+  bool calibration = false;  // print the estimates' calibration per decile
   std::string trajectories;  // file for the per-step log; empty: none
   std::string dump_traces;   // file for the traces as token ids (the generic JSONL form); empty: none
   LlmaOptions llma{.n = 1, .k = 16, .m = 1, .self_reference = true};
@@ -257,7 +258,8 @@ int run(const Settings& s) {
   options.budget = s.budget;
   options.record_steps = !s.trajectories.empty();
   const auto start = std::chrono::steady_clock::now();
-  const ReplayReport report = replay(drafter, traces, options);
+  AcceptanceCalibration calibration;
+  const ReplayReport report = replay(drafter, traces, options, s.calibration ? &calibration : nullptr);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -278,6 +280,11 @@ int run(const Settings& s) {
                      {"peak_rss_mib", peak_mib}};
     for (const auto& [name, st] : report.by_category) j["by_category"][name] = stats_json(st);
     if (mixture_stats) j["mixture"] = mixture_json(*mixture_stats);
+    if (s.calibration) {
+      j["calibration"] = nlohmann::json::array();
+      for (const auto& b : calibration.bins())
+        j["calibration"].push_back({{"nodes", b.nodes}, {"estimated", b.estimated}, {"accepted", b.accepted}});
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -298,6 +305,16 @@ int run(const Settings& s) {
   std::printf("acceptance by draft position:");
   for (std::size_t d = 0; d < std::min<std::size_t>(report.overall.drafting.proposed_at_depth.size(), 16); ++d)
     std::printf(" %.3f", report.overall.drafting.acceptance_at(d));
+  if (s.calibration) {
+    std::printf("\nestimated acceptance per decile: nodes, mean estimate, share accepted\n");
+    for (std::size_t k = 0; k < AcceptanceCalibration::kBins; ++k) {
+      const auto& b = calibration.bins()[k];
+      if (b.nodes == 0) continue;
+      std::printf("  [%.1f, %.1f%s %10lld  %.3f  %.3f\n", static_cast<double>(k) / 10.0, static_cast<double>(k + 1) / 10.0,
+                  k + 1 == AcceptanceCalibration::kBins ? "]" : ")", static_cast<long long>(b.nodes),
+                  b.estimated / static_cast<double>(b.nodes), static_cast<double>(b.accepted) / static_cast<double>(b.nodes));
+    }
+  }
   if (mixture_stats) print_mixture(*mixture_stats);
   std::printf("\nloaded in %.2f s, replayed in %.2f s, peak RSS %.1f MiB\n", load_seconds, seconds, peak_mib);
   return 0;
@@ -318,6 +335,9 @@ int main(int argc, char** argv) {
       ->transform(cli::integer_in(0, cli::kMaxCount));
   app.add_flag("--json", s.json, "print one JSON object");
   app.add_flag("--markdown", s.markdown, "print a Markdown table row (τ per category, overall, latency)");
+  app.add_flag("--calibration", s.calibration,
+               "also print, per decile of the nodes' estimated acceptance (what a batch budget allocates by: a "
+               "cost-aware drafter's scores, else its acceptance by depth), how many were accepted");
   app.add_option("--dump-traces", s.dump_traces,
                  "also write FILE: the traces replayed (after --limit) as JSONL of token ids, the generic --dataset form "
                  "(refdec-speed-bench --live reads it: it cannot load SentencePiece next to libtorch)");

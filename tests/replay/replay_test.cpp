@@ -234,6 +234,56 @@ TEST(Replay, ObserverSeesEveryStepAsTheLogRecordsIt) {
   EXPECT_EQ(replay_trace(again, t, ReplayOptions{.budget = 6}).steps, st.steps);  // the default observer
 }
 
+// The calibration of the estimates a batch budget allocates by: from the drafter's acceptance by
+// depth (depths 1-2 always right, 3-4 never: high estimates accepted, low ones not), and from a
+// cost-aware drafter's scores (taken as they are). Every verified node is counted once, and the
+// accepted ones are the steps' accepted draft tokens.
+TEST(Replay, AcceptanceCalibrationBinsEstimatesAgainstTheWalk) {
+  const Trace t = make_trace(400);
+  AnyDrafter oracle(OracleDrafter(t.output, 4, 3));
+  AcceptanceCalibration calibration;
+  const std::vector<Trace> traces = {t};
+  const auto report = replay(oracle, traces, {.budget = 8, .record_steps = true}, &calibration);
+  std::int64_t nodes = 0, accepted = 0, high = 0, high_accepted = 0, low = 0, low_accepted = 0;
+  for (std::size_t k = 0; k < AcceptanceCalibration::kBins; ++k) {
+    const auto& b = calibration.bins()[k];
+    nodes += b.nodes, accepted += b.accepted;
+    (k >= 5 ? high : low) += b.nodes;
+    (k >= 5 ? high_accepted : low_accepted) += b.accepted;
+    if (b.nodes > 0) {
+      EXPECT_GE(b.estimated / static_cast<double>(b.nodes), static_cast<double>(k) / 10.0);
+    }
+  }
+  std::int64_t walked = 0;
+  for (const ReplayStep& step : report.overall.trajectories.at(0).steps) walked += step.accepted;
+  EXPECT_EQ(nodes, report.overall.drafting.proposed_tokens);
+  EXPECT_EQ(accepted, walked);
+  EXPECT_GT(static_cast<double>(high_accepted), 0.9 * static_cast<double>(high));
+  EXPECT_LT(static_cast<double>(low_accepted), 0.1 * static_cast<double>(low));
+
+  struct Scored {  // proposes the true next two tokens, each scored 0.35
+    OracleDrafter inner;
+    void begin(std::span<const Token> p, std::span<const std::vector<Token>> r) { inner.begin(p, r); }
+    void propose(std::size_t budget, DraftTree& out) {
+      DraftTree tmp;
+      inner.propose(budget, tmp);
+      std::vector<Token> path;
+      for (std::int32_t u = tmp.node(0).first_child; u >= 0; u = tmp.node(u).first_child) path.push_back(tmp.node(u).token);
+      out.insert(path, 0.35f);
+    }
+    void accept(std::span<const Token> tokens) { inner.accept(tokens); }
+    std::string name() const { return "scored"; }
+    void set_step_cost(const StepCost&) {}
+  };
+  AnyDrafter scored(Scored{OracleDrafter(t.output, 2, 0)});
+  ASSERT_TRUE(scored.cost_aware());
+  AcceptanceCalibration by_score;
+  replay(scored, traces, {.budget = 8}, &by_score);
+  for (std::size_t k = 0; k < AcceptanceCalibration::kBins; ++k) EXPECT_EQ(by_score.bins()[k].nodes > 0, k == 3) << "bin " << k;
+  EXPECT_NEAR(by_score.bins()[3].estimated / static_cast<double>(by_score.bins()[3].nodes), 0.35, 1e-6);
+  EXPECT_GT(by_score.bins()[3].accepted, by_score.bins()[3].nodes * 9 / 10);
+}
+
 TEST(Replay, MergedStepLogsKeepTracesSeparate) {
   std::vector<Trace> traces = {make_trace(10, "a"), make_trace(20, "b"), make_trace(30, "a"), make_trace(5)};
   for (std::size_t i = 0; i < traces.size(); ++i) traces[i].id = "t" + std::to_string(i);

@@ -6,6 +6,7 @@
 // bonus token, and the drafter is told what was accepted.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "refdec/core/batch_budget.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/walk.hpp"
@@ -170,11 +172,61 @@ struct ReplayReport {
   std::map<std::string, ReplayStats> by_category;  ///< the traces of each non-empty category
 };
 
-/// Replays every trace with `drafter` (restarted per trace).
-inline ReplayReport replay(AnyDrafter& drafter, std::span<const Trace> traces, const ReplayOptions& options = {}) {
+/// How well a step's estimated probabilities of acceptance (estimate_acceptance(): what
+/// BatchBudget allocates by) match what the walk accepts, per decile of the estimate: an observer
+/// for replay_trace(). A node counts as accepted when it lies on the step's accepted path.
+/// Estimates of a drafter that is not cost-aware use its statistics as they stand after the step
+/// (the step's own outcome included, a one-step lag a long replay does not notice).
+class AcceptanceCalibration {
+ public:
+  static constexpr std::size_t kBins = 10;
+  /// Nodes whose estimate fell in [bin / 10, (bin + 1) / 10) (the last bin includes 1), the sum of
+  /// their estimates and how many were accepted.
+  struct Bin {
+    std::int64_t nodes = 0;
+    double estimated = 0.0;
+    std::int64_t accepted = 0;
+  };
+
+  /// Observes `drafter`'s steps over `trace` (rebind with watch() before each trace).
+  void watch(const AnyDrafter& drafter, const Trace& trace) { drafter_ = &drafter, trace_ = &trace; }
+  void before_step(std::size_t) {}
+  void after_step(std::size_t pos, const LinearTree& tree, std::size_t accepted, std::size_t) {
+    REFDEC_CHECK(drafter_ != nullptr && trace_ != nullptr, "AcceptanceCalibration: watch() a drafter and a trace first");
+    const auto& stats = drafter_->stats();
+    estimate_acceptance(tree, drafter_->cost_aware(), stats.proposed_at_depth, stats.accepted_at_depth, estimate_);
+    on_path_.assign(static_cast<std::size_t>(tree.size()), 0);
+    if (!on_path_.empty()) on_path_[0] = 1;
+    const auto& out = trace_->output;
+    for (std::size_t i = 1; i < on_path_.size(); ++i) {
+      const auto d = static_cast<std::size_t>(tree.depth[i]);
+      const bool ok = on_path_[static_cast<std::size_t>(tree.parent[i])] && d <= accepted && pos + d - 1 < out.size() &&
+                      tree.tokens[i] == out[pos + d - 1];
+      on_path_[i] = ok ? 1 : 0;
+      Bin& b = bins_[std::min(kBins - 1, static_cast<std::size_t>(estimate_[i] * static_cast<float>(kBins)))];
+      ++b.nodes;
+      b.estimated += estimate_[i];
+      b.accepted += ok ? 1 : 0;
+    }
+  }
+  const std::array<Bin, kBins>& bins() const { return bins_; }
+
+ private:
+  const AnyDrafter* drafter_ = nullptr;
+  const Trace* trace_ = nullptr;
+  std::array<Bin, kBins> bins_{};
+  std::vector<float> estimate_;
+  std::vector<std::uint8_t> on_path_;
+};
+
+/// Replays every trace with `drafter` (restarted per trace); `calibration`, when given, observes
+/// every step.
+inline ReplayReport replay(AnyDrafter& drafter, std::span<const Trace> traces, const ReplayOptions& options = {},
+                           AcceptanceCalibration* calibration = nullptr) {
   ReplayReport report;
   for (const Trace& t : traces) {
-    const ReplayStats st = replay_trace(drafter, t, options);
+    if (calibration != nullptr) calibration->watch(drafter, t);
+    const ReplayStats st = calibration != nullptr ? replay_trace(drafter, t, options, *calibration) : replay_trace(drafter, t, options);
     report.overall.merge(st);
     if (!t.category.empty()) report.by_category[t.category].merge(st);
   }
