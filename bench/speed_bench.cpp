@@ -38,6 +38,7 @@
 #include "eval/datasets.hpp"
 #include "eval/step_cost_file.hpp"
 #include "refdec/torch/errors.hpp"
+#include "refdec/core/batch_budget.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/drafters/history.hpp"
@@ -230,6 +231,27 @@ struct Timed {
   std::int64_t steps = 0, tokens = 0;
 };
 
+// The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST (with a
+// datastore); `variant` (--live-compare) also as it was before the small-budget defaults
+// ("table"), or with the model's earlier outputs as a source ("history": the traces replayed
+// before, which this mixture drafted too).
+AnyDrafter live_mixture(const std::shared_ptr<const Datastore>& datastore, const StepCost& prior, const std::string& variant = "") {
+  std::vector<AnyDrafter> sources;
+  sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
+  sources.emplace_back(NgramTrieDrafter());
+  if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
+  if (variant == "history") sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter()), std::make_shared<OutputHistory>()));
+  MixtureOptions options;
+  options.cost = prior;
+  if (variant == "table") {
+    options.source_budget = 0;
+    options.match_context = false;
+    options.recent_rate = 0.0;
+    options.scorer_rate = 0.0;
+  }
+  return AnyDrafter(MixtureDrafter(std::move(sources), options));
+}
+
 // A mixture drafting live over a dataset's traces (--live), in dataset order, as refdec-replay
 // does: the trace's output decides what is accepted, and the budget is chosen per step under the
 // step cost. In a timed window the steps also run through the model, drafting included. With a
@@ -330,9 +352,25 @@ int main(int argc, char** argv) {
                "as a fourth source (HistoryDrafter)");
   app.add_option("--live-budget", live_budget, "the live mixture's largest budget")->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
+  std::vector<std::int64_t> live_batches;
+  std::vector<std::size_t> live_fixed = {4, 16};
+  std::size_t live_batch_steps = 16, live_warmup = 32;
+  app.add_option("--live-batches", live_batches,
+                 "batch sizes of the live batch sweep (none: no sweep): slots drafting live with a mixture over each --live "
+                 "dataset, under plain decoding, fixed budgets, the per-request adaptive budget and one budget for the "
+                 "whole step (BatchBudget)")
+      ->transform(cli::integer_in(1, 4096));
+  app.add_option("--live-fixed", live_fixed, "the live batch sweep's fixed budgets")->capture_default_str()
+      ->transform(cli::integer_in(1, 1024));
+  app.add_option("--live-batch-steps", live_batch_steps, "steps timed per batch size and row in the live batch sweep")
+      ->capture_default_str()->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--live-warmup", live_warmup,
+                 "traces each slot's mixture replays (untimed, no model) before the live batch sweep times it")
+      ->capture_default_str()->transform(cli::integer_in(0, cli::kMaxCount));
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   try {
+    REFDEC_CHECK(live_batches.empty() || !live_datasets.empty(), "--live-batches needs --live traces");
     const at::Device device(device_name);
     REFDEC_CHECK(!device.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
     const auto dtype = parse_dtype(dtype_name);
@@ -512,8 +550,8 @@ int main(int argc, char** argv) {
     std::map<std::string, std::vector<Trace>> live_traces;
     std::map<std::string, std::vector<LiveRow>> live_rows;
     std::map<std::string, std::vector<std::size_t>> live_indices;  // per dataset, the rows' indices in `names`
+    const auto datastore = live_datastore.empty() ? nullptr : Datastore::open_shared(live_datastore);
     if (!live_datasets.empty()) {
-      const auto datastore = live_datastore.empty() ? nullptr : Datastore::open_shared(live_datastore);
       const StepCost calibrated = StepCost::calibrated(samples);
       for (const std::string& file : live_datasets) {
         const std::string dataset = std::filesystem::path(file).stem().string();
@@ -522,26 +560,7 @@ int main(int argc, char** argv) {
         REFDEC_CHECK(!traces.empty(), "--live: no traces in " << file);
         for (Trace& t : traces)  // the generic form keeps an id as JSON text: "\"81/1\"" is replay's 81/1
           if (const auto id = nlohmann::json::parse(t.id, nullptr, false); id.is_string()) t.id = id.get<std::string>();
-        // The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST;
-        // `variant` (--live-compare) also as it was before the small-budget defaults ("table"), or
-        // with the model's earlier outputs as a source ("history": the dataset's traces replayed
-        // before, which this row's mixture drafted too).
-        const auto mixture = [&](const StepCost& prior, const std::string& variant = "") {
-          std::vector<AnyDrafter> sources;
-          sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
-          sources.emplace_back(NgramTrieDrafter());
-          if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
-          if (variant == "history") sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter()), std::make_shared<OutputHistory>()));
-          MixtureOptions options;
-          options.cost = prior;
-          if (variant == "table") {
-            options.source_budget = 0;
-            options.match_context = false;
-            options.recent_rate = 0.0;
-            options.scorer_rate = 0.0;
-          }
-          return AnyDrafter(MixtureDrafter(std::move(sources), options));
-        };
+        const auto mixture = [&](const StepCost& prior, const std::string& variant = "") { return live_mixture(datastore, prior, variant); };
         const std::string label = datastore != nullptr ? "mixture" : "mixture (no REST)";
         auto& rows = live_rows[dataset];
         // Per prior (this run's calibration, then each --live-prior file's): the budget chosen under
@@ -783,6 +802,136 @@ int main(int argc, char** argv) {
     }
     report["batch_sweep"] = sweep;
     write_json();
+
+    // 6. Live batch sweep: B slots each draft live with their own mixture over a --live dataset
+    // (slot b: the traces after the warm-up, b, b + B, ... back to back), the walk decided by the
+    // traces' outputs, every step run through the model at batch B, drafting and the budget choice
+    // timed with it. Rows: plain decoding; fixed budgets (every node the mixture rates above zero,
+    // up to the budget); the per-request adaptive budget (each mixture under this run's
+    // calibration, pricing a step by its own tokens: what a Session without a batch budget does at
+    // batch > 1); one budget for the whole step (BatchBudget over the step's total rows, the cost
+    // learned online from this run's calibration at every step, as a Session with a step cost does).
+    if (!live_batches.empty()) {
+      phase("live batch sweep");
+      const StepCost calibrated = StepCost::calibrated(samples);
+      enum class Policy { kPlain, kFixed, kPerRequest, kBatch };
+      struct Row {
+        std::string name;
+        Policy policy;
+        std::size_t budget;
+      };
+      std::vector<Row> rows = {{"plain", Policy::kPlain, 0}};
+      for (const std::size_t b : live_fixed) rows.push_back({"fixed @" + std::to_string(b), Policy::kFixed, b});
+      rows.push_back({"per-request adaptive @" + std::to_string(live_budget), Policy::kPerRequest, live_budget});
+      rows.push_back({"batch budget @" + std::to_string(live_budget), Policy::kBatch, live_budget});
+      nlohmann::json live_sweep = nlohmann::json::object();
+      for (const std::string& file : live_datasets) {
+        const std::string dataset = std::filesystem::path(file).stem().string();
+        const auto& traces = live_traces.at(dataset);
+        std::cout << "\nlive batch sweep, " << dataset << ", " << live_batch_steps << " steps per row after " << live_warmup
+                  << " warm-up traces per slot:\n\n| batch | row | tokens/s | x plain | tokens per step and sequence | draft nodes per step |\n"
+                  << "|---|---|---|---|---|---|\n";
+        std::size_t widest = live_budget;
+        for (const std::size_t b : live_fixed) widest = std::max(widest, b);
+        for (const std::int64_t batch : live_batches) {
+          const auto B = static_cast<std::size_t>(batch);
+          // One prefill per batch size: each row decodes on from a copy sharing its cache.
+          const ForcedDecoder prefilled(model, batch, context, static_cast<std::int64_t>(context + live_batch_steps * (widest + 1) + widest + 2));
+          double plain_rate = 0.0;
+          for (const Row& row : rows) {
+            const StepCost own = row.policy == Policy::kPerRequest ? calibrated : StepCost::flat();
+            std::vector<AnyDrafter> drafters;
+            std::vector<std::size_t> trace(B), pos(B, 0);
+            DraftTree draft;
+            LinearizeScratch cut;
+            for (std::size_t b = 0; b < B; ++b) {
+              drafters.push_back(live_mixture(datastore, own));
+              if (row.policy != Policy::kPlain)
+                for (std::size_t w = 0; w < live_warmup && w < traces.size(); ++w)
+                  (void)replay_trace(drafters[b], traces[w], {.budget = row.budget});
+              trace[b] = (std::min(live_warmup, traces.size() - 1) + b) % traces.size();
+              drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
+            }
+            std::optional<StepCostTracker> tracker;
+            if (row.policy == Policy::kBatch) tracker.emplace(calibrated);
+            ForcedDecoder dec(prefilled);
+            std::vector<LinearTree> trees(B);
+            std::vector<std::vector<float>> probabilities(B), offers(B);
+            std::vector<std::span<const float>> offer_spans(B);
+            std::vector<std::size_t> counts(B);
+            std::vector<std::int32_t> nodes(B), accepted(B), path, cut_scratch;
+            LinearTree cut_tree_out;
+            BatchBudget allocator;
+            double seconds = 0;
+            std::int64_t tokens = 0, drafted = 0;
+            for (std::size_t step = 0; step < live_batch_steps; ++step) {
+              const auto t0 = Clock::now();
+              for (std::size_t b = 0; b < B; ++b) {
+                const auto& out = traces[trace[b]].output;
+                const Token root = pos[b] == 0 ? traces[trace[b]].context.back() : out[pos[b] - 1];
+                draft.clear();
+                if (row.policy != Policy::kPlain) drafters[b].propose(row.budget, draft);
+                draft.linearize(root, row.budget, trees[b], cut);
+              }
+              if (row.policy == Policy::kBatch) {
+                for (std::size_t b = 0; b < B; ++b) {
+                  const auto& drafter_stats = drafters[b].stats();
+                  estimate_acceptance(trees[b], drafters[b].cost_aware(), drafter_stats.proposed_at_depth, drafter_stats.accepted_at_depth, probabilities[b]);
+                  offers[b].assign(probabilities[b].begin() + 1, probabilities[b].end());
+                  std::sort(offers[b].begin(), offers[b].end(), std::greater<>());
+                  offer_spans[b] = offers[b];
+                }
+                allocator.allocate(offer_spans, B, tracker->current(), counts);
+                for (std::size_t b = 0; b < B; ++b) {
+                  cut_tree(trees[b], probabilities[b], counts[b], cut_tree_out, cut_scratch);
+                  std::swap(trees[b], cut_tree_out);
+                }
+              }
+              std::vector<std::size_t> emitted(B);
+              for (std::size_t b = 0; b < B; ++b) {
+                const auto& out = traces[trace[b]].output;
+                drafters[b].record_proposal(trees[b]);
+                path.resize(static_cast<std::size_t>(trees[b].size()));
+                Token bonus = -1;
+                const auto truth = [&](std::int32_t, std::int32_t depth) {
+                  const std::size_t at = pos[b] + static_cast<std::size_t>(depth);
+                  return at < out.size() ? out[at] : Token{-1};
+                };
+                accepted[b] = walk(view(trees[b]), truth, path.data(), bonus);
+                nodes[b] = trees[b].num_drafts();
+                emitted[b] = std::min<std::size_t>(static_cast<std::size_t>(accepted[b]) + 1, out.size() - pos[b]);
+                drafted += nodes[b];
+              }
+              const double model_seconds = dec.step(nodes, accepted);
+              if (tracker) tracker->observe(B + static_cast<std::size_t>(std::accumulate(nodes.begin(), nodes.end(), 0)), model_seconds);
+              for (std::size_t b = 0; b < B; ++b) {
+                const auto& out = traces[trace[b]].output;
+                drafters[b].accept(std::span<const Token>(out).subspan(pos[b], emitted[b]));
+                pos[b] += emitted[b];
+                tokens += static_cast<std::int64_t>(emitted[b]);
+                if (pos[b] == out.size()) {  // the slot's next trace
+                  trace[b] = (trace[b] + B) % traces.size();
+                  pos[b] = 0;
+                  drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
+                }
+              }
+              seconds += seconds_since(t0);
+            }
+            const double rate = static_cast<double>(tokens) / seconds;
+            if (row.policy == Policy::kPlain) plain_rate = rate;
+            const double per_step = static_cast<double>(tokens) / static_cast<double>(live_batch_steps * B);
+            const double nodes_per_step = static_cast<double>(drafted) / static_cast<double>(live_batch_steps);
+            std::cout << std::setprecision(2) << "| " << B << " | " << row.name << " | " << rate << " | " << std::setprecision(3)
+                      << rate / plain_rate << " | " << per_step << " | " << std::setprecision(1) << nodes_per_step << " |\n"
+                      << std::flush;
+            live_sweep[dataset].push_back({{"batch", B}, {"row", row.name}, {"tokens_per_s", rate}, {"x_plain", rate / plain_rate},
+                                           {"tokens_per_step_per_sequence", per_step}, {"draft_nodes_per_step", nodes_per_step}});
+          }
+        }
+      }
+      report["live_batch_sweep"] = live_sweep;
+      write_json();
+    }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "refdec-speed-bench: " << describe(e) << '\n';  // no libtorch stack trace
