@@ -290,6 +290,114 @@ struct LiveSteps {
   }
 };
 
+// A row of the live batch sweep (--live-batches): B slots each drafting live with their own
+// mixture over a dataset's traces (slot b: the traces after the warm-up, b, b + B, ... back to
+// back), the walk decided by the traces' outputs, every step run through the model at batch B,
+// drafting and the budget choice timed with it. Policies: plain decoding; a fixed budget (every
+// node the mixture rates above zero, up to it); the per-request adaptive budget (each mixture
+// under the calibration, pricing a step by its own tokens: what a Session without a batch budget
+// does at batch > 1); one budget for the whole step (BatchBudget over the step's total rows, the
+// cost learned online from the calibration at every step, as a Session with a step cost does).
+enum class LivePolicy { kPlain, kFixed, kPerRequest, kBatch };
+struct LiveBatchRow {
+  std::string name;
+  LivePolicy policy;
+  std::size_t budget;
+  std::vector<AnyDrafter> drafters;
+  std::vector<std::size_t> trace, pos;
+  std::optional<StepCostTracker> tracker;
+  // A copy of the prefilled decoder: rows that share the buffers write over each other's steps,
+  // which changes the values cached, not the work a step does (these timings' only output).
+  ForcedDecoder decoder;
+  double seconds = 0;
+  std::int64_t tokens = 0, drafted = 0;
+
+  LiveBatchRow(std::string row_name, LivePolicy row_policy, std::size_t row_budget, std::size_t B, const std::vector<Trace>& traces,
+               std::size_t warmup, const std::shared_ptr<const Datastore>& datastore, const StepCost& calibrated,
+               const ForcedDecoder& prefilled)
+      : name(std::move(row_name)), policy(row_policy), budget(row_budget), trace(B), pos(B, 0), decoder(prefilled) {
+    const StepCost own = policy == LivePolicy::kPerRequest ? calibrated : StepCost::flat();
+    for (std::size_t b = 0; b < B; ++b) {
+      drafters.push_back(live_mixture(datastore, own));
+      if (policy != LivePolicy::kPlain)
+        for (std::size_t w = 0; w < warmup && w < traces.size(); ++w) (void)replay_trace(drafters[b], traces[w], {.budget = budget});
+      trace[b] = (std::min(warmup, traces.size() - 1) + b) % traces.size();
+      drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
+    }
+    if (policy == LivePolicy::kBatch) tracker.emplace(calibrated);
+    trees.resize(B), probabilities.resize(B), offers.resize(B), offer_spans.resize(B), counts.resize(B);
+    nodes.resize(B), accepted.resize(B), emitted.resize(B);
+  }
+
+  void step(const std::vector<Trace>& traces) {
+    const std::size_t B = drafters.size();
+    const auto t0 = Clock::now();
+    for (std::size_t b = 0; b < B; ++b) {
+      const auto& out = traces[trace[b]].output;
+      const Token root = pos[b] == 0 ? traces[trace[b]].context.back() : out[pos[b] - 1];
+      draft.clear();
+      if (policy != LivePolicy::kPlain) drafters[b].propose(budget, draft);
+      draft.linearize(root, budget, trees[b], cut);
+    }
+    if (policy == LivePolicy::kBatch) {
+      for (std::size_t b = 0; b < B; ++b) {
+        const auto& st = drafters[b].stats();
+        estimate_acceptance(trees[b], drafters[b].cost_aware(), st.proposed_at_depth, st.accepted_at_depth, probabilities[b]);
+        offers[b].assign(probabilities[b].begin() + 1, probabilities[b].end());
+        std::sort(offers[b].begin(), offers[b].end(), std::greater<>());
+        offer_spans[b] = offers[b];
+      }
+      allocator.allocate(offer_spans, B, tracker->current(), counts);
+      for (std::size_t b = 0; b < B; ++b) {
+        cut_tree(trees[b], probabilities[b], counts[b], cut_out, cut_scratch);
+        std::swap(trees[b], cut_out);
+      }
+    }
+    for (std::size_t b = 0; b < B; ++b) {
+      const auto& out = traces[trace[b]].output;
+      drafters[b].record_proposal(trees[b]);
+      path.resize(static_cast<std::size_t>(trees[b].size()));
+      Token bonus = -1;
+      const std::size_t at = pos[b];
+      const auto truth = [&](std::int32_t, std::int32_t depth) {
+        const std::size_t i = at + static_cast<std::size_t>(depth);
+        return i < out.size() ? out[i] : Token{-1};
+      };
+      accepted[b] = walk(view(trees[b]), truth, path.data(), bonus);
+      nodes[b] = trees[b].num_drafts();
+      emitted[b] = std::min<std::size_t>(static_cast<std::size_t>(accepted[b]) + 1, out.size() - pos[b]);
+      drafted += nodes[b];
+    }
+    const double model_seconds = decoder.step(nodes, accepted);
+    if (tracker) tracker->observe(B + static_cast<std::size_t>(std::accumulate(nodes.begin(), nodes.end(), 0)), model_seconds);
+    for (std::size_t b = 0; b < B; ++b) {
+      const auto& out = traces[trace[b]].output;
+      drafters[b].accept(std::span<const Token>(out).subspan(pos[b], emitted[b]));
+      pos[b] += emitted[b];
+      tokens += static_cast<std::int64_t>(emitted[b]);
+      if (pos[b] == out.size()) {  // the slot's next trace
+        trace[b] = (trace[b] + B) % traces.size();
+        pos[b] = 0;
+        drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
+      }
+    }
+    seconds += seconds_since(t0);
+  }
+
+  double tokens_per_second() const { return static_cast<double>(tokens) / seconds; }
+
+ private:
+  DraftTree draft;
+  LinearizeScratch cut;
+  std::vector<LinearTree> trees;
+  std::vector<std::vector<float>> probabilities, offers;
+  std::vector<std::span<const float>> offer_spans;
+  std::vector<std::size_t> counts, emitted;
+  std::vector<std::int32_t> nodes, accepted, path, cut_scratch;
+  LinearTree cut_out;
+  BatchBudget allocator;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -803,128 +911,43 @@ int main(int argc, char** argv) {
     report["batch_sweep"] = sweep;
     write_json();
 
-    // 6. Live batch sweep: B slots each draft live with their own mixture over a --live dataset
-    // (slot b: the traces after the warm-up, b, b + B, ... back to back), the walk decided by the
-    // traces' outputs, every step run through the model at batch B, drafting and the budget choice
-    // timed with it. Rows: plain decoding; fixed budgets (every node the mixture rates above zero,
-    // up to the budget); the per-request adaptive budget (each mixture under this run's
-    // calibration, pricing a step by its own tokens: what a Session without a batch budget does at
-    // batch > 1); one budget for the whole step (BatchBudget over the step's total rows, the cost
-    // learned online from this run's calibration at every step, as a Session with a step cost does).
+    // 6. Live batch sweep (LiveBatchRow): per batch size, every row's B slots draft live over a
+    // --live dataset; the rows take their steps in turn, so that the machine's drift (its
+    // bandwidth moves by the minute) falls on all of them alike.
     if (!live_batches.empty()) {
       phase("live batch sweep");
       const StepCost calibrated = StepCost::calibrated(samples);
-      enum class Policy { kPlain, kFixed, kPerRequest, kBatch };
-      struct Row {
-        std::string name;
-        Policy policy;
-        std::size_t budget;
-      };
-      std::vector<Row> rows = {{"plain", Policy::kPlain, 0}};
-      for (const std::size_t b : live_fixed) rows.push_back({"fixed @" + std::to_string(b), Policy::kFixed, b});
-      rows.push_back({"per-request adaptive @" + std::to_string(live_budget), Policy::kPerRequest, live_budget});
-      rows.push_back({"batch budget @" + std::to_string(live_budget), Policy::kBatch, live_budget});
+      std::vector<std::tuple<std::string, LivePolicy, std::size_t>> kinds = {{"plain", LivePolicy::kPlain, 0}};
+      for (const std::size_t b : live_fixed) kinds.emplace_back("fixed @" + std::to_string(b), LivePolicy::kFixed, b);
+      kinds.emplace_back("per-request adaptive @" + std::to_string(live_budget), LivePolicy::kPerRequest, live_budget);
+      kinds.emplace_back("batch budget @" + std::to_string(live_budget), LivePolicy::kBatch, live_budget);
       nlohmann::json live_sweep = nlohmann::json::object();
       for (const std::string& file : live_datasets) {
         const std::string dataset = std::filesystem::path(file).stem().string();
         const auto& traces = live_traces.at(dataset);
-        std::cout << "\nlive batch sweep, " << dataset << ", " << live_batch_steps << " steps per row after " << live_warmup
-                  << " warm-up traces per slot:\n\n| batch | row | tokens/s | x plain | tokens per step and sequence | draft nodes per step |\n"
-                  << "|---|---|---|---|---|---|\n";
+        std::cout << "\nlive batch sweep, " << dataset << ", " << live_batch_steps << " steps per row, the rows' steps in turn, after "
+                  << live_warmup << " warm-up traces per slot:\n\n| batch | row | tokens/s | x plain | tokens per step and sequence | "
+                  << "draft nodes per step |\n|---|---|---|---|---|---|\n";
         std::size_t widest = live_budget;
         for (const std::size_t b : live_fixed) widest = std::max(widest, b);
         for (const std::int64_t batch : live_batches) {
-          const auto B = static_cast<std::size_t>(batch);
           // One prefill per batch size: each row decodes on from a copy sharing its cache.
           const ForcedDecoder prefilled(model, batch, context, static_cast<std::int64_t>(context + live_batch_steps * (widest + 1) + widest + 2));
-          double plain_rate = 0.0;
-          for (const Row& row : rows) {
-            const StepCost own = row.policy == Policy::kPerRequest ? calibrated : StepCost::flat();
-            std::vector<AnyDrafter> drafters;
-            std::vector<std::size_t> trace(B), pos(B, 0);
-            DraftTree draft;
-            LinearizeScratch cut;
-            for (std::size_t b = 0; b < B; ++b) {
-              drafters.push_back(live_mixture(datastore, own));
-              if (row.policy != Policy::kPlain)
-                for (std::size_t w = 0; w < live_warmup && w < traces.size(); ++w)
-                  (void)replay_trace(drafters[b], traces[w], {.budget = row.budget});
-              trace[b] = (std::min(live_warmup, traces.size() - 1) + b) % traces.size();
-              drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
-            }
-            std::optional<StepCostTracker> tracker;
-            if (row.policy == Policy::kBatch) tracker.emplace(calibrated);
-            ForcedDecoder dec(prefilled);
-            std::vector<LinearTree> trees(B);
-            std::vector<std::vector<float>> probabilities(B), offers(B);
-            std::vector<std::span<const float>> offer_spans(B);
-            std::vector<std::size_t> counts(B);
-            std::vector<std::int32_t> nodes(B), accepted(B), path, cut_scratch;
-            LinearTree cut_tree_out;
-            BatchBudget allocator;
-            double seconds = 0;
-            std::int64_t tokens = 0, drafted = 0;
-            for (std::size_t step = 0; step < live_batch_steps; ++step) {
-              const auto t0 = Clock::now();
-              for (std::size_t b = 0; b < B; ++b) {
-                const auto& out = traces[trace[b]].output;
-                const Token root = pos[b] == 0 ? traces[trace[b]].context.back() : out[pos[b] - 1];
-                draft.clear();
-                if (row.policy != Policy::kPlain) drafters[b].propose(row.budget, draft);
-                draft.linearize(root, row.budget, trees[b], cut);
-              }
-              if (row.policy == Policy::kBatch) {
-                for (std::size_t b = 0; b < B; ++b) {
-                  const auto& drafter_stats = drafters[b].stats();
-                  estimate_acceptance(trees[b], drafters[b].cost_aware(), drafter_stats.proposed_at_depth, drafter_stats.accepted_at_depth, probabilities[b]);
-                  offers[b].assign(probabilities[b].begin() + 1, probabilities[b].end());
-                  std::sort(offers[b].begin(), offers[b].end(), std::greater<>());
-                  offer_spans[b] = offers[b];
-                }
-                allocator.allocate(offer_spans, B, tracker->current(), counts);
-                for (std::size_t b = 0; b < B; ++b) {
-                  cut_tree(trees[b], probabilities[b], counts[b], cut_tree_out, cut_scratch);
-                  std::swap(trees[b], cut_tree_out);
-                }
-              }
-              std::vector<std::size_t> emitted(B);
-              for (std::size_t b = 0; b < B; ++b) {
-                const auto& out = traces[trace[b]].output;
-                drafters[b].record_proposal(trees[b]);
-                path.resize(static_cast<std::size_t>(trees[b].size()));
-                Token bonus = -1;
-                const auto truth = [&](std::int32_t, std::int32_t depth) {
-                  const std::size_t at = pos[b] + static_cast<std::size_t>(depth);
-                  return at < out.size() ? out[at] : Token{-1};
-                };
-                accepted[b] = walk(view(trees[b]), truth, path.data(), bonus);
-                nodes[b] = trees[b].num_drafts();
-                emitted[b] = std::min<std::size_t>(static_cast<std::size_t>(accepted[b]) + 1, out.size() - pos[b]);
-                drafted += nodes[b];
-              }
-              const double model_seconds = dec.step(nodes, accepted);
-              if (tracker) tracker->observe(B + static_cast<std::size_t>(std::accumulate(nodes.begin(), nodes.end(), 0)), model_seconds);
-              for (std::size_t b = 0; b < B; ++b) {
-                const auto& out = traces[trace[b]].output;
-                drafters[b].accept(std::span<const Token>(out).subspan(pos[b], emitted[b]));
-                pos[b] += emitted[b];
-                tokens += static_cast<std::int64_t>(emitted[b]);
-                if (pos[b] == out.size()) {  // the slot's next trace
-                  trace[b] = (trace[b] + B) % traces.size();
-                  pos[b] = 0;
-                  drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
-                }
-              }
-              seconds += seconds_since(t0);
-            }
-            const double rate = static_cast<double>(tokens) / seconds;
-            if (row.policy == Policy::kPlain) plain_rate = rate;
-            const double per_step = static_cast<double>(tokens) / static_cast<double>(live_batch_steps * B);
-            const double nodes_per_step = static_cast<double>(drafted) / static_cast<double>(live_batch_steps);
-            std::cout << std::setprecision(2) << "| " << B << " | " << row.name << " | " << rate << " | " << std::setprecision(3)
+          std::vector<std::unique_ptr<LiveBatchRow>> rows;
+          for (const auto& [name, policy, budget] : kinds)
+            rows.push_back(std::make_unique<LiveBatchRow>(name, policy, budget, static_cast<std::size_t>(batch), traces, live_warmup,
+                                                          datastore, calibrated, prefilled));
+          for (std::size_t step = 0; step < live_batch_steps; ++step)
+            for (auto& row : rows) row->step(traces);
+          const double plain_rate = rows.front()->tokens_per_second();
+          for (const auto& row : rows) {
+            const double rate = row->tokens_per_second();
+            const double per_step = static_cast<double>(row->tokens) / static_cast<double>(live_batch_steps * static_cast<std::size_t>(batch));
+            const double nodes_per_step = static_cast<double>(row->drafted) / static_cast<double>(live_batch_steps);
+            std::cout << std::setprecision(2) << "| " << batch << " | " << row->name << " | " << rate << " | " << std::setprecision(3)
                       << rate / plain_rate << " | " << per_step << " | " << std::setprecision(1) << nodes_per_step << " |\n"
                       << std::flush;
-            live_sweep[dataset].push_back({{"batch", B}, {"row", row.name}, {"tokens_per_s", rate}, {"x_plain", rate / plain_rate},
+            live_sweep[dataset].push_back({{"batch", batch}, {"row", row->name}, {"tokens_per_s", rate}, {"x_plain", rate / plain_rate},
                                            {"tokens_per_step_per_sequence", per_step}, {"draft_nodes_per_step", nodes_per_step}});
           }
         }

@@ -7,6 +7,9 @@ gnuplot, Debian's gnuplot-nox):
                          drafter (overall) and, for the mixture, per category
   step_cost.png          step cost against tokens per step, with the roofline's one-token step
   batch_sweep.png        plain and speculative tokens/s per batch size
+  live_batch_sweep.png   the live batch sweep (--live-batches): tokens/s per batch size of plain
+                         decoding, fixed budgets, the per-request adaptive budget and the batch budget,
+                         one panel per dataset
 
 Usage: speed_charts.py OUT_DIR RUN.json [RUN.json ...]   (the CMake target speed-charts runs it)
 """
@@ -116,6 +119,20 @@ def main():
                     "set ylabel 'tokens/s (this machine; compare the two lines only)'\nset yrange [0:*]\n"
                     "set title 'batch sweep: budget chosen per batch size by a measured trial'\n"
                     f"plot '{f}' using 1:2 with linespoints title 'plain', '' using 1:3 with linespoints title 'speculative'\n")
+        live = max(runs, key=lambda r: sum(len(v) for v in r.get("live_batch_sweep", {}).values()))
+        if live.get("live_batch_sweep"):
+            panels = []
+            for k, (dataset, entries) in enumerate(sorted(live["live_batch_sweep"].items())):
+                names = list(dict.fromkeys(e["row"] for e in entries))  # in the run's order
+                plots = []
+                for j, name in enumerate(names):
+                    f = os.path.join(tmp, f"live_{k}_{j}.dat")
+                    write(f, [(e["batch"], e["tokens_per_s"]) for e in entries if e["row"] == name])
+                    plots.append(f"'{f}' using 1:2 with linespoints title '{name}'")
+                panels.append(f"set title 'live batch sweep, {dataset}'\nplot {', '.join(plots)}\n")
+            gnuplot(head + f"set output '{out}/live_batch_sweep.png'\nset multiplot layout {len(panels)},1\n"
+                    "set logscale x 2\nset xlabel 'batch'\nset ylabel 'tokens/s (this machine)'\nset yrange [0:*]\n"
+                    + "".join(panels) + "unset multiplot\n")
 
 
 if __name__ == "__main__":
