@@ -325,7 +325,7 @@ struct LiveBatchRow {
       drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
     }
     if (policy == LivePolicy::kBatch) tracker.emplace(calibrated);
-    trees.resize(B), probabilities.resize(B), offers.resize(B), offer_spans.resize(B), counts.resize(B);
+    trees.resize(B);
     nodes.resize(B), accepted.resize(B), emitted.resize(B);
   }
 
@@ -340,18 +340,10 @@ struct LiveBatchRow {
       draft.linearize(root, budget, trees[b], cut);
     }
     if (policy == LivePolicy::kBatch) {
-      for (std::size_t b = 0; b < B; ++b) {
-        const auto& st = drafters[b].stats();
-        estimate_acceptance(trees[b], drafters[b].cost_aware(), st.proposed_at_depth, st.accepted_at_depth, probabilities[b]);
-        offers[b].assign(probabilities[b].begin() + 1, probabilities[b].end());
-        std::sort(offers[b].begin(), offers[b].end(), std::greater<>());
-        offer_spans[b] = offers[b];
-      }
-      allocator.allocate(offer_spans, B, tracker->current(), counts);
-      for (std::size_t b = 0; b < B; ++b) {
-        cut_tree(trees[b], probabilities[b], counts[b], cut_out, cut_scratch);
-        std::swap(trees[b], cut_out);
-      }
+      offers.clear();
+      for (std::size_t b = 0; b < B; ++b)
+        offers.push_back({&trees[b], drafters[b].cost_aware(), drafters[b].stats().proposed_at_depth, drafters[b].stats().accepted_at_depth});
+      allocator.cut(offers, B, tracker->current());
     }
     for (std::size_t b = 0; b < B; ++b) {
       const auto& out = traces[trace[b]].output;
@@ -390,11 +382,9 @@ struct LiveBatchRow {
   DraftTree draft;
   LinearizeScratch cut;
   std::vector<LinearTree> trees;
-  std::vector<std::vector<float>> probabilities, offers;
-  std::vector<std::span<const float>> offer_spans;
-  std::vector<std::size_t> counts, emitted;
-  std::vector<std::int32_t> nodes, accepted, path, cut_scratch;
-  LinearTree cut_out;
+  std::vector<BudgetOffer> offers;
+  std::vector<std::size_t> emitted;
+  std::vector<std::int32_t> nodes, accepted, path;
   BatchBudget allocator;
 };
 

@@ -105,6 +105,28 @@ TEST(BatchBudget, SpendsTheStepWhereItPays) {
   allocator.allocate({}, 3, StepCost::affine(1.0, 0.1), std::span<std::size_t>{});  // nobody drafts: nothing to choose
 }
 
+// cut(): estimates, allocation and the cut in one, each tree cut in place to its count.
+TEST(BatchBudget, CutsDraftedTreesInPlace) {
+  const auto chain = [](float p) {
+    LinearTree t;
+    t.add_node(1, -1, 0.0f);
+    for (std::int32_t i = 0; i < 4; ++i) t.add_node(10 + i, i, p);
+    t.finish();
+    return t;
+  };
+  LinearTree sure = chain(0.99f), unlikely = chain(0.05f), by_depth = chain(3.0f);
+  const std::vector<std::int64_t> proposed = {100, 100, 100, 100}, accepted = {99, 98, 97, 96};
+  const std::vector<BudgetOffer> offers = {{&sure, true, {}, {}}, {&unlikely, true, {}, {}}, {&by_depth, false, proposed, accepted}};
+  BatchBudget allocator;
+  allocator.cut(offers, 3, StepCost::affine(1.0, 0.1));
+  EXPECT_EQ(std::vector<std::size_t>(allocator.counts().begin(), allocator.counts().end()), (std::vector<std::size_t>{4, 0, 4}));
+  EXPECT_EQ(sure.num_drafts(), 4);
+  EXPECT_EQ(unlikely.num_drafts(), 0);
+  EXPECT_EQ(by_depth.tokens, (std::vector<Token>{1, 10, 11, 12, 13}));
+  EXPECT_TRUE(unlikely.finished());
+  refdec_test::expect_error([&] { allocator.cut(std::vector<BudgetOffer>{{}}, 1, StepCost::flat()); }, "offer 0 has no tree");
+}
+
 TEST(BatchBudget, RejectsBadOffers) {
   BatchBudget allocator;
   std::vector<std::size_t> counts(1);

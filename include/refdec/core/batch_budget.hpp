@@ -106,6 +106,15 @@ inline void cut_tree(const LinearTree& tree, std::span<const float> probabilitie
   out.finish();
 }
 
+/// A drafted tree offered to the batch choice (BatchBudget::cut()): the tree, cut in place; whether
+/// its scores are estimated probabilities of acceptance (a cost-aware drafter's); its drafter's
+/// proposals and acceptances by depth (DrafterStats), for the estimate otherwise.
+struct BudgetOffer {
+  LinearTree* tree = nullptr;
+  bool scores_are_probabilities = false;
+  std::span<const std::int64_t> proposed_at_depth, accepted_at_depth;
+};
+
 /// Chooses how many draft nodes each sequence of a step verifies. Sequence b offers `offers[b]`:
 /// its nodes' estimated probabilities of acceptance, best first (each node's at most its parent's,
 /// so a sequence's best n nodes form a tree). The step also runs `fixed_rows` rows nobody chooses
@@ -169,6 +178,32 @@ class BatchBudget {
     return best_rate;
   }
 
+  /// The whole batch choice over drafted trees: each tree's nodes estimated
+  /// (estimate_acceptance()), allocate(), and each tree cut in place to its count (cut_tree()).
+  /// `fixed_rows` as for allocate(). Returns allocate()'s rate; counts() holds the counts.
+  double cut(std::span<const BudgetOffer> offers, std::size_t fixed_rows, const StepCost& cost) {
+    const std::size_t n = offers.size();
+    if (probabilities_.size() < n) probabilities_.resize(n), sorted_.resize(n);
+    spans_.resize(n);
+    counts_.resize(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      const BudgetOffer& o = offers[k];
+      REFDEC_CHECK(o.tree != nullptr, "BatchBudget::cut: offer " << k << " has no tree");
+      estimate_acceptance(*o.tree, o.scores_are_probabilities, o.proposed_at_depth, o.accepted_at_depth, probabilities_[k]);
+      sorted_[k].assign(probabilities_[k].begin() + (o.tree->size() > 0 ? 1 : 0), probabilities_[k].end());
+      std::sort(sorted_[k].begin(), sorted_[k].end(), std::greater<>());
+      spans_[k] = sorted_[k];
+    }
+    const double rate = allocate(spans_, fixed_rows, cost, counts_);
+    for (std::size_t k = 0; k < n; ++k) {
+      cut_tree(*offers[k].tree, probabilities_[k], counts_[k], cut_, cut_scratch_);
+      std::swap(*offers[k].tree, cut_);
+    }
+    return rate;
+  }
+  /// The counts of the last cut(), one per offer.
+  std::span<const std::size_t> counts() const { return counts_; }
+
  private:
   struct Entry {
     float p;
@@ -179,6 +214,12 @@ class BatchBudget {
   };
   std::vector<Entry> heap_;
   std::vector<std::size_t> order_, taken_;
+  // cut()'s scratch: per offer the estimates by node and sorted best first.
+  std::vector<std::vector<float>> probabilities_, sorted_;
+  std::vector<std::span<const float>> spans_;
+  std::vector<std::size_t> counts_;
+  LinearTree cut_;
+  std::vector<std::int32_t> cut_scratch_;
 };
 
 REFDEC_NAMESPACE_END

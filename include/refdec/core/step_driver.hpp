@@ -408,25 +408,13 @@ class StepDriver {
     std::size_t fixed_rows = 0;
     for (std::size_t i = 0; i < active_.size(); ++i)
       fixed_rows += prefill_[i] ? static_cast<std::size_t>(trees_[i].size()) : 1 + static_cast<std::size_t>(aux_[i].size());
-    const std::size_t D = drafting_.size();
-    if (probabilities_.size() < active_.size()) probabilities_.resize(active_.size()), offers_.resize(active_.size());
-    offer_spans_.resize(D);
-    counts_.resize(D);
-    for (std::size_t k = 0; k < D; ++k) {
-      const std::size_t i = drafting_[k];
+    offers_.clear();
+    for (const std::size_t i : drafting_) {
       const AnyDrafter& d = *active_[i].drafter;
-      estimate_acceptance(trees_[i], d.cost_aware(), d.stats().proposed_at_depth, d.stats().accepted_at_depth, probabilities_[i]);
-      offers_[i].assign(probabilities_[i].begin() + (trees_[i].size() > 0 ? 1 : 0), probabilities_[i].end());
-      std::sort(offers_[i].begin(), offers_[i].end(), std::greater<>());
-      offer_spans_[k] = offers_[i];
+      offers_.push_back({&trees_[i], d.cost_aware(), d.stats().proposed_at_depth, d.stats().accepted_at_depth});
     }
-    batch_budget_.allocate(offer_spans_, fixed_rows, *batch_cost_, counts_);
-    for (std::size_t k = 0; k < D; ++k) {
-      const std::size_t i = drafting_[k];
-      cut_tree(trees_[i], probabilities_[i], counts_[k], cut_, cut_scratch_);
-      std::swap(trees_[i], cut_);
-      active_[i].drafter->record_proposal(trees_[i]);
-    }
+    batch_budget_.cut(offers_, fixed_rows, *batch_cost_);
+    for (const std::size_t i : drafting_) active_[i].drafter->record_proposal(trees_[i]);
   }
 
   const Sequence& find(RequestId id) const {
@@ -448,11 +436,7 @@ class StepDriver {
   std::unique_ptr<WorkerPool> pool_;  // set when options_.drafting_threads > 1
   std::optional<StepCost> batch_cost_;  // set_batch_cost()
   BatchBudget batch_budget_;
-  std::vector<std::vector<float>> probabilities_, offers_;  // [>= B] per slot: per node, and sorted best first
-  std::vector<std::span<const float>> offer_spans_;         // [drafting]
-  std::vector<std::size_t> counts_;                         // [drafting]
-  LinearTree cut_;
-  std::vector<std::int32_t> cut_scratch_;
+  std::vector<BudgetOffer> offers_;  // [drafting]
   // Per-step scratch, reused.
   std::vector<DraftScratch> scratch_;   // [>= B] per slot, so that slots draft on any thread
   std::vector<std::size_t> drafting_;   // slots that draft this step (the others prefill)
