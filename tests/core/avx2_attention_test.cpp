@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -72,6 +73,57 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
                 }
               }
           }
+}
+
+// A paged cache read in place through a block table gives the products of the same entries laid
+// out contiguously, bit for bit: block sizes that do and do not divide the length, blocks scattered
+// over a pool in random order.
+TEST(Avx2Attention, ProductsThroughABlockTableEqualTheContiguousProducts) {
+  if (!Avx2Linear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::int64_t kv = 2, rows = 3, d = 64;
+  for (const HalfFormat f : {HalfFormat::kBf16, HalfFormat::kFp16})
+    for (const std::int64_t block_size : {1, 3, 16})
+      for (const std::int64_t len : {1, 16, 37}) {
+        const std::int64_t row_stride = kv * d, blocks = (len + block_size - 1) / block_size, pool_blocks = blocks + 5;
+        std::vector<std::uint16_t> keys(static_cast<std::size_t>(len * row_stride)), vals(keys.size());
+        for (auto& v : keys) v = Avx2Linear::from_float(normal(rng), f);
+        for (auto& v : vals) v = Avx2Linear::from_float(normal(rng), f);
+        std::vector<std::int32_t> pool_order(static_cast<std::size_t>(pool_blocks));
+        for (std::size_t i = 0; i < pool_order.size(); ++i) pool_order[i] = static_cast<std::int32_t>(i);
+        std::shuffle(pool_order.begin(), pool_order.end(), rng);
+        const std::vector<std::int32_t> table(pool_order.begin(), pool_order.begin() + blocks);
+        // The pool holds noise wherever no entry of the sequence lies.
+        std::vector<std::uint16_t> key_pool(static_cast<std::size_t>(pool_blocks * block_size * row_stride)), val_pool(key_pool.size());
+        for (auto& v : key_pool) v = Avx2Linear::from_float(normal(rng), f);
+        for (auto& v : val_pool) v = Avx2Linear::from_float(normal(rng), f);
+        for (std::int64_t s = 0; s < len; ++s) {
+          const std::int64_t row = std::int64_t{table[static_cast<std::size_t>(s / block_size)]} * block_size + s % block_size;
+          std::copy_n(keys.begin() + s * row_stride, row_stride, key_pool.begin() + row * row_stride);
+          std::copy_n(vals.begin() + s * row_stride, row_stride, val_pool.begin() + row * row_stride);
+        }
+        const CacheView kc{keys.data(), len, row_stride, d, d}, vc{vals.data(), len, row_stride, d, d};
+        const CacheView kp{key_pool.data(), len, row_stride, d, d, table.data(), block_size},
+            vp{val_pool.data(), len, row_stride, d, d, table.data(), block_size};
+        std::vector<float> q(static_cast<std::size_t>(kv * rows * d)), p(static_cast<std::size_t>(kv * rows * len));
+        for (auto& v : q) v = normal(rng);
+        for (auto& v : p) v = std::abs(normal(rng)) / static_cast<float>(len);
+        std::vector<float> want_scores(p.size()), got_scores(p.size());
+        std::vector<std::uint16_t> want_out(q.size()), got_out(q.size());
+        refdec::avx2::attention_scores(q.data(), rows, kc, f, 0.5f, want_scores.data(), 0, kv);
+        refdec::avx2::attention_scores(q.data(), rows, kp, f, 0.5f, got_scores.data(), 0, kv);
+        refdec::avx2::attention_values(p.data(), rows, vc, f, want_out.data(), 0, kv);
+        refdec::avx2::attention_values(p.data(), rows, vp, f, got_out.data(), 0, kv);
+        EXPECT_EQ(got_scores, want_scores) << "block size " << block_size << " length " << len;
+        EXPECT_EQ(got_out, want_out) << "block size " << block_size << " length " << len;
+      }
+  std::vector<std::uint16_t> cache(64);
+  const std::int32_t table[] = {0};
+  const CacheView zero_block{cache.data(), 1, 8, 8, 8, table, 0};
+  std::vector<float> q(8), scores(1);
+  refdec_test::expect_error([&] { refdec::avx2::attention_scores(q.data(), 1, zero_block, HalfFormat::kBf16, 1.0f, scores.data(), 0, 1); },
+                            "block table needs a positive block size");
 }
 
 // The in-place softmax against float64: rows of every length (vector body and tail), a wide range

@@ -446,6 +446,84 @@ TEST(KvStores, PagedEqualsContiguousAsSequencesJoinAndLeave) {
   }
 }
 
+// A paged store that counts the model's reads; without read_paged (kInPlace false) it is seen
+// through the KvStore members alone, as an engine's own store would be, and the model gathers.
+template <bool kInPlace>
+class CountedPagedStore {
+ public:
+  CountedPagedStore(const KvLayout& layout, std::int64_t blocks, std::int64_t block_size) : store_(layout, blocks, block_size) {}
+  void begin_step(const StepPlan& plan) { store_.begin_step(plan); }
+  void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) { store_.write(layer, k, v); }
+  std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
+    ++reads;
+    return store_.read(layer, b);
+  }
+  PagedEntries read_paged(std::int64_t layer, std::int64_t b) const
+    requires kInPlace
+  {
+    ++paged_reads;
+    return store_.read_paged(layer, b);
+  }
+  void commit(const KeepPlan& keep) { store_.commit(keep); }
+  std::int64_t add() { return store_.add(); }
+  void remove(std::int64_t b) { store_.remove(b); }
+  std::int64_t batch() const { return store_.batch(); }
+  std::span<const std::int64_t> lengths() const { return store_.lengths(); }
+  const KvLayout& layout() const { return store_.layout(); }
+
+  mutable std::int64_t reads = 0, paged_reads = 0;
+
+ private:
+  PagedKvStore store_;
+};
+static_assert(PagedKvRead<PagedKvStore> && PagedKvRead<CountedPagedStore<true>> && !PagedKvRead<CountedPagedStore<false>>);
+static_assert(!PagedKvRead<ContiguousKvStore>);
+
+// In bf16 on the AVX2 kernels the model reads a paged store's blocks where they lie (read() is
+// never called) and gets the logits of the same entries gathered: exactly, where the gathered
+// prefix goes through the same AVX2 kernel; within bf16 rounding where oneDNN's bf16 products take
+// it instead. Blocks of 3 entries, scattered over the pool by steps that interleave sequences.
+TEST(KvStores, PagedBlocksAreReadInPlace) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  std::mt19937 rng(17);
+  const auto model = LlamaModel::random(refdec_test::attention_kind_config(1), 70, at::kBFloat16, at::kCPU, LinearKernel::kAvx2);
+  CountedPagedStore<true> in_place(model.kv_layout(), 150, 3);
+  CountedPagedStore<false> gathered(model.kv_layout(), 150, 3);
+  const int B = 3;
+  const auto batch = random_batch(rng, B, 20);
+  prefill(model, in_place, batch.cached);
+  prefill(model, gathered, batch.cached);
+  const bool same_kernel = !torch_detail::onednn_bf16_matmul_runs();
+  StepPlan plan;
+  KeepPlan keep;
+  for (int step = 0; step < 5; ++step) {
+    std::vector<LinearTree> trees;
+    std::vector<AuxBlock> aux;
+    for (int b = 0; b < B; ++b) {
+      trees.push_back(random_plan_tree(rng, static_cast<Token>(rng() % 111), 111));
+      aux.push_back(random_aux(rng, 111));
+    }
+    plan_step(trees, aux, in_place.lengths(), model.vocab_size(), plan);
+    in_place.reads = in_place.paged_reads = gathered.reads = 0;
+    const auto a = model.forward(plan, in_place), g = model.forward(plan, gathered);
+    const std::int64_t layers = model.config().n_layers;
+    EXPECT_EQ(in_place.reads, 0) << "step " << step << ": a paged read gathered the prefix";
+    EXPECT_EQ(in_place.paged_reads, layers * B) << "step " << step;
+    EXPECT_EQ(gathered.reads, layers * B) << "step " << step;
+    if (same_kernel)
+      EXPECT_TRUE(at::equal(a, g)) << "step " << step << ": max difference " << (a - g).abs().max().item<double>();
+    else
+      EXPECT_LT((a - g).abs().max().item<double>(), 0.05 * g.abs().max().item<double>()) << "step " << step;
+    std::vector<Acceptance> accepted(trees.size());
+    for (std::size_t b = 0; b < trees.size(); ++b)
+      for (std::int32_t c = trees[b].first_child[0]; c >= 0 && rng() % 3 != 0; c = trees[b].first_child[static_cast<std::size_t>(c)])
+        accepted[b].nodes.push_back(c);
+    keep_accepted(plan, accepted, keep);
+    in_place.commit(keep);
+    gathered.commit(keep);
+  }
+}
+
 TEST(KvStores, RejectBadUse) {
   const auto model = LlamaModel::random(small_config(), 1);
   ContiguousKvStore contiguous(model.kv_layout(), 8);

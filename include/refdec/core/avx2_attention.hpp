@@ -23,14 +23,21 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Where a cache's entries lie: entry s of kv head h starts at s * row_stride + h * head_stride
-/// values from the base pointer (a [S, KV, D] tensor's strides), each entry `head_dim` values.
+/// Where a cache's entries lie: entry s of kv head h starts at row(s) * row_stride + h *
+/// head_stride values from the base pointer (a [rows, KV, D] tensor's strides), each entry
+/// `head_dim` values. row(s) is s, or, with a block table (a paged cache read in place, as
+/// PagedAttention does), blocks[s / block_size] * block_size + s % block_size.
 struct CacheView {
   const std::uint16_t* data = nullptr;
   std::int64_t length = 0;  ///< S: entries
   std::int64_t row_stride = 0;
   std::int64_t head_stride = 0;
   std::int64_t head_dim = 0;  ///< D: a multiple of 8, at most 256
+  const std::int32_t* blocks = nullptr;  ///< null, or the block of every block_size entries (ceil(S / block_size) of them)
+  std::int64_t block_size = 0;           ///< entries per block, positive with a block table
+
+  /// The row of entry s.
+  std::int64_t row(std::int64_t s) const { return blocks == nullptr ? s : std::int64_t{blocks[s / block_size]} * block_size + s % block_size; }
 };
 
 namespace avx2 {
@@ -43,21 +50,21 @@ template <HalfFormat F>
 REFDEC_AVX2_TARGET inline void widen_entries(const CacheView& c, std::int64_t h, std::int64_t s, std::int64_t n, std::int64_t block,
                                              float* to) {
   const std::int64_t d = c.head_dim;
-  for (std::int64_t j = 0; j < block; ++j) {
-    float* row = to + j * d;
-    if (j >= n) {
-      std::fill(row, row + d, 0.0f);
-      continue;
-    }
-    const std::uint16_t* from = c.data + (s + j) * c.row_stride + h * c.head_stride;
+  // Rows follow one another within a block: one division per call, not per entry.
+  std::int64_t row = c.row(s), left_in_block = c.blocks == nullptr ? n : c.block_size - s % c.block_size;
+  for (std::int64_t j = 0; j < n; ++j, ++row, --left_in_block) {
+    if (left_in_block == 0) row = c.row(s + j), left_in_block = c.block_size;
+    const std::uint16_t* from = c.data + row * c.row_stride + h * c.head_stride;
+    float* to_row = to + j * d;
     for (std::int64_t i = 0; i < d; i += 8) {
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i));
       if constexpr (F == HalfFormat::kBf16)
-        _mm256_storeu_ps(row + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)));
+        _mm256_storeu_ps(to_row + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)));
       else
-        _mm256_storeu_ps(row + i, _mm256_cvtph_ps(v));
+        _mm256_storeu_ps(to_row + i, _mm256_cvtph_ps(v));
     }
   }
+  std::fill(to + n * d, to + block * d, 0.0f);
 }
 
 // The eight sums of a[0..7], as one vector.
@@ -184,6 +191,7 @@ inline void check_attention_input(const CacheView& c, std::int64_t rows, std::in
   REFDEC_CHECK(c.data != nullptr && c.length >= 0 && rows >= 0 && c.head_dim > 0 && c.head_dim % 8 == 0 && c.head_dim <= 256,
                "avx2 attention: needs a cache of head size a multiple of 8 up to 256, got " << c.head_dim << " (length " << c.length
                                                                                             << ", rows " << rows << ")");
+  REFDEC_CHECK(c.blocks == nullptr || c.block_size > 0, "avx2 attention: a block table needs a positive block size, got " << c.block_size);
   REFDEC_CHECK(0 <= first_head && first_head <= last_head, "avx2 attention: bad head range [" << first_head << ", " << last_head << ")");
 }
 

@@ -22,6 +22,7 @@
 #include "refdec/core/avx2_attention.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/torch/abi.hpp"
+#include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/onednn.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -178,6 +179,40 @@ inline at::Tensor avx2_attention_values(const at::Tensor& probabilities, const a
   return out;
 }
 
+namespace torch_detail {
+inline void check_avx2_attention_mask(const at::Tensor& mask, std::int64_t rows, std::int64_t S) {
+  REFDEC_CHECK(!mask.defined() || (mask.dim() == 2 && mask.size(0) == mask.size(1) && mask.size(0) > 0 && mask.size(0) <= S &&
+                                   rows % mask.size(0) == 0 && at::isFloatingType(mask.scalar_type()) && mask.device().is_cpu()),
+               "avx2_attention: the mask must be a floating CPU [n, n] with n dividing the " << rows << " rows and at most the " << S
+                                                                                             << " entries, got " << mask.toString() << " "
+                                                                                             << mask.sizes());
+}
+
+// avx2_attention() over entries wherever `key_view` and `value_view` find them (S entries each);
+// the output in `values_options`.
+inline at::Tensor avx2_attention_over(const at::Tensor& q, const CacheView& key_view, const CacheView& value_view, HalfFormat format,
+                                      const at::TensorOptions& values_options, const at::Tensor& mask, double scale) {
+  const std::int64_t kv = q.size(0), rows = q.size(1), S = key_view.length, D = key_view.head_dim;
+  check_avx2_attention_mask(mask, rows, S);
+  const auto qf = q.to(at::kFloat).contiguous();  // [KV, rows, D] float32
+  const auto bias = mask.defined() ? mask.to(at::kFloat) : mask;
+  auto out = at::empty({kv, rows, D}, values_options);
+  at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
+    auto scores = at::empty({last - first, rows, S}, qf.options());
+    avx2::attention_scores(qf.data_ptr<float>() + first * rows * D, rows, shifted(key_view, first), format, static_cast<float>(scale),
+                           scores.data_ptr<float>(), 0, last - first);
+    if (bias.defined()) {
+      const std::int64_t n = bias.size(0);
+      scores.view({last - first, rows / n, n, S}).narrow(-1, S - n, n).add_(bias);
+    }
+    avx2::softmax(scores.data_ptr<float>(), (last - first) * rows, S);
+    avx2::attention_values(scores.data_ptr<float>(), rows, shifted(value_view, first), format,
+                           static_cast<std::uint16_t*>(out.data_ptr()) + first * rows * D, 0, last - first);
+  });
+  return out;
+}
+}  // namespace torch_detail
+
 /// The whole of attention for the AVX2 path: softmax(scale q k^T + mask) v per kv head, each
 /// thread taking a range of kv heads through all three stages in one parallel region, so that the
 /// scores and probabilities it writes are read back by the same thread, and no ATen softmax (with
@@ -191,30 +226,39 @@ inline at::Tensor avx2_attention(const at::Tensor& q, const at::Tensor& keys, co
                    keys.scalar_type() == values.scalar_type() && q.dim() == 3 && q.size(0) == keys.size(1) && q.size(2) == keys.size(2),
                "avx2_attention: needs queries [KV, rows, D] and bf16 or fp16 CPU keys and values [S, KV, D] alike on an AVX2 CPU, got "
                    << q.sizes() << ", " << keys.toString() << " " << keys.sizes() << " and " << values.toString() << " " << values.sizes());
-  const std::int64_t kv = q.size(0), rows = q.size(1), S = keys.size(0), D = keys.size(2);
-  REFDEC_CHECK(!mask.defined() || (mask.dim() == 2 && mask.size(0) == mask.size(1) && mask.size(0) > 0 && mask.size(0) <= S &&
-                                   rows % mask.size(0) == 0 && at::isFloatingType(mask.scalar_type()) && mask.device().is_cpu()),
-               "avx2_attention: the mask must be a floating CPU [n, n] with n dividing the " << rows << " rows and at most the " << S
-                                                                                             << " entries, got " << mask.toString() << " "
-                                                                                             << mask.sizes());
-  const auto qf = q.to(at::kFloat).contiguous();  // [KV, rows, D] float32
-  const auto bias = mask.defined() ? mask.to(at::kFloat) : mask;
-  auto out = at::empty({kv, rows, D}, values.options());
-  const CacheView key_view = torch_detail::cache_view(keys), value_view = torch_detail::cache_view(values);
-  const HalfFormat format = torch_detail::half_format(values);
-  at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
-    auto scores = at::empty({last - first, rows, S}, qf.options());
-    avx2::attention_scores(qf.data_ptr<float>() + first * rows * D, rows, torch_detail::shifted(key_view, first), format,
-                           static_cast<float>(scale), scores.data_ptr<float>(), 0, last - first);
-    if (bias.defined()) {
-      const std::int64_t n = bias.size(0);
-      scores.view({last - first, rows / n, n, S}).narrow(-1, S - n, n).add_(bias);
-    }
-    avx2::softmax(scores.data_ptr<float>(), (last - first) * rows, S);
-    avx2::attention_values(scores.data_ptr<float>(), rows, torch_detail::shifted(value_view, first), format,
-                           static_cast<std::uint16_t*>(out.data_ptr()) + first * rows * D, 0, last - first);
-  });
-  return out;
+  return torch_detail::avx2_attention_over(q, torch_detail::cache_view(keys), torch_detail::cache_view(values),
+                                           torch_detail::half_format(values), values.options(), mask, scale);
+}
+
+/// Whether avx2_attention() runs over these paged entries: the pool's keys and values as
+/// avx2_attention_supported() asks, and a block table that covers the entries.
+inline bool avx2_attention_supported(const PagedEntries& entries) {
+  return avx2_attention_supported(entries.keys) && avx2_attention_supported(entries.values) &&
+         entries.keys.sizes() == entries.values.sizes() && entries.keys.scalar_type() == entries.values.scalar_type() &&
+         entries.block_size > 0 && entries.length >= 0 &&
+         static_cast<std::int64_t>(entries.blocks.size()) * entries.block_size >= entries.length;
+}
+
+/// avx2_attention() over a paged store's entries read in place through their block table
+/// (PagedKvStore::read_paged): no gathered copy of the prefix. Every block must lie within the
+/// pool's rows.
+inline at::Tensor avx2_attention(const at::Tensor& q, const PagedEntries& entries, const at::Tensor& mask, double scale) {
+  REFDEC_CHECK(avx2_attention_supported(entries) && q.dim() == 3 && q.size(0) == entries.keys.size(1) &&
+                   q.size(2) == entries.keys.size(2),
+               "avx2_attention: needs queries [KV, rows, D] and bf16 or fp16 CPU pool keys and values [rows, KV, D] alike with a block table "
+               "covering the entries on an AVX2 CPU, got "
+                   << q.sizes() << ", " << entries.keys.toString() << " " << entries.keys.sizes() << ", " << entries.blocks.size()
+                   << " blocks of " << entries.block_size << " for " << entries.length << " entries");
+  const std::int64_t pool_blocks = entries.keys.size(0) / entries.block_size;
+  for (const std::int32_t block : entries.blocks)
+    REFDEC_CHECK(block >= 0 && block < pool_blocks, "avx2_attention: block " << block << " outside the pool's " << pool_blocks << " blocks");
+  auto view = [&](const at::Tensor& pool) {
+    CacheView v = torch_detail::cache_view(pool);
+    v.length = entries.length, v.blocks = entries.blocks.data(), v.block_size = entries.block_size;
+    return v;
+  };
+  return torch_detail::avx2_attention_over(q, view(entries.keys), view(entries.values), torch_detail::half_format(entries.values),
+                                           entries.values.options(), mask, scale);
 }
 
 REFDEC_TORCH_NAMESPACE_END

@@ -60,6 +60,26 @@ concept KvStore = requires(S& s, const S& cs, const StepPlan& plan, const KeepPl
   { cs.layout() } -> std::convertible_to<KvLayout>;
 };
 
+/// A sequence's keys and values where a paged store keeps them, for attention that reads them in
+/// place: entry e (cached entries, then the step rows) is row blocks[e / block_size] * block_size +
+/// e % block_size of `keys` and `values`, the pool's rows of one layer ([pool rows, kv_heads,
+/// head_dim] each). Valid until the store's next begin_step(), commit(), add() or remove().
+struct PagedEntries {
+  at::Tensor keys;
+  at::Tensor values;
+  std::span<const std::int32_t> blocks;  ///< the sequence's block table
+  std::int64_t block_size = 0;
+  std::int64_t length = 0;  ///< cached entries + step rows
+};
+
+/// A KvStore that can also hand out a sequence's entries in place (`read_paged(layer, b)`, see
+/// PagedEntries): the model's attention then reads the blocks where they lie instead of a gathered
+/// copy of the whole prefix per layer, where its attention kernel takes a block table.
+template <class S>
+concept PagedKvRead = KvStore<S> && requires(const S& cs, std::int64_t i) {
+  { cs.read_paged(i, i) } -> std::same_as<PagedEntries>;
+};
+
 namespace torch_detail {
 /// Checks that `plan` is a step of the store's sequences: same count, same cached lengths.
 inline void check_plan_matches(const StepPlan& plan, std::span<const std::int64_t> lengths, const char* who) {

@@ -301,26 +301,36 @@ class LlamaModel {
       store.write(li, k, v);
       for (std::int32_t b = 0; b < plan.batch(); ++b) {
         const std::int64_t n = plan.rows(b), first = plan.indptr[static_cast<std::size_t>(b)];
-        const auto [keys, values] = store.read(li, b);  // [S, KV, D] each: cached entries, then the step rows
-        const std::int64_t S = keys.size(0);
         // Query head h reads kv head h / G: group the G query heads of a kv head together.
         const auto qg = q.narrow(0, first, n).permute({1, 0, 2}).reshape({KV, G * n, D});  // [KV, G*n, D]
-        // The packed path reads the cache in place (attention_products.hpp): through oneDNN where
-        // it runs bf16, else through refdec's AVX2 kernel; float32 products where neither runs.
-        const bool onednn = packed() && attention_products_supported(keys) && attention_products_supported(values);
-        const bool avx2 = packed() && !onednn && avx2_attention_supported(keys) && avx2_attention_supported(values);
         const auto& mask = bias[static_cast<std::size_t>(b)];
-        // (No lambdas over keys and values: clang 14 cannot capture structured bindings.)
         at::Tensor attended_heads;  // [KV, G*n, D] in the model's dtype
-        if (avx2) {
-          attended_heads = avx2_attention(qg, keys, values, mask, scale);
-        } else {
-          const auto pt = packed() && !onednn ? at::kFloat : dt;  // the dtype of ATen's products
-          const auto raw = onednn ? attention_scores(qg, keys, scale) : at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale;
-          auto scores = raw.view({KV, G, n, S});  // [KV, G*n, S] float32 (pt on ATen's path)
-          if (mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
-          const auto probs = at::softmax(scores, -1, compute).to(onednn ? dt : pt).view({KV, G * n, S});
-          attended_heads = onednn ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt);
+        // A paged store's blocks are read where they lie by the AVX2 kernel (on any CPU that runs
+        // it, AVX-512 ones included: the alternative is a copy of the whole prefix per layer).
+        if constexpr (PagedKvRead<Store>) {
+          if (packed()) {
+            const PagedEntries entries = store.read_paged(li, b);
+            if (avx2_attention_supported(entries)) attended_heads = avx2_attention(qg, entries, mask, scale);
+          }
+        }
+        if (!attended_heads.defined()) {
+          const auto [keys, values] = store.read(li, b);  // [S, KV, D] each: cached entries, then the step rows
+          const std::int64_t S = keys.size(0);
+          // The packed path reads the cache in place (attention_products.hpp): through oneDNN where
+          // it runs bf16, else through refdec's AVX2 kernel; float32 products where neither runs.
+          const bool onednn = packed() && attention_products_supported(keys) && attention_products_supported(values);
+          const bool avx2 = packed() && !onednn && avx2_attention_supported(keys) && avx2_attention_supported(values);
+          // (No lambdas over keys and values: clang 14 cannot capture structured bindings.)
+          if (avx2) {
+            attended_heads = avx2_attention(qg, keys, values, mask, scale);
+          } else {
+            const auto pt = packed() && !onednn ? at::kFloat : dt;  // the dtype of ATen's products
+            const auto raw = onednn ? attention_scores(qg, keys, scale) : at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale;
+            auto scores = raw.view({KV, G, n, S});  // [KV, G*n, S] float32 (pt on ATen's path)
+            if (mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
+            const auto probs = at::softmax(scores, -1, compute).to(onednn ? dt : pt).view({KV, G * n, S});
+            attended_heads = onednn ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt);
+          }
         }
         heads[static_cast<std::size_t>(b)] = attended_heads
                                                  .view({H, n, D})  // [KV, G*n, D] viewed per query head

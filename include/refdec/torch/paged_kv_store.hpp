@@ -88,10 +88,8 @@ class PagedKvStore {
         tables_[u].push_back(free_.back());
         free_.pop_back();
       }
-      std::vector<std::int64_t> read(static_cast<std::size_t>(end));  // [cached + step rows] pool slots
-      for (std::int64_t e = 0; e < end; ++e) read[static_cast<std::size_t>(e)] = slot(u, e);
-      write.insert(write.end(), read.begin() + lengths_[u], read.end());
-      read_index_[u] = at::tensor(read, at::kLong).to(pool_.device());
+      for (std::int64_t e = lengths_[u]; e < end; ++e) write.push_back(slot(u, e));
+      read_index_[u] = at::Tensor();  // gathered by read() on demand
     }
     write_index_ = at::tensor(write, at::kLong).to(pool_.device());
     indptr_ = plan.indptr;
@@ -108,12 +106,30 @@ class PagedKvStore {
   }
 
   /// Sequence `b`'s cached entries then its step rows, gathered from its blocks: keys and values,
-  /// each [lengths()[b] + step rows, kv_heads, head_dim].
+  /// each [lengths()[b] + step rows, kv_heads, head_dim]. A copy of the whole prefix per call:
+  /// attention that takes a block table reads read_paged() instead.
   std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
     check_index(b);
     REFDEC_CHECK(step_, "PagedKvStore: read() outside a step");
-    const at::Tensor& index = read_index_[static_cast<std::size_t>(b)];
+    const auto u = static_cast<std::size_t>(b);
+    at::Tensor& index = read_index_[u];
+    if (!index.defined()) {  // once per step and sequence, for every layer
+      const std::int64_t end = lengths_[u] + indptr_[u + 1] - indptr_[u];
+      std::vector<std::int64_t> slots(static_cast<std::size_t>(end));
+      for (std::int64_t e = 0; e < end; ++e) slots[static_cast<std::size_t>(e)] = slot(u, e);
+      index = at::tensor(slots, at::kLong).to(pool_.device());
+    }
     return {pool_[0][layer].index_select(0, index), pool_[1][layer].index_select(0, index)};
+  }
+
+  /// Sequence `b`'s cached entries then its step rows where they lie: the pool's rows of `layer`
+  /// and the sequence's block table (PagedEntries), no copy.
+  PagedEntries read_paged(std::int64_t layer, std::int64_t b) const {
+    check_index(b);
+    REFDEC_CHECK(step_, "PagedKvStore: read_paged() outside a step");
+    REFDEC_CHECK(layer >= 0 && layer < layout_.layers, "PagedKvStore: layer " << layer << " out of range [0, " << layout_.layers << ")");
+    const auto u = static_cast<std::size_t>(b);
+    return {pool_[0][layer], pool_[1][layer], tables_[u], block_size_, lengths_[u] + indptr_[u + 1] - indptr_[u]};
   }
 
   /// Applies `keep` to the step begun last: kept rows move to entries lengths()[b], ...; blocks
@@ -161,11 +177,12 @@ class PagedKvStore {
   std::vector<std::int32_t> free_;               // free blocks, the next one at the back
   std::vector<std::vector<std::int32_t>> tables_;  // [batch] block table of each sequence
   std::vector<std::int64_t> lengths_;            // [batch] cached entries
-  // The step begun last: pool slots of the plan rows and of each sequence's readable entries.
+  // The step begun last: pool slots of the plan rows, and of each sequence's readable entries
+  // once read() has gathered them.
   bool step_ = false;
   std::vector<std::int32_t> indptr_;   // [batch + 1]
   at::Tensor write_index_;             // [R] int64
-  std::vector<at::Tensor> read_index_; // [batch] each [cached + step rows] int64
+  mutable std::vector<at::Tensor> read_index_; // [batch] each [cached + step rows] int64, or undefined
 };
 
 REFDEC_TORCH_NAMESPACE_END
