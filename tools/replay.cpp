@@ -32,6 +32,7 @@
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/rest.hpp"
+#include "refdec/drafters/suffix_decoding.hpp"
 #include "refdec/replay/replay.hpp"
 
 namespace {
@@ -46,6 +47,7 @@ struct Settings {
   std::string drafter = "prompt-lookup";
   std::size_t budget = 64;
   std::size_t limit = 0;
+  std::size_t passes = 1;  // replays of the whole dataset, the last one reported (earlier ones fill shared state)
   bool json = false;
   bool markdown = false;
   bool calibration = false;  // print the estimates' calibration per decile
@@ -58,6 +60,7 @@ struct Settings {
   LookaheadOptions pool{.window = 0};  // replay has no model to run a Jacobi window: the pool only
   std::string datastore;
   std::size_t history_tokens = OutputHistory::kDefaultMaxTokens;  // the history drafter's bound
+  SuffixDecodingOptions suffix;  // the SuffixDecoding baseline's
   std::string sources;  // the mixture's, comma-separated; empty: llma,ngram-trie and, with a datastore, rest
   MixtureOptions mixture;
   std::vector<double> step_cost;  // the mixture's affine step cost (a, b); empty: flat
@@ -75,6 +78,8 @@ std::vector<std::string> split_sources(const std::string& list) {
 AnyDrafter make_single(const std::string& name, const Settings& s) {
   if (name == "history")  // the n-gram trie over the outputs of the traces replayed before
     return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter(s.trie)), std::make_shared<OutputHistory>(s.history_tokens)));
+  if (name == "suffix")  // the SuffixDecoding baseline, its global tree grown over the traces replayed before
+    return AnyDrafter(SuffixDecodingDrafter(std::make_shared<SuffixDecodingCache>(s.suffix)));
   if (name == "none") return AnyDrafter{};
   if (name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
   if (name == "llma") return AnyDrafter(LlmaDrafter(s.llma));
@@ -116,6 +121,10 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
   if (name == "history")
     return {{"history_tokens", s.history_tokens}, {"n", s.trie.n}, {"prefix_len", s.trie.prefix_len},
             {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
+  if (name == "suffix")
+    return {{"max_depth", s.suffix.max_depth}, {"max_spec_factor", s.suffix.max_spec_factor},
+            {"max_spec_offset", s.suffix.max_spec_offset}, {"min_token_prob", s.suffix.min_token_prob},
+            {"max_cached_requests", s.suffix.max_cached_requests}};
   if (name == "rest")
     return {{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
             {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}};
@@ -124,6 +133,7 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
 
 nlohmann::json settings_json(const Settings& s) {
   nlohmann::json j{{"budget", s.budget}};
+  if (s.passes > 1) j["passes"] = s.passes;
   if (s.drafter != "mixture") {
     j.update(drafter_json(s.drafter, s));
     return j;
@@ -257,6 +267,9 @@ int run(const Settings& s) {
   ReplayOptions options;
   options.budget = s.budget;
   options.record_steps = !s.trajectories.empty();
+  // Earlier passes only fill what the drafter keeps across sequences (history, global trees): a
+  // server that has answered every question once before.
+  for (std::size_t pass = 1; pass < s.passes; ++pass) (void)replay(drafter, traces, ReplayOptions{.budget = s.budget});
   const auto start = std::chrono::steady_clock::now();
   AcceptanceCalibration calibration;
   const ReplayReport report = replay(drafter, traces, options, s.calibration ? &calibration : nullptr);
@@ -328,9 +341,12 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
-  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | history (the n-gram trie over the outputs of the traces replayed before) | mixture")->capture_default_str();
+  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | history (the n-gram trie over the outputs of the traces replayed before) | suffix (the SuffixDecoding baseline) | mixture")->capture_default_str();
   app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str()
       ->transform(cli::integer_in(0, cli::kMaxBudget));
+  app.add_option("--passes", s.passes, "replay the dataset N times with the same drafter and report the last pass (2: every answer seen once before)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 16));
   app.add_option("--limit", s.limit, "replay only the first N traces (0: all)")
       ->transform(cli::integer_in(0, cli::kMaxCount));
   app.add_flag("--json", s.json, "print one JSON object");
@@ -384,6 +400,21 @@ int main(int argc, char** argv) {
   app.add_option("--history-tokens", s.history_tokens, "history: tokens of earlier outputs kept at most")
       ->capture_default_str()
       ->transform(cli::integer_in(1, OutputHistory::kMaxTokens));
+  app.add_option("--suffix-max-depth", s.suffix.max_depth, "suffix: depth of its suffix trees (match + speculation)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 1024));
+  app.add_option("--suffix-spec-factor", s.suffix.max_spec_factor, "suffix: tokens speculated per matched token")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1024.0));
+  app.add_option("--suffix-spec-offset", s.suffix.max_spec_offset, "suffix: tokens speculated beyond factor * match length")
+      ->capture_default_str()
+      ->check(CLI::Range(-1024.0, 1024.0));
+  app.add_option("--suffix-min-prob", s.suffix.min_token_prob, "suffix: least estimated probability of a speculated token")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--suffix-max-requests", s.suffix.max_cached_requests, "suffix: responses its global tree keeps (0: none)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(0, std::int64_t{1} << 40));
   app.add_option("--sources", s.sources,
                  "mixture: its source drafters, comma-separated, each set by its own flags (default: llma,ngram-trie,rest "
                  "with --datastore, else llma,ngram-trie)");
