@@ -20,10 +20,10 @@ REFDEC_NAMESPACE_BEGIN
 /// root and other auxiliary tokens only where listed, and never a draft node other than the root.
 /// Draft nodes never see auxiliary tokens.
 struct AuxBlock {
-  std::vector<Token> tokens;             // [A] token ids
-  std::vector<std::int32_t> offset;      // [A] position relative to the root (root + offset), >= 1
+  std::vector<Token> tokens;               // [A] token ids
+  std::vector<std::int32_t> offset;        // [A] position relative to the root (root + offset), >= 1
   std::vector<std::int32_t> row_begin{0};  // [A + 1] CSR row starts into `sees`
-  std::vector<std::int32_t> sees;        // [nnz] local indices each token sees besides itself, ascending
+  std::vector<std::int32_t> sees;          // [nnz] local indices each token sees besides itself, ascending
 
   /// Number of auxiliary tokens.
   std::int32_t size() const { return static_cast<std::int32_t>(tokens.size()); }
@@ -58,8 +58,7 @@ struct AuxBlock {
     const std::int32_t j = size();
     const auto start = sees.size();
     for (const std::int32_t k : visible) {
-      REFDEC_CHECK(k >= 0 && k <= j, "auxiliary token " << j << " may see the root (0) or earlier tokens (1.."
-                                                        << j << "), got " << k);
+      REFDEC_CHECK(k >= 0 && k <= j, "auxiliary token " << j << " may see the root (0) or earlier tokens (1.." << j << "), got " << k);
       sees.push_back(k);
     }
     std::sort(sees.begin() + static_cast<std::ptrdiff_t>(start), sees.end());
@@ -78,8 +77,8 @@ struct AuxBlock {
     const auto A = tokens.size();
     REFDEC_CHECK(offset.size() == A && row_begin.size() == A + 1 && row_begin.front() == 0 &&
                      static_cast<std::size_t>(row_begin.back()) == sees.size(),
-                 "AuxBlock: " << A << " tokens, " << offset.size() << " offsets, " << row_begin.size()
-                              << " row starts and " << sees.size() << " visibility entries do not fit together");
+                 "AuxBlock: " << A << " tokens, " << offset.size() << " offsets, " << row_begin.size() << " row starts and " << sees.size()
+                              << " visibility entries do not fit together");
     for (std::size_t j = 0; j < A; ++j) {
       REFDEC_CHECK(tokens[j] >= 0 && tokens[j] < vocab_size,
                    "AuxBlock: token " << j << " has id " << tokens[j] << " outside the vocabulary [0, " << vocab_size << ")");
@@ -88,8 +87,7 @@ struct AuxBlock {
       std::int32_t previous = -1;
       for (const std::int32_t k : row(static_cast<std::int32_t>(j))) {
         REFDEC_CHECK(k > previous && k <= static_cast<std::int32_t>(j),
-                     "AuxBlock: token " << j << " lists " << k
-                                        << " (must see the root (0) or earlier tokens, in ascending order)");
+                     "AuxBlock: token " << j << " lists " << k << " (must see the root (0) or earlier tokens, in ascending order)");
         previous = k;
       }
     }

@@ -32,12 +32,14 @@ struct CacheView {
   std::int64_t length = 0;  ///< S: entries
   std::int64_t row_stride = 0;
   std::int64_t head_stride = 0;
-  std::int64_t head_dim = 0;  ///< D: a multiple of 8, at most 256
+  std::int64_t head_dim = 0;             ///< D: a multiple of 8, at most 256
   const std::int32_t* blocks = nullptr;  ///< null, or the block of every block_size entries (ceil(S / block_size) of them)
   std::int64_t block_size = 0;           ///< entries per block, positive with a block table
 
   /// The row of entry s.
-  std::int64_t row(std::int64_t s) const { return blocks == nullptr ? s : std::int64_t{blocks[s / block_size]} * block_size + s % block_size; }
+  std::int64_t row(std::int64_t s) const {
+    return blocks == nullptr ? s : std::int64_t{blocks[s / block_size]} * block_size + s % block_size;
+  }
 };
 
 namespace avx2 {
@@ -117,8 +119,8 @@ REFDEC_AVX2_TARGET inline void accumulate(const float* p, std::int64_t n, const 
 }
 
 template <HalfFormat F>
-REFDEC_AVX2_TARGET inline void values(const float* p, std::int64_t rows, const CacheView& vals, std::uint16_t* out,
-                                      std::int64_t first_head, std::int64_t last_head) {
+REFDEC_AVX2_TARGET inline void values(const float* p, std::int64_t rows, const CacheView& vals, std::uint16_t* out, std::int64_t first_head,
+                                      std::int64_t last_head) {
   constexpr std::int64_t kBlock = 16;
   const std::int64_t d = vals.head_dim, len = vals.length;
   std::vector<float> block(static_cast<std::size_t>(kBlock * d)), sums(static_cast<std::size_t>(rows * d));
@@ -187,7 +189,8 @@ REFDEC_AVX2_TARGET inline void softmax_rows(float* x, std::int64_t rows, std::in
 }
 
 inline void check_attention_input(const CacheView& c, std::int64_t rows, std::int64_t first_head, std::int64_t last_head) {
-  REFDEC_CHECK(Avx2Linear::cpu_runs(), "avx2 attention: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
+  REFDEC_CHECK(Avx2Linear::cpu_runs(),
+               "avx2 attention: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
   REFDEC_CHECK(c.data != nullptr && c.length >= 0 && rows >= 0 && c.head_dim > 0 && c.head_dim % 8 == 0 && c.head_dim <= 256,
                "avx2 attention: needs a cache of head size a multiple of 8 up to 256, got " << c.head_dim << " (length " << c.length
                                                                                             << ", rows " << rows << ")");
@@ -217,7 +220,8 @@ inline void attention_scores(const float* q, std::int64_t rows, const CacheView&
 /// their sum, e^ within 2 ulp, entries below max - 87.3 (and -inf) 0; a row entirely -inf becomes
 /// all 0. Throws ArgumentError unless Avx2Linear::cpu_runs().
 inline void softmax(float* x, std::int64_t rows, std::int64_t len) {
-  REFDEC_CHECK(REFDEC_X86 && Avx2Linear::cpu_runs(), "avx2 softmax: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
+  REFDEC_CHECK(REFDEC_X86 && Avx2Linear::cpu_runs(),
+               "avx2 softmax: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
   REFDEC_CHECK(rows >= 0 && len >= 0 && (x != nullptr || rows * len == 0), "avx2 softmax: bad rows " << rows << " of length " << len);
 #if REFDEC_X86
   detail::softmax_rows(x, rows, len);
@@ -227,8 +231,8 @@ inline void softmax(float* x, std::int64_t rows, std::int64_t len) {
 /// out[h][r] = sum_s probabilities[h][r][s] values[s][h] for kv heads [first_head, last_head):
 /// probabilities [KV, rows, S] float32, out [KV, rows, D] of `format` (rounded once). Throws as
 /// attention_scores() does.
-inline void attention_values(const float* probabilities, std::int64_t rows, const CacheView& values, HalfFormat format,
-                             std::uint16_t* out, std::int64_t first_head, std::int64_t last_head) {
+inline void attention_values(const float* probabilities, std::int64_t rows, const CacheView& values, HalfFormat format, std::uint16_t* out,
+                             std::int64_t first_head, std::int64_t last_head) {
   REFDEC_CHECK(REFDEC_X86, "avx2 attention: not an x86 CPU");
 #if REFDEC_X86
   detail::check_attention_input(values, rows, first_head, last_head);

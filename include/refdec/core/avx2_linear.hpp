@@ -57,8 +57,7 @@ class Avx2Linear {
 
   /// Packs `weight`: [out, in] row-major values of `format` (as torch.nn.Linear holds them).
   /// Throws ArgumentError for non-positive sizes or a null pointer.
-  Avx2Linear(const std::uint16_t* weight, std::int64_t out, std::int64_t in, HalfFormat format)
-      : out_(out), in_(in), format_(format) {
+  Avx2Linear(const std::uint16_t* weight, std::int64_t out, std::int64_t in, HalfFormat format) : out_(out), in_(in), format_(format) {
     REFDEC_CHECK(out > 0 && in > 0 && weight != nullptr, "Avx2Linear: needs a weight of positive sizes, got [" << out << ", " << in << "]");
     const std::int64_t pairs = padded_in() / 2;
     const std::size_t size = static_cast<std::size_t>(blocks() * pairs * 2 * kBlockColumns);
@@ -248,8 +247,8 @@ class Avx2Linear {
 
   // Applies the epilogue to `cols` sums and writes them at `at` (an index into out and other).
   template <HalfFormat F>
-  REFDEC_AVX2_TARGET static void finish(const float* sums, std::int64_t cols, std::int64_t at, void* out, bool out_f32,
-                                        Epilogue epilogue, const std::uint16_t* other) {
+  REFDEC_AVX2_TARGET static void finish(const float* sums, std::int64_t cols, std::int64_t at, void* out, bool out_f32, Epilogue epilogue,
+                                        const std::uint16_t* other) {
     auto* f32 = static_cast<float*>(out) + at;
     auto* h16 = static_cast<std::uint16_t*>(out) + at;
     for (std::int64_t c = 0; c < cols; ++c) {

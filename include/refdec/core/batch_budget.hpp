@@ -98,8 +98,8 @@ inline void cut_tree(const LinearTree& tree, std::span<const float> probabilitie
   for (const std::int32_t i : kept) {
     const auto u = static_cast<std::size_t>(i);
     const std::int32_t parent = scratch[static_cast<std::size_t>(tree.parent[u])];
-    REFDEC_CHECK(parent >= 0, "cut_tree: node " << i << " is kept without its parent " << tree.parent[u]
-                                                << " (a probability above its parent's)");
+    REFDEC_CHECK(parent >= 0,
+                 "cut_tree: node " << i << " is kept without its parent " << tree.parent[u] << " (a probability above its parent's)");
     scratch[u] = out.size();
     out.add_node(tree.tokens[u], parent, tree.score[u]);
   }
@@ -133,8 +133,7 @@ class BatchBudget {
   /// unit of relative cost under flat()).
   double allocate(std::span<const std::span<const float>> offers, std::size_t fixed_rows, const StepCost& cost,
                   std::span<std::size_t> counts) {
-    REFDEC_CHECK(offers.size() == counts.size(),
-                 "BatchBudget: " << offers.size() << " offers but " << counts.size() << " counts");
+    REFDEC_CHECK(offers.size() == counts.size(), "BatchBudget: " << offers.size() << " offers but " << counts.size() << " counts");
     std::fill(counts.begin(), counts.end(), 0);
     heap_.clear();
     for (std::size_t b = 0; b < offers.size(); ++b) {
@@ -142,9 +141,8 @@ class BatchBudget {
       for (std::size_t i = 0; i < offer.size(); ++i) {
         REFDEC_CHECK(offer[i] >= 0.0f && offer[i] <= 1.0f,
                      "BatchBudget: sequence " << b << " node " << i << " has probability " << offer[i] << ", outside [0, 1]");
-        REFDEC_CHECK(i == 0 || offer[i] <= offer[i - 1], "BatchBudget: sequence " << b << "'s probabilities must be best first, but "
-                                                                                  << i << " is " << offer[i] << " after "
-                                                                                  << offer[i - 1]);
+        REFDEC_CHECK(i == 0 || offer[i] <= offer[i - 1], "BatchBudget: sequence " << b << "'s probabilities must be best first, but " << i
+                                                                                  << " is " << offer[i] << " after " << offer[i - 1]);
       }
       if (!offer.empty()) heap_.push_back({offer[0], b});
     }

@@ -41,8 +41,13 @@ struct CpuIsa {
   /// The flags that are set, space-separated ("avx2 fma f16c"), then the cap if there is one.
   std::string describe() const {
     std::string s;
-    for (const auto& [on, name] : {std::pair{avx2, "avx2"}, {fma, "fma"}, {f16c, "f16c"}, {avx512f, "avx512f"},
-                                   {avx512bw, "avx512bw"}, {avx512vl, "avx512vl"}, {avx512_bf16, "avx512_bf16"}})
+    for (const auto& [on, name] : {std::pair{avx2, "avx2"},
+                                   {fma, "fma"},
+                                   {f16c, "f16c"},
+                                   {avx512f, "avx512f"},
+                                   {avx512bw, "avx512bw"},
+                                   {avx512vl, "avx512vl"},
+                                   {avx512_bf16, "avx512_bf16"}})
       if (on) {
         if (!s.empty()) s += ' ';
         s += name;

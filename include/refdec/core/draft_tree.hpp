@@ -20,23 +20,21 @@ REFDEC_NAMESPACE_BEGIN
 /// last token of the sequence, whose KV is not yet cached; nodes 1.. are draft tokens. A parent
 /// always precedes its children, siblings are consecutive and ordered by descending score.
 struct LinearTree {
-  std::vector<Token> tokens;          // [num_nodes] token of each node
-  std::vector<std::int32_t> parent;   // [num_nodes] parent index, -1 for the root
-  std::vector<std::int32_t> depth;    // [num_nodes] 0 for the root
+  std::vector<Token> tokens;               // [num_nodes] token of each node
+  std::vector<std::int32_t> parent;        // [num_nodes] parent index, -1 for the root
+  std::vector<std::int32_t> depth;         // [num_nodes] 0 for the root
   std::vector<std::int32_t> first_child;   // [num_nodes] -1 for a leaf
   std::vector<std::int32_t> next_sibling;  // [num_nodes] -1 for the last sibling
-  std::vector<float> score;           // [num_nodes] accumulated path score (root: 0)
-  std::int32_t mask_words = 0;        // 64-bit words per mask row: ceil(num_nodes / 64)
-  std::vector<std::uint64_t> mask;    // [num_nodes, mask_words] bit j of row i: j is i or an ancestor
+  std::vector<float> score;                // [num_nodes] accumulated path score (root: 0)
+  std::int32_t mask_words = 0;             // 64-bit words per mask row: ceil(num_nodes / 64)
+  std::vector<std::uint64_t> mask;         // [num_nodes, mask_words] bit j of row i: j is i or an ancestor
 
   /// Number of nodes, the root included.
   std::int32_t size() const { return static_cast<std::int32_t>(tokens.size()); }
   /// Number of draft nodes (the root excluded).
   std::int32_t num_drafts() const { return size() > 0 ? size() - 1 : 0; }
   /// Depth of the deepest node (0 for a root-only tree).
-  std::int32_t max_depth() const {
-    return depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end());
-  }
+  std::int32_t max_depth() const { return depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end()); }
   /// Whether finish() has run since the nodes last changed: every per-node array and the mask
   /// sized to the nodes. What reads the links or the mask (plan_step, the walk, attends) checks it.
   bool finished() const {
@@ -77,16 +75,14 @@ struct LinearTree {
   void add_node(Token token, std::int32_t parent_index, float node_score) {
     const std::int32_t n = size();
     if (n == 0)
-      REFDEC_CHECK(parent_index == -1, "LinearTree::add_node: the first node is the root and needs parent -1, got "
-                                           << parent_index);
+      REFDEC_CHECK(parent_index == -1, "LinearTree::add_node: the first node is the root and needs parent -1, got " << parent_index);
     else
-      REFDEC_CHECK(parent_index >= 0 && parent_index < n, "LinearTree::add_node: parent index "
-                                                              << parent_index << " of node " << n
-                                                              << " is not an existing node [0, " << n << ")");
+      REFDEC_CHECK(parent_index >= 0 && parent_index < n, "LinearTree::add_node: parent index " << parent_index << " of node " << n
+                                                                                                << " is not an existing node [0, " << n
+                                                                                                << ")");
     REFDEC_CHECK(parent.size() == tokens.size() && depth.size() == tokens.size() && score.size() == tokens.size(),
                  "LinearTree::add_node: the node arrays have different lengths (tokens "
-                     << tokens.size() << ", parent " << parent.size() << ", depth " << depth.size() << ", score "
-                     << score.size() << ")");
+                     << tokens.size() << ", parent " << parent.size() << ", depth " << depth.size() << ", score " << score.size() << ")");
     tokens.push_back(token);
     parent.push_back(parent_index);
     depth.push_back(parent_index < 0 ? 0 : depth[static_cast<std::size_t>(parent_index)] + 1);
@@ -100,15 +96,14 @@ struct LinearTree {
   void finish() {
     const std::int32_t n = size();
     REFDEC_CHECK(parent.size() == tokens.size() && depth.size() == tokens.size() && score.size() == tokens.size(),
-                 "LinearTree::finish: " << tokens.size() << " tokens but " << parent.size() << " parents, "
-                                        << depth.size() << " depths and " << score.size() << " scores");
+                 "LinearTree::finish: " << tokens.size() << " tokens but " << parent.size() << " parents, " << depth.size()
+                                        << " depths and " << score.size() << " scores");
     for (std::int32_t i = 0; i < n; ++i) {
       const std::int32_t p = parent[static_cast<std::size_t>(i)];
       if (i == 0)
         REFDEC_CHECK(p == -1, "LinearTree::finish: node 0 is the root and needs parent -1, got " << p);
       else
-        REFDEC_CHECK(p >= 0 && p < i, "LinearTree::finish: parent " << p << " of node " << i
-                                                                    << " is not an earlier node [0, " << i << ")");
+        REFDEC_CHECK(p >= 0 && p < i, "LinearTree::finish: parent " << p << " of node " << i << " is not an earlier node [0, " << i << ")");
     }
     first_child.assign(static_cast<std::size_t>(n), -1);
     next_sibling.assign(static_cast<std::size_t>(n), -1);
@@ -122,7 +117,8 @@ struct LinearTree {
     for (std::int32_t i = 0; i < n; ++i) {
       std::uint64_t* row = &mask[static_cast<std::size_t>(i) * static_cast<std::size_t>(mask_words)];
       if (i > 0) {  // a parent's row is complete before its children's (parents come first)
-        const std::uint64_t* prow = &mask[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)]) * static_cast<std::size_t>(mask_words)];
+        const std::uint64_t* prow =
+            &mask[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)]) * static_cast<std::size_t>(mask_words)];
         std::copy(prow, prow + mask_words, row);
       }
       row[i / 64] |= std::uint64_t{1} << (i % 64);
@@ -149,13 +145,11 @@ inline std::string to_string(const LinearTree& tree) {
     const std::int32_t i = stack.back();
     stack.pop_back();
     const auto u = static_cast<std::size_t>(i);
-    os << std::string(static_cast<std::size_t>(2 * tree.depth[u]), ' ') << '[' << i << "] "
-       << tree.tokens[u];
+    os << std::string(static_cast<std::size_t>(2 * tree.depth[u]), ' ') << '[' << i << "] " << tree.tokens[u];
     if (i > 0) os << " (" << tree.score[u] << ')';
     os << '\n';
     std::vector<std::int32_t> children;
-    for (std::int32_t c = tree.first_child[u]; c >= 0; c = tree.next_sibling[static_cast<std::size_t>(c)])
-      children.push_back(c);
+    for (std::int32_t c = tree.first_child[u]; c >= 0; c = tree.next_sibling[static_cast<std::size_t>(c)]) children.push_back(c);
     stack.insert(stack.end(), children.rbegin(), children.rend());
   }
   return os.str();
@@ -208,10 +202,10 @@ std::size_t select_best_first(const Nodes& nodes, Score score, std::size_t budge
 /// Scratch memory for DraftTree::linearize(), reusable across calls and trees. Give each thread its
 /// own: a DraftTree keeps none, so one const tree can be linearised by many threads at once.
 struct LinearizeScratch {
-  std::vector<std::uint8_t> keep;       // [tree nodes] 1 = kept by the cut
-  std::vector<std::int32_t> frontier;   // [<= tree nodes] the cut's best-first frontier (a heap)
-  std::vector<std::int32_t> queue;      // [kept nodes + 1] trie node of each output node, breadth-first
-  std::vector<std::int32_t> children;   // [children of one node] its kept children, by descending score
+  std::vector<std::uint8_t> keep;      // [tree nodes] 1 = kept by the cut
+  std::vector<std::int32_t> frontier;  // [<= tree nodes] the cut's best-first frontier (a heap)
+  std::vector<std::int32_t> queue;     // [kept nodes + 1] trie node of each output node, breadth-first
+  std::vector<std::int32_t> children;  // [children of one node] its kept children, by descending score
 };
 
 /// A trie of candidate continuations of the current sequence. Paths are inserted with scores;
@@ -224,9 +218,7 @@ class DraftTree {
   DraftTree() { clear(); }
 
   /// Removes all draft nodes.
-  void clear() {
-    nodes_.assign(1, Node{});
-  }
+  void clear() { nodes_.assign(1, Node{}); }
 
   /// Number of draft nodes (the implicit root excluded).
   std::size_t size() const { return nodes_.size() - 1; }
@@ -235,8 +227,7 @@ class DraftTree {
   /// Inserts `path` (tokens that follow the root) and adds `score` to every node on it.
   /// `score` must be finite and non-negative.
   void insert(std::span<const Token> path, float path_score = 1.0f) {
-    REFDEC_CHECK(std::isfinite(path_score) && path_score >= 0.0f,
-                 "draft path score must be finite and non-negative, got " << path_score);
+    REFDEC_CHECK(std::isfinite(path_score) && path_score >= 0.0f, "draft path score must be finite and non-negative, got " << path_score);
     std::int32_t cur = 0;
     for (const Token t : path) {
       cur = add_child(cur, t);
@@ -290,8 +281,7 @@ class DraftTree {
   void set_score(std::int32_t index, float node_score) {
     REFDEC_CHECK(index >= 1 && static_cast<std::size_t>(index) < nodes_.size(),
                  "draft node index " << index << " is out of range [1, " << nodes_.size() << ")");
-    REFDEC_CHECK(std::isfinite(node_score) && node_score >= 0.0f,
-                 "draft node score must be finite and non-negative, got " << node_score);
+    REFDEC_CHECK(std::isfinite(node_score) && node_score >= 0.0f, "draft node score must be finite and non-negative, got " << node_score);
     nodes_[static_cast<std::size_t>(index)].score = node_score;
   }
 
@@ -343,11 +333,11 @@ class DraftTree {
 
   /// Memory pruned_into() reuses across calls.
   struct PruneScratch {
-    std::vector<std::uint8_t> keep;          // [tree nodes] 1 = kept by the cut
-    std::vector<std::int32_t> frontier;      // the cut's best-first frontier
-    std::vector<std::int32_t> parent;        // [tree nodes]
-    std::vector<std::int32_t> renumber;      // [tree nodes] index in `out`, -1 if cut
-    std::vector<std::int32_t> last_child;    // [kept nodes] tail of each sibling list in `out`
+    std::vector<std::uint8_t> keep;        // [tree nodes] 1 = kept by the cut
+    std::vector<std::int32_t> frontier;    // the cut's best-first frontier
+    std::vector<std::int32_t> parent;      // [tree nodes]
+    std::vector<std::int32_t> renumber;    // [tree nodes] index in `out`, -1 if cut
+    std::vector<std::int32_t> last_child;  // [kept nodes] tail of each sibling list in `out`
   };
 
   /// Writes into `out` the tree prune(budget) leaves (all of it when it has at most `budget`

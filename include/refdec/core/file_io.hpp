@@ -78,8 +78,8 @@ inline InputFile open_input_file(const std::filesystem::path& path, std::string_
   REFDEC_CHECK_IO(f.fd.get() >= 0, "cannot open " << kind << " " << path << ": " << std::strerror(errno));
   struct stat st {};
   REFDEC_CHECK_IO(::fstat(f.fd.get(), &st) == 0, "cannot stat " << kind << " " << path << ": " << std::strerror(errno));
-  REFDEC_CHECK_IO(S_ISREG(st.st_mode), kind << " " << path << " is not a regular file"
-                                            << (S_ISDIR(st.st_mode) ? " (it is a directory)" : ""));
+  REFDEC_CHECK_IO(S_ISREG(st.st_mode),
+                  kind << " " << path << " is not a regular file" << (S_ISDIR(st.st_mode) ? " (it is a directory)" : ""));
   const int flags = ::fcntl(f.fd.get(), F_GETFL);
   REFDEC_CHECK_IO(flags >= 0 && ::fcntl(f.fd.get(), F_SETFL, flags & ~O_NONBLOCK) == 0,
                   "cannot configure " << kind << " " << path << ": " << std::strerror(errno));
@@ -91,8 +91,7 @@ inline InputFile open_input_file(const std::filesystem::path& path, std::string_
 
 /// Reads up to `n` bytes from `fd` into `data`, retrying short reads and EINTR; returns the bytes
 /// read (fewer than `n` only at the end of the file). Throws refdec::IoError naming `path`.
-inline std::size_t read_fully(int fd, void* data, std::size_t n, const std::filesystem::path& path,
-                              std::string_view kind = "file") {
+inline std::size_t read_fully(int fd, void* data, std::size_t n, const std::filesystem::path& path, std::string_view kind = "file") {
   std::size_t done = 0;
   auto* out = static_cast<char*>(data);
   while (done < n) {
@@ -137,9 +136,9 @@ inline bool remove_tree(const std::filesystem::path& path) noexcept {
 /// True when `a` and `b` both exist and are the same file (same device and inode; hard links and
 /// symbolic links included).
 inline bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
-  struct stat sa {}, sb {};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
+  struct stat sa {
+  }, sb{};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 /// Checks that `path` may be written as an output: it does not exist or is a regular file, and it
@@ -154,8 +153,7 @@ inline void check_output_path(const std::filesystem::path& path, std::string_vie
     return;  // a new file
   }
   REFDEC_CHECK_IO(S_ISREG(st.st_mode), kind << " " << path << " exists and is not a regular file"
-                                            << (S_ISDIR(st.st_mode) ? " (it is a directory)" : "")
-                                            << "; refusing to replace it");
+                                            << (S_ISDIR(st.st_mode) ? " (it is a directory)" : "") << "; refusing to replace it");
   for (const auto& in : inputs) {
     struct stat si {};
     REFDEC_CHECK_IO(::stat(in.c_str(), &si) != 0 || si.st_dev != st.st_dev || si.st_ino != st.st_ino,
@@ -195,8 +193,8 @@ class OutputFile {
         temp_ = tmp;
         return;
       }
-      REFDEC_CHECK_IO(errno == EEXIST, "cannot write " << kind << " " << path << ": cannot create a temporary in "
-                                                       << dir << ": " << std::strerror(errno));
+      REFDEC_CHECK_IO(errno == EEXIST,
+                      "cannot write " << kind << " " << path << ": cannot create a temporary in " << dir << ": " << std::strerror(errno));
     }
     REFDEC_CHECK_IO(false, "cannot create a temporary for " << kind << " " << path);
   }
@@ -212,9 +210,7 @@ class OutputFile {
   void write(const void* data, std::size_t n) { write_at(data, n, -1); }
   void write(std::string_view s) { write(s.data(), s.size()); }
   /// Writes `n` bytes at `offset`, leaving the append position alone.
-  void pwrite(const void* data, std::size_t n, std::uint64_t offset) {
-    write_at(data, n, static_cast<std::int64_t>(offset));
-  }
+  void pwrite(const void* data, std::size_t n, std::uint64_t offset) { write_at(data, n, static_cast<std::int64_t>(offset)); }
 
   /// Closes the temporary and renames it over the target (checked again just before, against the
   /// same inputs).
@@ -256,8 +252,8 @@ class OutputFile {
       const ssize_t put = offset < 0 ? ::write(fd_.get(), p + done, want)
                                      : ::pwrite(fd_.get(), p + done, want, static_cast<off_t>(offset + static_cast<std::int64_t>(done)));
       if (put < 0 && errno == EINTR) continue;
-      REFDEC_CHECK_IO(put > 0, "cannot write " << kind_ << " " << path_ << " (temporary " << temp_
-                                               << "): " << std::strerror(put < 0 ? errno : EIO));
+      REFDEC_CHECK_IO(put > 0,
+                      "cannot write " << kind_ << " " << path_ << " (temporary " << temp_ << "): " << std::strerror(put < 0 ? errno : EIO));
       done += static_cast<std::size_t>(put);
     }
   }

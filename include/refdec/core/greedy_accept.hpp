@@ -15,12 +15,11 @@ REFDEC_NAMESPACE_BEGIN
 /// Greedy walk over raw arrays (walk() with the target's token at each node given): writes the
 /// accepted draft nodes into `path` (room for num_nodes - 1 entries) and returns their count; the
 /// bonus token is `target[path[count - 1]]` (or `target[0]` when nothing is accepted).
-REFDEC_HOST_DEVICE std::int32_t greedy_walk(const Token* tokens,              // [num_nodes]
-                                            const std::int32_t* first_child,  // [num_nodes]
-                                            const std::int32_t* next_sibling, // [num_nodes]
-                                            const Token* target,              // [num_nodes]
-                                            std::int32_t num_nodes,
-                                            std::int32_t* path) {
+REFDEC_HOST_DEVICE std::int32_t greedy_walk(const Token* tokens,               // [num_nodes]
+                                            const std::int32_t* first_child,   // [num_nodes]
+                                            const std::int32_t* next_sibling,  // [num_nodes]
+                                            const Token* target,               // [num_nodes]
+                                            std::int32_t num_nodes, std::int32_t* path) {
   ChoiceArray choose{target};
   Token bonus = -1;
   return walk(TreeView{tokens, first_child, next_sibling, num_nodes}, choose, path, bonus);

@@ -33,7 +33,7 @@ class MappedFile {
     InputFile file = open_input_file(path, kind);  // regular files only, never blocks
     const int fd = file.fd.get();
     size_ = static_cast<std::size_t>(file.size);
-    if (size_ > 0) {  // mmap rejects empty lengths; an empty file maps to nothing
+    if (size_ > 0) {           // mmap rejects empty lengths; an empty file maps to nothing
       int flags = MAP_SHARED;  // read-only: shared pages serve every process mapping the file
 #ifdef MAP_POPULATE
       if (populate) flags |= MAP_POPULATE;
@@ -49,8 +49,7 @@ class MappedFile {
   }
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
-  MappedFile(MappedFile&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  MappedFile(MappedFile&& other) noexcept : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
   MappedFile& operator=(MappedFile&& other) noexcept {
     if (this != &other) {
       unmap();

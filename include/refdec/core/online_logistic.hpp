@@ -33,18 +33,14 @@ struct OnlineLogisticOptions {
 /// sharing across threads while it learns.
 class OnlineLogistic {
  public:
-
-
   /// A model over `initial_dense.size()` dense features, starting from those weights.
   explicit OnlineLogistic(std::vector<double> initial_dense, OnlineLogisticOptions options = {})
       : opt_(options), dense_(std::move(initial_dense)) {
     REFDEC_CHECK(!dense_.empty(), "online logistic: needs at least one dense feature");
-    for (const double w : dense_)
-      REFDEC_CHECK(std::isfinite(w), "online logistic: an initial weight is not finite: " << w);
+    for (const double w : dense_) REFDEC_CHECK(std::isfinite(w), "online logistic: an initial weight is not finite: " << w);
     REFDEC_CHECK(std::isfinite(opt_.learning_rate) && opt_.learning_rate > 0.0,
                  "online logistic: learning_rate must be finite and positive, got " << opt_.learning_rate);
-    REFDEC_CHECK(opt_.hash_bits >= 1 && opt_.hash_bits <= 24,
-                 "online logistic: hash_bits must be in [1, 24], got " << opt_.hash_bits);
+    REFDEC_CHECK(opt_.hash_bits >= 1 && opt_.hash_bits <= 24, "online logistic: hash_bits must be in [1, 24], got " << opt_.hash_bits);
     REFDEC_CHECK(std::isfinite(opt_.max_logit) && opt_.max_logit > 0.0,
                  "online logistic: max_logit must be finite and positive, got " << opt_.max_logit);
     dense_g2_.assign(dense_.size(), 0.0);
@@ -64,8 +60,7 @@ class OnlineLogistic {
   /// [dense_size()]; `hashed`: feature hashes (any 64-bit values: each is reduced to a weight
   /// slot; see hash()).
   double logit(std::span<const float> dense, std::span<const std::uint64_t> hashed) const {
-    REFDEC_CHECK(dense.size() == dense_.size(),
-                 "online logistic: got " << dense.size() << " dense features for " << dense_.size());
+    REFDEC_CHECK(dense.size() == dense_.size(), "online logistic: got " << dense.size() << " dense features for " << dense_.size());
     double z = 0.0;
     for (std::size_t i = 0; i < dense.size(); ++i) z += dense_[i] * static_cast<double>(dense[i]);
     for (const std::uint64_t h : hashed) z += hashed_[h & mask_];
@@ -74,9 +69,7 @@ class OnlineLogistic {
   }
 
   /// sigmoid(logit(dense, hashed)).
-  double predict(std::span<const float> dense, std::span<const std::uint64_t> hashed) const {
-    return sigmoid(logit(dense, hashed));
-  }
+  double predict(std::span<const float> dense, std::span<const std::uint64_t> hashed) const { return sigmoid(logit(dense, hashed)); }
 
   /// One AdaGrad step on the log loss of `label` for this example. A weight whose gradient is not
   /// finite (its feature is not) is left alone, so one bad example cannot poison the model.

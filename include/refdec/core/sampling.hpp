@@ -54,17 +54,13 @@ struct SamplingOptions {
     REFDEC_CHECK(min_p >= 0.0f && min_p <= 1.0f, "SamplingOptions: min_p must be in [0, 1], got " << min_p);
     REFDEC_CHECK(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f,
                  "SamplingOptions: repetition_penalty must be finite and > 0, got " << repetition_penalty);
-    REFDEC_CHECK(std::isfinite(presence_penalty),
-                 "SamplingOptions: presence_penalty must be finite, got " << presence_penalty);
-    REFDEC_CHECK(std::isfinite(frequency_penalty),
-                 "SamplingOptions: frequency_penalty must be finite, got " << frequency_penalty);
+    REFDEC_CHECK(std::isfinite(presence_penalty), "SamplingOptions: presence_penalty must be finite, got " << presence_penalty);
+    REFDEC_CHECK(std::isfinite(frequency_penalty), "SamplingOptions: frequency_penalty must be finite, got " << frequency_penalty);
   }
   /// True when decoding is greedy: temperature 0 or top_k 1 (the penalties still apply).
   bool is_greedy() const { return temperature == 0.0f || top_k == 1; }
   /// True when some penalty changes logits, so processing needs the token counts.
-  bool has_penalties() const {
-    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
-  }
+  bool has_penalties() const { return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f; }
 };
 
 /// One Philox4x32-10 block (Salmon et al., SC'11; the generator of cuRAND and PyTorch): a
@@ -92,9 +88,8 @@ REFDEC_HOST_DEVICE Philox4x32 philox4x32_10(Philox4x32 counter, std::uint32_t ke
 /// The uniform number in [0, 1) (53 random bits) at position `counter` of the stream `seed`.
 /// A pure function: the same arguments always give the same number, on host and device.
 REFDEC_HOST_DEVICE double uniform(std::uint64_t seed, std::uint64_t counter) {
-  const Philox4x32 r = philox4x32_10(
-      Philox4x32{{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), 0u, 0u}},
-      static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
+  const Philox4x32 r = philox4x32_10(Philox4x32{{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32), 0u, 0u}},
+                                     static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
   const std::uint64_t bits = (std::uint64_t{r.v[0]} << 32 | r.v[1]) >> 11;
   return static_cast<double>(bits) * 0x1p-53;
 }
@@ -264,8 +259,7 @@ class LogitsProcessor {
         if (w < min_p) w = 0.0;
     double total = 0.0;
     for (const double w : z_) total += w;
-    for (std::int32_t i = 0; i < vocab; ++i)
-      row[static_cast<std::size_t>(i)] = static_cast<float>(z_[static_cast<std::size_t>(i)] / total);
+    for (std::int32_t i = 0; i < vocab; ++i) row[static_cast<std::size_t>(i)] = static_cast<float>(z_[static_cast<std::size_t>(i)] / total);
   }
 
   // Penalises the tokens of the counted sequence followed by `path`: each distinct token once,
@@ -336,10 +330,10 @@ class LogitsProcessor {
   }
 
   SamplingOptions options_;
-  std::vector<double> z_;        // [vocab] working logits, then softmax weights
-  std::vector<double> order_;    // [vocab] scratch for the k-th largest logit
+  std::vector<double> z_;          // [vocab] working logits, then softmax weights
+  std::vector<double> order_;      // [vocab] scratch for the k-th largest logit
   std::vector<std::int32_t> ids_;  // [survivors] token ids sorted by weight for top-p
-  std::vector<Token> path_;      // [depth] draft tokens on a node's path
+  std::vector<Token> path_;        // [depth] draft tokens on a node's path
 };
 
 REFDEC_NAMESPACE_END

@@ -51,8 +51,7 @@ class StepCost {
     for (const auto& [tokens, seconds] : sorted) {
       REFDEC_CHECK(tokens >= 1, "step cost: a sample's token count must be at least 1, got " << tokens);
       REFDEC_CHECK(std::isfinite(seconds) && seconds > 0.0,
-                   "step cost: a sample's seconds must be finite and positive, got " << seconds << " at " << tokens
-                                                                                      << " tokens");
+                   "step cost: a sample's seconds must be finite and positive, got " << seconds << " at " << tokens << " tokens");
     }
     std::sort(sorted.begin(), sorted.end());
     StepCost c;
@@ -61,8 +60,7 @@ class StepCost {
       double sum = 0.0;
       for (; j < sorted.size() && sorted[j].first == sorted[i].first; ++j) sum += sorted[j].second;
       const double mean = sum / static_cast<double>(j - i);
-      c.table_.emplace_back(static_cast<double>(sorted[i].first),
-                            c.table_.empty() ? mean : std::max(mean, c.table_.back().second));
+      c.table_.emplace_back(static_cast<double>(sorted[i].first), c.table_.empty() ? mean : std::max(mean, c.table_.back().second));
       i = j;
     }
     return c;
@@ -181,8 +179,8 @@ class StepCostTracker {
 /// node never above its parent, so the top n form a tree). The 1s are the bonus token and the
 /// root. Ties go to the smaller n; 0 means plain decoding is best. Each probability must be in
 /// [0, 1] and none above the one before it.
-inline std::size_t choose_budget(std::span<const float> probabilities, const StepCost& cost,
-                                 std::size_t auxiliary_tokens, std::size_t max_nodes) {
+inline std::size_t choose_budget(std::span<const float> probabilities, const StepCost& cost, std::size_t auxiliary_tokens,
+                                 std::size_t max_nodes) {
   const std::size_t limit = std::min(max_nodes, probabilities.size());
   double expected = 1.0;  // tokens the step yields with the best n nodes so far
   double best_rate = expected / cost.seconds(1 + auxiliary_tokens);
@@ -190,9 +188,8 @@ inline std::size_t choose_budget(std::span<const float> probabilities, const Ste
   for (std::size_t n = 1; n <= limit; ++n) {
     const float p = probabilities[n - 1];
     REFDEC_CHECK(p >= 0.0f && p <= 1.0f, "choose_budget: probability " << n - 1 << " is " << p << ", outside [0, 1]");
-    REFDEC_CHECK(n == 1 || p <= probabilities[n - 2],
-                 "choose_budget: probabilities must be sorted best first, but " << n - 1 << " is " << p
-                                                                                << " after " << probabilities[n - 2]);
+    REFDEC_CHECK(n == 1 || p <= probabilities[n - 2], "choose_budget: probabilities must be sorted best first, but "
+                                                          << n - 1 << " is " << p << " after " << probabilities[n - 2]);
     expected += p;
     const double rate = expected / cost.seconds(1 + n + auxiliary_tokens);
     if (rate > best_rate) {

@@ -104,13 +104,11 @@ REFDEC_HOST_DEVICE void greedy_verify_sequence(const std::int32_t* indptr,      
 /// `rows`, and every source slot length + kept[k] inside the `capacity` (a negative length keeps
 /// nothing). A malformed list is cut at its first bad entry.
 REFDEC_HOST_DEVICE std::int32_t valid_kept(const std::int32_t* kept,  // [num_kept] local step rows
-                                           std::int32_t num_kept, std::int32_t rows, std::int64_t length,
-                                           std::int64_t capacity) {
+                                           std::int32_t num_kept, std::int32_t rows, std::int64_t length, std::int64_t capacity) {
   if (length < 0) return 0;
   const std::int32_t n = num_kept < rows ? num_kept : rows;
   std::int32_t k = 0;
-  while (k < n && kept[k] >= k && kept[k] < rows && (k == 0 || kept[k] > kept[k - 1]) && length + kept[k] < capacity)
-    ++k;
+  while (k < n && kept[k] >= k && kept[k] < rows && (k == 0 || kept[k] > kept[k - 1]) && length + kept[k] < capacity) ++k;
   return k;
 }
 
@@ -153,7 +151,7 @@ REFDEC_HOST_DEVICE void compact_element(Element* sequence,  // [capacity, entry_
 /// [B] their counts. Throws refdec::Error when the batches differ or a sequence keeps more rows
 /// than it has.
 inline void lay_out_keep(const StepPlan& plan, const KeepPlan& keep,
-                         std::vector<std::int32_t>& kept,       // [R] out
+                         std::vector<std::int32_t>& kept,        // [R] out
                          std::vector<std::int32_t>& num_kept) {  // [B] out
   REFDEC_CHECK(keep.batch() == plan.batch(),
                "lay_out_keep: a keep plan of " << keep.batch() << " sequences for a plan of " << plan.batch());

@@ -54,7 +54,7 @@ struct RequestUpdate {
 
 /// One sequence's limits.
 struct SequenceLimits {
-  std::int64_t max_new_tokens = 256;  ///< tokens to generate at most (0: it leaves at once)
+  std::int64_t max_new_tokens = 256;    ///< tokens to generate at most (0: it leaves at once)
   std::vector<Token> stop_tokens = {};  ///< generation stops before any of these (not emitted)
   std::int64_t budget = 16;             ///< draft nodes verified per step; 0 is plain decoding
 
@@ -179,8 +179,7 @@ class StepDriver {
       lengths_[i] = s.cached();
       if (s.prefilled + 1 < s.prompt.size()) {  // the next chunk of the prompt but its last token
         const std::size_t left = s.prompt.size() - 1 - s.prefilled;
-        const std::size_t chunk =
-            options_.prefill_chunk > 0 ? std::min(left, static_cast<std::size_t>(options_.prefill_chunk)) : left;
+        const std::size_t chunk = options_.prefill_chunk > 0 ? std::min(left, static_cast<std::size_t>(options_.prefill_chunk)) : left;
         trees_[i] = LinearTree::chain(std::span<const Token>(s.prompt).subspan(s.prefilled, chunk));
         prefill_[i] = 1;
         stats_.prefill_tokens += trees_[i].size();
@@ -193,8 +192,8 @@ class StepDriver {
       const std::size_t i = drafting_[k];
       Sequence& s = active_[i];
       const auto length = static_cast<std::int64_t>(s.prompt.size() + s.output.size());
-      const std::int64_t room =
-          std::min(s.limits.max_new_tokens - static_cast<std::int64_t>(s.output.size()), options_.max_context - length);
+      const std::int64_t room = std::min(s.limits.max_new_tokens - static_cast<std::int64_t>(s.output.size()),
+                                         options_.max_context - length);
       try {
         if (batch_cost_ && s.drafter->cost_aware()) s.drafter->set_step_cost(StepCost::flat());
         draft_step(*s.drafter, s.last(), step_budget(room, s.limits.budget), options_.vocab_size, length - 1, options_.max_context,
@@ -426,28 +425,28 @@ class StepDriver {
 
   StepDriverOptions options_;
   RequestId next_id_ = 0;
-  std::vector<Sequence> active_;          // [B] in slot order
-  std::vector<RequestUpdate> pending_;    // left between steps, reported by the next prepare()
+  std::vector<Sequence> active_;        // [B] in slot order
+  std::vector<RequestUpdate> pending_;  // left between steps, reported by the next prepare()
   std::vector<RequestUpdate> updates_;
   std::vector<std::size_t> left_;
   StepDriverStats stats_;
   double last_drafter_seconds_ = 0;
   double last_plan_seconds_ = 0;
-  std::unique_ptr<WorkerPool> pool_;  // set when options_.drafting_threads > 1
+  std::unique_ptr<WorkerPool> pool_;    // set when options_.drafting_threads > 1
   std::optional<StepCost> batch_cost_;  // set_batch_cost()
   BatchBudget batch_budget_;
   std::vector<BudgetOffer> offers_;  // [drafting]
   // Per-step scratch, reused.
-  std::vector<DraftScratch> scratch_;   // [>= B] per slot, so that slots draft on any thread
-  std::vector<std::size_t> drafting_;   // slots that draft this step (the others prefill)
-  std::vector<LinearTree> trees_;       // [B]
-  std::vector<AuxBlock> aux_;           // [B]
-  std::vector<std::uint8_t> prefill_;   // [B]
-  std::vector<std::int64_t> lengths_;   // [B]
+  std::vector<DraftScratch> scratch_;  // [>= B] per slot, so that slots draft on any thread
+  std::vector<std::size_t> drafting_;  // slots that draft this step (the others prefill)
+  std::vector<LinearTree> trees_;      // [B]
+  std::vector<AuxBlock> aux_;          // [B]
+  std::vector<std::uint8_t> prefill_;  // [B]
+  std::vector<std::int64_t> lengths_;  // [B]
   StepPlan plan_;
   KeepPlan keep_;
-  std::vector<Acceptance> greedy_;                // [B] complete_greedy()'s walks
-  std::vector<std::vector<Token>> greedy_aux_;   // [B]
+  std::vector<Acceptance> greedy_;              // [B] complete_greedy()'s walks
+  std::vector<std::vector<Token>> greedy_aux_;  // [B]
 };
 
 REFDEC_NAMESPACE_END

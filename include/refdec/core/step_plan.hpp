@@ -33,15 +33,15 @@ REFDEC_HOST_DEVICE std::int32_t mask_words_for(std::int32_t num_rows) { return (
 /// own kernels, host or device copies alike. Sizes as in StepPlan.
 struct StepPlanView {
   std::int32_t batch = 0;
-  const std::int32_t* indptr = nullptr;       // [batch + 1]
-  const std::int32_t* num_nodes = nullptr;    // [batch]
-  const std::int64_t* lengths = nullptr;      // [batch]
-  const Token* tokens = nullptr;              // [rows]
-  const std::int64_t* positions = nullptr;    // [rows]
-  const std::int32_t* first_child = nullptr;  // [rows]
-  const std::int32_t* next_sibling = nullptr; // [rows]
-  const std::int64_t* mask_indptr = nullptr;  // [batch + 1]
-  const std::uint64_t* mask = nullptr;        // [mask_indptr[batch]]
+  const std::int32_t* indptr = nullptr;        // [batch + 1]
+  const std::int32_t* num_nodes = nullptr;     // [batch]
+  const std::int64_t* lengths = nullptr;       // [batch]
+  const Token* tokens = nullptr;               // [rows]
+  const std::int64_t* positions = nullptr;     // [rows]
+  const std::int32_t* first_child = nullptr;   // [rows]
+  const std::int32_t* next_sibling = nullptr;  // [rows]
+  const std::int64_t* mask_indptr = nullptr;   // [batch + 1]
+  const std::uint64_t* mask = nullptr;         // [mask_indptr[batch]]
 
   /// Number of rows of all sequences.
   REFDEC_HOST_DEVICE std::int32_t rows() const { return indptr[batch]; }
@@ -89,8 +89,8 @@ struct StepPlan {
   TreeView tree(std::int32_t b) const { return view().tree(b); }
   /// The plan's arrays as raw pointers, valid until the plan is next written.
   StepPlanView view() const {
-    return {batch(),           indptr.data(),       num_nodes.data(),    lengths.data(), tokens.data(),
-            positions.data(),  first_child.data(),  next_sibling.data(), mask_indptr.data(), mask.data()};
+    return {batch(),          indptr.data(),      num_nodes.data(),    lengths.data(),     tokens.data(),
+            positions.data(), first_child.data(), next_sibling.data(), mask_indptr.data(), mask.data()};
   }
 
   /// Removes every sequence.
@@ -111,8 +111,8 @@ struct StepPlan {
 /// entries, followed by the auxiliary tokens `aux[b]` (empty `aux`: none). With `vocab_size` > 0
 /// every token id must lie in [0, vocab_size): nothing out of range reaches a model. Throws
 /// refdec::Error naming the bad sequence and value. Reuses `out`'s storage.
-inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBlock> aux,
-                      std::span<const std::int64_t> lengths, std::int64_t vocab_size, StepPlan& out) {
+inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBlock> aux, std::span<const std::int64_t> lengths,
+                      std::int64_t vocab_size, StepPlan& out) {
   REFDEC_CHECK(trees.size() == lengths.size(), "plan_step: " << trees.size() << " trees for " << lengths.size() << " lengths");
   REFDEC_CHECK(aux.empty() || aux.size() == trees.size(),
                "plan_step: " << aux.size() << " auxiliary blocks for " << trees.size() << " sequences");
@@ -123,8 +123,8 @@ inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBloc
     const std::int32_t extra = aux.empty() ? 0 : aux[b].size();
     const std::int64_t length = lengths[b];
     REFDEC_CHECK(nodes >= 1, "plan_step: sequence " << b << " has an empty tree (it needs at least its root)");
-    REFDEC_CHECK(tree.finished(), "plan_step: sequence " << b << "'s tree of " << nodes
-                                                         << " nodes is not finished (call LinearTree::finish())");
+    REFDEC_CHECK(tree.finished(),
+                 "plan_step: sequence " << b << "'s tree of " << nodes << " nodes is not finished (call LinearTree::finish())");
     REFDEC_CHECK(length >= 0, "plan_step: sequence " << b << " has a negative cached length " << length);
     const std::int32_t n = nodes + extra;
     const std::int32_t words = mask_words_for(n);
@@ -142,8 +142,7 @@ inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBloc
       out.first_child.push_back(tree.first_child[u]);
       out.next_sibling.push_back(tree.next_sibling[u]);
       // The tree's own rows are narrower (or as wide): auxiliary rows only ever widen the mask.
-      std::copy_n(&tree.mask[u * static_cast<std::size_t>(tree.mask_words)], tree.mask_words,
-                  mask + u * static_cast<std::size_t>(words));
+      std::copy_n(&tree.mask[u * static_cast<std::size_t>(tree.mask_words)], tree.mask_words, mask + u * static_cast<std::size_t>(words));
     }
     for (std::int32_t j = 0; j < extra; ++j) {
       const AuxBlock& block = aux[b];
@@ -192,10 +191,9 @@ inline void flashinfer_packed_mask(const StepPlan& plan, std::vector<std::uint8_
   }
 }
 
-/// Plain data, shareable read-only across threads. What each sequence's cache keeps after a step: the step rows to keep, in increasing order, to
-/// be moved to the cache entries lengths_before[b], lengths_before[b] + 1, ... (in that order),
-/// and the cached length afterwards. Rows not listed (rejected drafts, auxiliary tokens) are
-/// dropped.
+/// Plain data, shareable read-only across threads. What each sequence's cache keeps after a step: the step rows to keep, in increasing
+/// order, to be moved to the cache entries lengths_before[b], lengths_before[b] + 1, ... (in that order), and the cached length afterwards.
+/// Rows not listed (rejected drafts, auxiliary tokens) are dropped.
 struct KeepPlan {
   std::vector<std::int32_t> indptr{0};  // [B + 1] first entry of each sequence in `rows`
   std::vector<std::int32_t> rows;       // [K] local step rows kept, increasing
@@ -237,8 +235,11 @@ inline void keep_accepted(const StepPlan& plan, std::span<const Acceptance> acce
     for (const std::int32_t node : path) {
       // A child always follows its parent in breadth-first order, so the rows increase.
       bool is_child = false;
-      for (std::int32_t c = parent < plan.num_nodes[static_cast<std::size_t>(b)] ? plan.first_child[static_cast<std::size_t>(base + parent)] : -1, visits = 0;
-           c >= 0 && visits < plan.num_nodes[static_cast<std::size_t>(b)] && !is_child; c = plan.next_sibling[static_cast<std::size_t>(base + c)], ++visits)
+      for (std::int32_t c = parent < plan.num_nodes[static_cast<std::size_t>(b)] ? plan.first_child[static_cast<std::size_t>(base + parent)]
+                                                                                 : -1,
+                        visits = 0;
+           c >= 0 && visits < plan.num_nodes[static_cast<std::size_t>(b)] && !is_child;
+           c = plan.next_sibling[static_cast<std::size_t>(base + c)], ++visits)
         is_child = c == node;
       REFDEC_CHECK(is_child, "keep_accepted: sequence " << b << " accepts node " << node << ", which is not a child of node " << parent);
       out.rows.push_back(node);

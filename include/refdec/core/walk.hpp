@@ -17,9 +17,9 @@ REFDEC_NAMESPACE_BEGIN
 /// any engine's arrays can provide them. Node 0 is the root; children of a node are linked from
 /// `first_child` through `next_sibling`, -1 ending a list.
 struct TreeView {
-  const Token* tokens = nullptr;              // [num_nodes]
-  const std::int32_t* first_child = nullptr;  // [num_nodes]
-  const std::int32_t* next_sibling = nullptr; // [num_nodes]
+  const Token* tokens = nullptr;               // [num_nodes]
+  const std::int32_t* first_child = nullptr;   // [num_nodes]
+  const std::int32_t* next_sibling = nullptr;  // [num_nodes]
   std::int32_t num_nodes = 0;
 };
 

@@ -44,10 +44,9 @@ inline __device__ float logit_to_float(__half x) { return __half2float(x); }
 inline __device__ float logit_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <int kThreads, typename Logit>
-__global__ void __launch_bounds__(kThreads)
-    argmax_kernel(const Logit* logits,  // [gridDim.x, vocab]
-                  std::int32_t vocab,
-                  std::int32_t* out) {    // [gridDim.x]
+__global__ void __launch_bounds__(kThreads) argmax_kernel(const Logit* logits,  // [gridDim.x, vocab]
+                                                          std::int32_t vocab,
+                                                          std::int32_t* out) {  // [gridDim.x]
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most one per lane of the last warp");
   const Logit* row = logits + static_cast<std::int64_t>(blockIdx.x) * vocab;
   float best = 0.0f;
@@ -86,17 +85,16 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int kThreads>
-__global__ void __launch_bounds__(kThreads)
-    greedy_verify_kernel(const std::int32_t* indptr,        // [B + 1]
-                         const std::int32_t* num_nodes,     // [B]
-                         const Token* tokens,               // [R]
-                         const std::int32_t* first_child,   // [R]
-                         const std::int32_t* next_sibling,  // [R]
-                         const Token* target,               // [R]
-                         std::int32_t batch, std::int32_t rows,
-                         std::int32_t* kept,                // [R]
-                         std::int32_t* num_kept,            // [B]
-                         Token* bonus) {                    // [B]
+__global__ void __launch_bounds__(kThreads) greedy_verify_kernel(const std::int32_t* indptr,        // [B + 1]
+                                                                 const std::int32_t* num_nodes,     // [B]
+                                                                 const Token* tokens,               // [R]
+                                                                 const std::int32_t* first_child,   // [R]
+                                                                 const std::int32_t* next_sibling,  // [R]
+                                                                 const Token* target,               // [R]
+                                                                 std::int32_t batch, std::int32_t rows,
+                                                                 std::int32_t* kept,      // [R]
+                                                                 std::int32_t* num_kept,  // [B]
+                                                                 Token* bonus) {          // [B]
   const std::int32_t b = static_cast<std::int32_t>(blockIdx.x) * kThreads + static_cast<std::int32_t>(threadIdx.x);
   if (b >= batch) return;
   greedy_verify_sequence(indptr, num_nodes, tokens, first_child, next_sibling, target, rows, b, kept, num_kept, bonus);
@@ -106,15 +104,14 @@ __global__ void __launch_bounds__(kThreads)
 // values); y over sequences. Each thread moves one word of every kept entry of its sequence in
 // increasing entry order (see compact_element() for why that is exact in place).
 template <int kThreads, typename Word>
-__global__ void __launch_bounds__(kThreads)
-    compact_kv_kernel(void* const* sequences,  // [B] each [parts, capacity, entry_words] Word
-                      std::int64_t parts, std::int64_t capacity, std::int64_t entry_words,
-                      const std::int64_t* lengths,   // [B]
-                      const std::int32_t* indptr,    // [B + 1]
-                      std::int32_t rows,
-                      const std::int32_t* kept,      // [R]
-                      const std::int32_t* num_kept) {  // [B]
-  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;  // part * entry_words + e
+__global__ void __launch_bounds__(kThreads) compact_kv_kernel(void* const* sequences,  // [B] each [parts, capacity, entry_words] Word
+                                                              std::int64_t parts, std::int64_t capacity, std::int64_t entry_words,
+                                                              const std::int64_t* lengths,  // [B]
+                                                              const std::int32_t* indptr,   // [B + 1]
+                                                              std::int32_t rows,
+                                                              const std::int32_t* kept,        // [R]
+                                                              const std::int32_t* num_kept) {  // [B]
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;       // part * entry_words + e
   if (t >= parts * entry_words) return;
   const auto b = static_cast<std::int32_t>(blockIdx.y);
   const std::int64_t part = t / entry_words;
@@ -128,8 +125,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename Word>
 void launch_compact_kv(void* const* sequences,  // [B] each [2 * layers, capacity, entry_bytes] bytes
                        std::int32_t layers, std::int32_t batch, std::int64_t capacity, std::int64_t entry_bytes,
-                       const std::int64_t* lengths,   // [B]
-                       const std::int32_t* indptr,    // [B + 1]
+                       const std::int64_t* lengths,  // [B]
+                       const std::int32_t* indptr,   // [B + 1]
                        std::int32_t rows,
                        const std::int32_t* kept,      // [R]
                        const std::int32_t* num_kept,  // [B]
@@ -138,8 +135,8 @@ void launch_compact_kv(void* const* sequences,  // [B] each [2 * layers, capacit
   const std::int64_t words = entry_bytes / static_cast<std::int64_t>(sizeof(Word));
   const std::int64_t parts = 2 * static_cast<std::int64_t>(layers);
   const dim3 grid(static_cast<unsigned>((parts * words + kThreads - 1) / kThreads), static_cast<unsigned>(batch));
-  compact_kv_kernel<kThreads, Word><<<grid, kThreads, 0, stream>>>(sequences, parts, capacity, words, lengths, indptr,
-                                                                   rows, kept, num_kept);
+  compact_kv_kernel<kThreads, Word>
+      <<<grid, kThreads, 0, stream>>>(sequences, parts, capacity, words, lengths, indptr, rows, kept, num_kept);
   REFDEC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -151,8 +148,7 @@ inline std::int64_t compact_word_bytes(const void* const* host_sequences,  // [b
   while (word > 1 && entry_bytes % word != 0) word /= 2;
   if (host_sequences != nullptr)
     for (std::int32_t b = 0; b < batch; ++b)
-      while (word > 1 && reinterpret_cast<std::uintptr_t>(host_sequences[b]) % static_cast<std::uintptr_t>(word) != 0)
-        word /= 2;
+      while (word > 1 && reinterpret_cast<std::uintptr_t>(host_sequences[b]) % static_cast<std::uintptr_t>(word) != 0) word /= 2;
   return word;
 }
 
@@ -163,10 +159,9 @@ inline std::int64_t compact_word_bytes(const void* const* host_sequences,  // [b
 template <typename Logit>
 void launch_argmax(const Logit* logits,  // [rows, vocab] e.g. [R, V], one row per plan row
                    std::int64_t rows, std::int32_t vocab,
-                   std::int32_t* out,    // [rows] int32
+                   std::int32_t* out,  // [rows] int32
                    cudaStream_t stream) {
-  REFDEC_CHECK(rows >= 1 && rows <= 0x7fffffff && vocab >= 1,
-               "launch_argmax: " << rows << " rows of " << vocab << " logits");
+  REFDEC_CHECK(rows >= 1 && rows <= 0x7fffffff && vocab >= 1, "launch_argmax: " << rows << " rows of " << vocab << " logits");
   constexpr int kThreads = 256;
   detail::argmax_kernel<kThreads, Logit><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, out);
   REFDEC_CUDA_CHECK(cudaGetLastError());
@@ -177,28 +172,26 @@ void launch_argmax(const Logit* logits,  // [rows, vocab] e.g. [R, V], one row p
 /// sequence's keep rows in the plan's row layout (kept[indptr[b]] = 0, then the accepted draft
 /// nodes; later rows of the sequence are left as they were), num_kept[b] = accepted + 1 and the
 /// bonus token. The plan arrays are StepPlan's, copied as they are.
-inline void launch_greedy_verify(const std::int32_t* indptr,        // [B + 1] int32 plan.indptr
-                                 const std::int32_t* num_nodes,     // [B] int32 plan.num_nodes
-                                 const Token* tokens,               // [R] int32 plan.tokens
-                                 const std::int32_t* first_child,   // [R] int32 plan.first_child (local indices)
-                                 const std::int32_t* next_sibling,  // [R] int32 plan.next_sibling (local indices)
-                                 const Token* target,               // [R] int32 target's token per row (launch_argmax)
+inline void launch_greedy_verify(const std::int32_t* indptr,             // [B + 1] int32 plan.indptr
+                                 const std::int32_t* num_nodes,          // [B] int32 plan.num_nodes
+                                 const Token* tokens,                    // [R] int32 plan.tokens
+                                 const std::int32_t* first_child,        // [R] int32 plan.first_child (local indices)
+                                 const std::int32_t* next_sibling,       // [R] int32 plan.next_sibling (local indices)
+                                 const Token* target,                    // [R] int32 target's token per row (launch_argmax)
                                  std::int32_t batch, std::int32_t rows,  // B, R = plan.rows()
-                                 std::int32_t* kept,                // [R] int32 keep rows, the plan's row layout
-                                 std::int32_t* num_kept,            // [B] int32 keep rows per sequence
-                                 Token* bonus,                      // [B] int32 bonus token per sequence
+                                 std::int32_t* kept,                     // [R] int32 keep rows, the plan's row layout
+                                 std::int32_t* num_kept,                 // [B] int32 keep rows per sequence
+                                 Token* bonus,                           // [B] int32 bonus token per sequence
                                  cudaStream_t stream) {
   REFDEC_CHECK(batch >= 1 && rows >= batch, "launch_greedy_verify: batch " << batch << " with " << rows
                                                                            << " plan rows: a plan needs a sequence and"
                                                                               " at least one row (its root) per sequence");
-  REFDEC_CHECK(indptr != nullptr && num_nodes != nullptr && tokens != nullptr && first_child != nullptr &&
-                   next_sibling != nullptr && target != nullptr && kept != nullptr && num_kept != nullptr &&
-                   bonus != nullptr,
+  REFDEC_CHECK(indptr != nullptr && num_nodes != nullptr && tokens != nullptr && first_child != nullptr && next_sibling != nullptr &&
+                   target != nullptr && kept != nullptr && num_kept != nullptr && bonus != nullptr,
                "launch_greedy_verify: a null array");
   constexpr int kThreads = 64;
-  detail::greedy_verify_kernel<kThreads><<<static_cast<unsigned>((batch + kThreads - 1) / kThreads), kThreads, 0,
-                                           stream>>>(indptr, num_nodes, tokens, first_child, next_sibling, target,
-                                                     batch, rows, kept, num_kept, bonus);
+  detail::greedy_verify_kernel<kThreads><<<static_cast<unsigned>((batch + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      indptr, num_nodes, tokens, first_child, next_sibling, target, batch, rows, kept, num_kept, bonus);
   REFDEC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -222,8 +215,7 @@ inline void launch_greedy_verify(const std::int32_t* indptr,        // [B + 1] i
 inline void launch_compact_kv(void* const* sequences,             // [B] device array of device pointers, each
                                                                   //     [2 * layers, capacity, entry_bytes] bytes
                               const void* const* host_sequences,  // [B] host copy of `sequences`, or null (see above)
-                              std::int32_t layers, std::int32_t batch, std::int64_t capacity,
-                              std::int64_t entry_bytes,
+                              std::int32_t layers, std::int32_t batch, std::int64_t capacity, std::int64_t entry_bytes,
                               const std::int64_t* lengths,   // [B] int64 cached entries before the step
                               const std::int32_t* indptr,    // [B + 1] int32 plan.indptr
                               std::int32_t rows,             // R = plan.rows()
@@ -231,8 +223,8 @@ inline void launch_compact_kv(void* const* sequences,             // [B] device 
                               const std::int32_t* num_kept,  // [B] int32 keep rows per sequence
                               cudaStream_t stream) {
   REFDEC_CHECK(layers >= 1 && batch >= 1 && batch <= 65535 && capacity >= 1 && entry_bytes >= 1 && rows >= batch,
-               "launch_compact_kv: layers " << layers << ", batch " << batch << ", capacity " << capacity
-                                            << ", entry of " << entry_bytes << " bytes, " << rows
+               "launch_compact_kv: layers " << layers << ", batch " << batch << ", capacity " << capacity << ", entry of " << entry_bytes
+                                            << " bytes, " << rows
                                             << " plan rows: sizes must be positive, batch <= 65535, a row per sequence");
   // One thread per word of an entry of each part: the grid's x must stay below 2^31 blocks even
   // with single-byte words.
@@ -245,24 +237,23 @@ inline void launch_compact_kv(void* const* sequences,             // [B] device 
       REFDEC_CHECK(host_sequences[b] != nullptr, "launch_compact_kv: sequence " << b << " has no buffer");
   switch (detail::compact_word_bytes(host_sequences, batch, entry_bytes)) {
     case 16:
-      detail::launch_compact_kv<uint4>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows, kept,
-                                       num_kept, stream);
+      detail::launch_compact_kv<uint4>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows, kept, num_kept, stream);
       break;
     case 8:
-      detail::launch_compact_kv<std::uint64_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows,
-                                               kept, num_kept, stream);
+      detail::launch_compact_kv<std::uint64_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows, kept, num_kept,
+                                               stream);
       break;
     case 4:
-      detail::launch_compact_kv<std::uint32_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows,
-                                               kept, num_kept, stream);
+      detail::launch_compact_kv<std::uint32_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows, kept, num_kept,
+                                               stream);
       break;
     case 2:
-      detail::launch_compact_kv<std::uint16_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows,
-                                               kept, num_kept, stream);
+      detail::launch_compact_kv<std::uint16_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows, kept, num_kept,
+                                               stream);
       break;
     default:
-      detail::launch_compact_kv<std::uint8_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows,
-                                              kept, num_kept, stream);
+      detail::launch_compact_kv<std::uint8_t>(sequences, layers, batch, capacity, entry_bytes, lengths, indptr, rows, kept, num_kept,
+                                              stream);
   }
 }
 

@@ -45,11 +45,11 @@ struct DatastoreBuildOptions {
 
 /// What build_datastore did.
 struct DatastoreBuildStats {
-  std::uint64_t num_tokens = 0;     ///< corpus tokens (separators excluded)
+  std::uint64_t num_tokens = 0;  ///< corpus tokens (separators excluded)
   std::uint64_t num_documents = 0;
   std::uint64_t file_bytes = 0;
-  double seconds = 0;               ///< wall time of the whole build
-  double sort_seconds = 0;          ///< of which suffix sorting
+  double seconds = 0;       ///< wall time of the whole build
+  double sort_seconds = 0;  ///< of which suffix sorting
   /// Build throughput in corpus tokens per second.
   double tokens_per_second() const { return seconds > 0 ? static_cast<double>(num_tokens) / seconds : 0.0; }
 };
@@ -73,14 +73,11 @@ inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> d
   for (std::size_t d = 0; d < documents.size(); ++d) {
     const auto& doc = documents[d];
     for (std::size_t i = 0; i < doc.size(); ++i)
-      REFDEC_CHECK(doc[i] >= 0 && doc[i] < vocab_size, "datastore build: token " << doc[i] << " of document " << d
-                                                                                 << " at position " << i
-                                                                                 << " is outside the vocabulary [0, "
-                                                                                 << vocab_size << ")");
+      REFDEC_CHECK(doc[i] >= 0 && doc[i] < vocab_size, "datastore build: token " << doc[i] << " of document " << d << " at position " << i
+                                                                                 << " is outside the vocabulary [0, " << vocab_size << ")");
     stats.num_tokens += doc.size();
   }
-  REFDEC_CHECK(stats.num_tokens > 0, "cannot build a datastore from an empty corpus (" << documents.size()
-                                                                                       << " documents, no tokens)");
+  REFDEC_CHECK(stats.num_tokens > 0, "cannot build a datastore from an empty corpus (" << documents.size() << " documents, no tokens)");
   auto progress = [&](std::string_view stage, std::uint64_t done, std::uint64_t total) {
     if (options.progress) options.progress(stage, done, total);
   };
@@ -194,8 +191,8 @@ inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> d
   progress("checksum", 0, n);
   {
     MappedFile map(out.temp_path(), false, "datastore");
-    REFDEC_CHECK_IO(map.size() == h.file_bytes, "datastore " << out.temp_path() << " has " << map.size()
-                                                             << " bytes, expected " << h.file_bytes);
+    REFDEC_CHECK_IO(map.size() == h.file_bytes,
+                    "datastore " << out.temp_path() << " has " << map.size() << " bytes, expected " << h.file_bytes);
     h.data_checksum = datastore_hash(std::span<const std::uint8_t>(map.data() + h.tokens_offset, h.file_bytes - h.tokens_offset));
   }
   h.header_checksum = datastore_hash(

@@ -74,8 +74,7 @@ class Datastore {
     return ds;
   }
   /// open() into a shared pointer, the form drafters hold.
-  static std::shared_ptr<const Datastore> open_shared(const std::filesystem::path& path,
-                                                      DatastoreOpenOptions options = {}) {
+  static std::shared_ptr<const Datastore> open_shared(const std::filesystem::path& path, DatastoreOpenOptions options = {}) {
     return std::make_shared<const Datastore>(open(path, options));
   }
 
@@ -114,8 +113,7 @@ class Datastore {
 
   /// The longest suffix of `context` of at most `max_length` tokens that occurs in the datastore:
   /// its length (0 when not even the last token occurs) and its range.
-  std::pair<std::size_t, SuffixRange> longest_suffix_match(std::span<const Token> context,
-                                                           std::size_t max_length) const {
+  std::pair<std::size_t, SuffixRange> longest_suffix_match(std::span<const Token> context, std::size_t max_length) const {
     const std::size_t hi_limit = std::min(max_length, context.size());
     check_tokens(context.subspan(context.size() - hi_limit), "context");
     // Occurrence is monotone in the length (a suffix of an occurring string occurs), so the
@@ -145,8 +143,8 @@ class Datastore {
     for (std::uint64_t p = pos + 1; p < size() && out.size() - before < max_length; ++p) {
       const std::uint32_t c = code(p);
       if (c == 0) break;
-      REFDEC_CHECK_IO(c <= header_.vocab_size, "corrupt datastore " << path_ << ": token code " << c << " at position "
-                                                                      << p << " exceeds vocab_size " << header_.vocab_size);
+      REFDEC_CHECK_IO(c <= header_.vocab_size, "corrupt datastore " << path_ << ": token code " << c << " at position " << p
+                                                                    << " exceeds vocab_size " << header_.vocab_size);
       out.push_back(static_cast<Token>(c) - 1);
     }
     return out.size() - before;
@@ -188,23 +186,21 @@ class Datastore {
   std::uint32_t code(std::uint64_t pos) const {
     return static_cast<std::uint32_t>(load(tokens_ + pos * header_.token_width, header_.token_width));
   }
-  std::uint64_t raw_suffix(std::uint64_t rank) const {
-    return load(suffix_ + rank * header_.index_width, header_.index_width);
-  }
+  std::uint64_t raw_suffix(std::uint64_t rank) const { return load(suffix_ + rank * header_.index_width, header_.index_width); }
   // A suffix array entry, range-checked so that an unverified corrupt file cannot make a search
   // read outside the mapping.
   std::uint64_t checked_suffix(std::uint64_t rank) const {
     const std::uint64_t pos = raw_suffix(rank);
-    REFDEC_CHECK_IO(pos < size(), "corrupt datastore " << path_ << ": suffix array entry " << rank << " is " << pos
-                                                       << ", out of range [0, " << size() << ")");
+    REFDEC_CHECK_IO(pos < size(), "corrupt datastore " << path_ << ": suffix array entry " << rank << " is " << pos << ", out of range [0, "
+                                                       << size() << ")");
     return pos;
   }
 
   void check_tokens(std::span<const Token> tokens, const char* what) const {
     for (std::size_t i = 0; i < tokens.size(); ++i)
-      REFDEC_CHECK(tokens[i] >= 0 && tokens[i] < vocab_size(),
-                   what << " token " << tokens[i] << " at index " << i << " is outside the datastore's vocabulary [0, "
-                        << vocab_size() << ") of " << path_);
+      REFDEC_CHECK(tokens[i] >= 0 && tokens[i] < vocab_size(), what << " token " << tokens[i] << " at index " << i
+                                                                    << " is outside the datastore's vocabulary [0, " << vocab_size()
+                                                                    << ") of " << path_);
   }
 
   // Compares the suffix at `pos` with `pattern` over the pattern's length: <0, 0 (the suffix
@@ -234,12 +230,18 @@ class Datastore {
         std::uint64_t a = lo, b = mid;  // first match in [lo, mid]
         while (a < b) {
           const std::uint64_t x = a + (b - a) / 2;
-          if (compare(checked_suffix(x), pattern) < 0) a = x + 1; else b = x;
+          if (compare(checked_suffix(x), pattern) < 0)
+            a = x + 1;
+          else
+            b = x;
         }
         std::uint64_t e = mid + 1, f = hi;  // first non-match in [mid + 1, hi]
         while (e < f) {
           const std::uint64_t x = e + (f - e) / 2;
-          if (compare(checked_suffix(x), pattern) == 0) e = x + 1; else f = x;
+          if (compare(checked_suffix(x), pattern) == 0)
+            e = x + 1;
+          else
+            f = x;
         }
         return {a, e};
       }
@@ -249,62 +251,61 @@ class Datastore {
 
   void validate(const DatastoreOpenOptions& options) {
     const std::uint64_t file_size = map_.size();
-    REFDEC_CHECK_IO(file_size >= kDatastoreHeaderBytes, "datastore " << path_ << " is truncated: " << file_size
-                                                                     << " bytes, less than the " << kDatastoreHeaderBytes
-                                                                     << "-byte header");
+    REFDEC_CHECK_IO(file_size >= kDatastoreHeaderBytes, "datastore " << path_ << " is truncated: " << file_size << " bytes, less than the "
+                                                                     << kDatastoreHeaderBytes << "-byte header");
     std::memcpy(&header_, map_.data(), sizeof(header_));
     const DatastoreHeader& h = header_;
     REFDEC_CHECK_IO(h.magic == kDatastoreMagic, "datastore " << path_ << " has the wrong magic (not a refdec datastore)");
-    REFDEC_CHECK_IO(h.version == kDatastoreVersion, "datastore " << path_ << " has format version " << h.version
-                                                                 << "; this reader supports version " << kDatastoreVersion);
+    REFDEC_CHECK_IO(h.version == kDatastoreVersion,
+                    "datastore " << path_ << " has format version " << h.version << "; this reader supports version " << kDatastoreVersion);
     const std::uint64_t hc = datastore_hash(std::span<const std::uint8_t>(map_.data(), offsetof(DatastoreHeader, header_checksum)));
-    REFDEC_CHECK_IO(hc == h.header_checksum, "datastore " << path_ << " has a corrupt header: header_checksum is "
-                                                          << h.header_checksum << ", the header hashes to " << hc);
-    REFDEC_CHECK_IO(h.header_bytes == kDatastoreHeaderBytes, "datastore " << path_ << ": header_bytes is " << h.header_bytes
-                                                                          << ", expected " << kDatastoreHeaderBytes);
-    REFDEC_CHECK_IO(h.file_bytes == file_size, "datastore " << path_ << " is truncated or padded: file_bytes is "
-                                                            << h.file_bytes << " but the file has " << file_size << " bytes");
+    REFDEC_CHECK_IO(hc == h.header_checksum, "datastore " << path_ << " has a corrupt header: header_checksum is " << h.header_checksum
+                                                          << ", the header hashes to " << hc);
+    REFDEC_CHECK_IO(h.header_bytes == kDatastoreHeaderBytes,
+                    "datastore " << path_ << ": header_bytes is " << h.header_bytes << ", expected " << kDatastoreHeaderBytes);
+    REFDEC_CHECK_IO(h.file_bytes == file_size, "datastore " << path_ << " is truncated or padded: file_bytes is " << h.file_bytes
+                                                            << " but the file has " << file_size << " bytes");
     REFDEC_CHECK_IO(h.vocab_size >= 1 && h.vocab_size <= static_cast<std::uint32_t>(std::numeric_limits<Token>::max()),
                     "datastore " << path_ << ": vocab_size " << h.vocab_size << " is out of range");
     REFDEC_CHECK_IO(h.token_width == datastore_token_width(h.vocab_size),
-                    "datastore " << path_ << ": token_width " << h.token_width << " does not fit vocab_size "
-                                 << h.vocab_size << " (expected " << datastore_token_width(h.vocab_size) << ")");
+                    "datastore " << path_ << ": token_width " << h.token_width << " does not fit vocab_size " << h.vocab_size
+                                 << " (expected " << datastore_token_width(h.vocab_size) << ")");
     REFDEC_CHECK_IO(h.num_tokens >= 1 && h.num_tokens <= (std::uint64_t{1} << 48),
                     "datastore " << path_ << ": num_tokens " << h.num_tokens << " is out of range [1, 2^48]");
     REFDEC_CHECK_IO(h.index_width == datastore_index_width(h.num_tokens),
-                    "datastore " << path_ << ": index_width " << h.index_width << " does not fit num_tokens "
-                                 << h.num_tokens << " (expected " << datastore_index_width(h.num_tokens) << ")");
-    REFDEC_CHECK_IO(h.num_documents >= 1 && h.num_documents <= h.num_tokens,
-                    "datastore " << path_ << ": num_documents " << h.num_documents << " is out of range [1, num_tokens "
-                                 << h.num_tokens << "]");
+                    "datastore " << path_ << ": index_width " << h.index_width << " does not fit num_tokens " << h.num_tokens
+                                 << " (expected " << datastore_index_width(h.num_tokens) << ")");
+    REFDEC_CHECK_IO(h.num_documents >= 1 && h.num_documents <= h.num_tokens, "datastore " << path_ << ": num_documents " << h.num_documents
+                                                                                          << " is out of range [1, num_tokens "
+                                                                                          << h.num_tokens << "]");
     REFDEC_CHECK_IO(h.flags == 0, "datastore " << path_ << ": unknown flags " << h.flags);
     const std::uint64_t tokens_bytes = h.num_tokens * h.token_width;
     const std::uint64_t suffix_bytes = h.num_tokens * h.index_width;
-    REFDEC_CHECK_IO(h.tokens_bytes == tokens_bytes, "datastore " << path_ << ": tokens_bytes " << h.tokens_bytes
-                                                                 << " != num_tokens * token_width = " << tokens_bytes);
-    REFDEC_CHECK_IO(h.suffix_bytes == suffix_bytes, "datastore " << path_ << ": suffix_bytes " << h.suffix_bytes
-                                                                 << " != num_tokens * index_width = " << suffix_bytes);
-    REFDEC_CHECK_IO(h.tokens_offset == datastore_align(kDatastoreHeaderBytes),
-                    "datastore " << path_ << ": tokens_offset " << h.tokens_offset << ", expected "
-                                 << datastore_align(kDatastoreHeaderBytes));
-    REFDEC_CHECK_IO(h.suffix_offset == datastore_align(h.tokens_offset + tokens_bytes),
-                    "datastore " << path_ << ": suffix_offset " << h.suffix_offset << ", expected "
-                                 << datastore_align(h.tokens_offset + tokens_bytes));
+    REFDEC_CHECK_IO(h.tokens_bytes == tokens_bytes,
+                    "datastore " << path_ << ": tokens_bytes " << h.tokens_bytes << " != num_tokens * token_width = " << tokens_bytes);
+    REFDEC_CHECK_IO(h.suffix_bytes == suffix_bytes,
+                    "datastore " << path_ << ": suffix_bytes " << h.suffix_bytes << " != num_tokens * index_width = " << suffix_bytes);
+    REFDEC_CHECK_IO(h.tokens_offset == datastore_align(kDatastoreHeaderBytes), "datastore " << path_ << ": tokens_offset "
+                                                                                            << h.tokens_offset << ", expected "
+                                                                                            << datastore_align(kDatastoreHeaderBytes));
+    REFDEC_CHECK_IO(
+        h.suffix_offset == datastore_align(h.tokens_offset + tokens_bytes),
+        "datastore " << path_ << ": suffix_offset " << h.suffix_offset << ", expected " << datastore_align(h.tokens_offset + tokens_bytes));
     REFDEC_CHECK_IO(h.file_bytes == h.suffix_offset + suffix_bytes,
-                    "datastore " << path_ << ": file_bytes " << h.file_bytes << " != suffix_offset + suffix_bytes = "
-                                 << h.suffix_offset + suffix_bytes);
+                    "datastore " << path_ << ": file_bytes " << h.file_bytes
+                                 << " != suffix_offset + suffix_bytes = " << h.suffix_offset + suffix_bytes);
     tokens_ = map_.data() + h.tokens_offset;
     suffix_ = map_.data() + h.suffix_offset;
     // Searches rely on the final separator to stop comparisons inside the array.
     REFDEC_CHECK_IO(code(h.num_tokens - 1) == 0, "corrupt datastore " << path_ << ": the token array does not end with "
-                                                                       << "a document separator");
+                                                                      << "a document separator");
     if (!options.verify) {
       check_order(options);
       return;
     }
     const std::uint64_t data_hash = datastore_hash(std::span<const std::uint8_t>(tokens_, file_size - h.tokens_offset));
-    REFDEC_CHECK_IO(data_hash == h.data_checksum, "datastore " << path_ << " is corrupt: data_checksum is "
-                                                               << h.data_checksum << ", the data hashes to " << data_hash);
+    REFDEC_CHECK_IO(data_hash == h.data_checksum,
+                    "datastore " << path_ << " is corrupt: data_checksum is " << h.data_checksum << ", the data hashes to " << data_hash);
     std::uint64_t separators = 0;
     std::uint32_t max_code = 0;
     for (std::uint64_t p = 0; p < h.num_tokens; ++p) {
@@ -312,11 +313,10 @@ class Datastore {
       separators += c == 0;
       max_code = std::max(max_code, c);
     }
-    REFDEC_CHECK_IO(max_code <= h.vocab_size, "corrupt datastore " << path_ << ": token code " << max_code
-                                                                   << " exceeds vocab_size " << h.vocab_size);
-    REFDEC_CHECK_IO(separators == h.num_documents, "corrupt datastore " << path_ << ": " << separators
-                                                                        << " document separators, num_documents is "
-                                                                        << h.num_documents);
+    REFDEC_CHECK_IO(max_code <= h.vocab_size,
+                    "corrupt datastore " << path_ << ": token code " << max_code << " exceeds vocab_size " << h.vocab_size);
+    REFDEC_CHECK_IO(separators == h.num_documents,
+                    "corrupt datastore " << path_ << ": " << separators << " document separators, num_documents is " << h.num_documents);
     for (std::uint64_t r = 0; r < h.num_tokens; ++r) {
       const std::uint64_t pos = raw_suffix(r);
       REFDEC_CHECK_IO(pos < h.num_tokens, "corrupt datastore " << path_ << ": suffix array entry " << r << " is " << pos
@@ -343,9 +343,8 @@ class Datastore {
   void check_pair(std::uint64_t rank, std::uint64_t limit) const {
     const std::uint64_t a = checked_suffix(rank - 1), b = checked_suffix(rank);
     const int c = a == b ? 1 : compare_suffixes(a, b, limit);
-    REFDEC_CHECK_IO(c <= 0, "corrupt datastore " << path_ << ": the suffix array is not sorted (entries " << rank - 1
-                                                 << " and " << rank << ", positions " << a << " and " << b
-                                                 << ", are out of order)");
+    REFDEC_CHECK_IO(c <= 0, "corrupt datastore " << path_ << ": the suffix array is not sorted (entries " << rank - 1 << " and " << rank
+                                                 << ", positions " << a << " and " << b << ", are out of order)");
   }
 
   void check_order(const DatastoreOpenOptions& options) const {
@@ -355,8 +354,7 @@ class Datastore {
       std::vector<bool> seen(n, false);
       for (std::uint64_t r = 0; r < n; ++r) {
         const std::uint64_t pos = checked_suffix(r);
-        REFDEC_CHECK_IO(!seen[pos], "corrupt datastore " << path_ << ": position " << pos
-                                                         << " occurs twice in the suffix array");
+        REFDEC_CHECK_IO(!seen[pos], "corrupt datastore " << path_ << ": position " << pos << " occurs twice in the suffix array");
         seen[pos] = true;
         if (r > 0) check_pair(r, n);
       }

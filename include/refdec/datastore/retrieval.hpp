@@ -19,17 +19,17 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Upper bounds of RetrievalOptions (and of RestOptions): retrieve() rejects larger values, which
 /// would only spend memory and time (REST uses n_max 16, m 10, c 64).
-inline constexpr std::size_t kMaxRetrievalMatch = 1024;           ///< max_match (n_max)
-inline constexpr std::size_t kMaxRetrievalContinuation = 1024;    ///< continuation (m)
-inline constexpr std::size_t kMaxRetrievalNodes = 65536;          ///< max_nodes (c)
+inline constexpr std::size_t kMaxRetrievalMatch = 1024;                        ///< max_match (n_max)
+inline constexpr std::size_t kMaxRetrievalContinuation = 1024;                 ///< continuation (m)
+inline constexpr std::size_t kMaxRetrievalNodes = 65536;                       ///< max_nodes (c)
 inline constexpr std::size_t kMaxRetrievalOccurrences = std::size_t{1} << 31;  ///< max_occurrences (K)
 
 /// Settings of retrieve() (the REST retrieval step). Each is at most its bound above.
 struct RetrievalOptions {
-  std::size_t max_match = 16;          ///< longest context suffix searched (REST's n_max)
-  std::size_t continuation = 10;       ///< tokens read after each occurrence (REST's m)
-  std::size_t max_nodes = 64;          ///< draft nodes kept (REST's c; also capped by the budget)
-  std::size_t max_occurrences = 256;   ///< occurrences read (K); more are sampled evenly by rank
+  std::size_t max_match = 16;         ///< longest context suffix searched (REST's n_max)
+  std::size_t continuation = 10;      ///< tokens read after each occurrence (REST's m)
+  std::size_t max_nodes = 64;         ///< draft nodes kept (REST's c; also capped by the budget)
+  std::size_t max_occurrences = 256;  ///< occurrences read (K); more are sampled evenly by rank
 };
 
 /// What retrieve() found.
@@ -50,13 +50,13 @@ struct RetrievalScratch {
     std::int32_t first_child;
     std::int32_t next_sibling;
   };
-  std::vector<Node> nodes;          // [trie nodes] counting trie, node 0 the root, preorder ids
-  std::vector<std::int32_t> path;   // [m] trie nodes of the previous continuation
-  std::vector<Token> prev;          // [m] the previous continuation
-  std::vector<Token> cur;           // [m] the current continuation
-  std::vector<std::uint8_t> keep;   // [trie nodes] selected for the draft
-  std::vector<std::int32_t> frontier;  // [<= trie nodes] the selection's best-first frontier
-  std::vector<std::int32_t> out_id; // [trie nodes] the selected node's index in the output DraftTree
+  std::vector<Node> nodes;               // [trie nodes] counting trie, node 0 the root, preorder ids
+  std::vector<std::int32_t> path;        // [m] trie nodes of the previous continuation
+  std::vector<Token> prev;               // [m] the previous continuation
+  std::vector<Token> cur;                // [m] the current continuation
+  std::vector<std::uint8_t> keep;        // [trie nodes] selected for the draft
+  std::vector<std::int32_t> frontier;    // [<= trie nodes] the selection's best-first frontier
+  std::vector<std::int32_t> out_id;      // [trie nodes] the selected node's index in the output DraftTree
   std::vector<std::uint64_t> positions;  // [K] sampled occurrence positions
 };
 
@@ -67,16 +67,14 @@ struct RetrievalScratch {
 /// first) with their counts as scores. Ties between equal counts go to shallower, then
 /// lexicographically smaller paths: the nodes DraftTree::prune keeps after inserting the
 /// continuations in lexicographic order.
-inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> context,
-                                const RetrievalOptions& options, std::size_t budget, DraftTree& out,
-                                RetrievalScratch& scratch) {
+inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> context, const RetrievalOptions& options, std::size_t budget,
+                                DraftTree& out, RetrievalScratch& scratch) {
   out.clear();
   RetrievalResult result;
   REFDEC_CHECK(options.max_match <= kMaxRetrievalMatch,
                "retrieval: max_match must be at most " << kMaxRetrievalMatch << ", got " << options.max_match);
-  REFDEC_CHECK(options.continuation <= kMaxRetrievalContinuation, "retrieval: continuation must be at most "
-                                                                      << kMaxRetrievalContinuation << ", got "
-                                                                      << options.continuation);
+  REFDEC_CHECK(options.continuation <= kMaxRetrievalContinuation,
+               "retrieval: continuation must be at most " << kMaxRetrievalContinuation << ", got " << options.continuation);
   REFDEC_CHECK(options.max_nodes <= kMaxRetrievalNodes,
                "retrieval: max_nodes must be at most " << kMaxRetrievalNodes << ", got " << options.max_nodes);
   REFDEC_CHECK(options.max_occurrences <= kMaxRetrievalOccurrences,
@@ -124,8 +122,7 @@ inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> c
     }
     ++result.occurrences;
     std::size_t common = 0;
-    while (common < scratch.cur.size() && common < scratch.prev.size() && scratch.cur[common] == scratch.prev[common])
-      ++common;
+    while (common < scratch.cur.size() && common < scratch.prev.size() && scratch.cur[common] == scratch.prev[common]) ++common;
     for (std::size_t d = 1; d <= common; ++d) ++nodes[static_cast<std::size_t>(scratch.path[d])].count;
     for (std::size_t d = common + 1; d <= scratch.cur.size(); ++d) {
       const auto id = static_cast<std::int32_t>(nodes.size());
@@ -147,8 +144,7 @@ inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> c
 
   // DraftTree's cut rule: count, then shallower, then lower (preorder, so lexicographic) id.
   const std::size_t kept = select_best_first(
-      nodes, [&nodes](std::int32_t i) { return nodes[static_cast<std::size_t>(i)].count; }, keep_nodes, scratch.keep,
-      scratch.frontier);
+      nodes, [&nodes](std::int32_t i) { return nodes[static_cast<std::size_t>(i)].count; }, keep_nodes, scratch.keep, scratch.frontier);
   // Kept nodes in preorder: a parent is written before its children, siblings in order.
   scratch.out_id.assign(nodes.size(), 0);
   for (std::size_t i = 1; i < nodes.size(); ++i) {
@@ -162,8 +158,8 @@ inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> c
 }
 
 /// retrieve() with scratch memory of its own.
-inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> context,
-                                const RetrievalOptions& options, std::size_t budget, DraftTree& out) {
+inline RetrievalResult retrieve(const Datastore& store, std::span<const Token> context, const RetrievalOptions& options, std::size_t budget,
+                                DraftTree& out) {
   RetrievalScratch scratch;
   return retrieve(store, context, options, budget, out, scratch);
 }

@@ -37,17 +37,16 @@ struct DraftScratch {
 /// `position_limit` (the context the model is run for) sits the step out: `aux` comes back empty.
 /// `scratch` is reused across calls. `record` false leaves the proposal unrecorded, for a caller
 /// that cuts the tree further (BatchBudget) and records what it verifies.
-inline void draft_step(AnyDrafter& drafter, Token root, std::size_t budget, std::int64_t vocab_size,
-                       std::int64_t root_position, std::int64_t position_limit, DraftScratch& scratch, LinearTree& tree,
-                       AuxBlock& aux, bool record = true) {
+inline void draft_step(AnyDrafter& drafter, Token root, std::size_t budget, std::int64_t vocab_size, std::int64_t root_position,
+                       std::int64_t position_limit, DraftScratch& scratch, LinearTree& tree, AuxBlock& aux, bool record = true) {
   scratch.proposal.clear();
   drafter.propose(budget, scratch.proposal);
   scratch.proposal.linearize(root, budget, tree, scratch.cut);
   if (record) drafter.record_proposal(tree);
   for (std::int32_t i = 1; i < tree.size(); ++i)
-    REFDEC_CHECK(tree.tokens[static_cast<std::size_t>(i)] < vocab_size,
-                 "drafter '" << drafter.name() << "' proposed token id " << tree.tokens[static_cast<std::size_t>(i)]
-                             << " outside the vocabulary [0, " << vocab_size << ")");
+    REFDEC_CHECK(tree.tokens[static_cast<std::size_t>(i)] < vocab_size, "drafter '" << drafter.name() << "' proposed token id "
+                                                                                    << tree.tokens[static_cast<std::size_t>(i)]
+                                                                                    << " outside the vocabulary [0, " << vocab_size << ")");
   aux.clear();
   if (drafter.max_auxiliary() == 0) return;
   drafter.auxiliary(aux);

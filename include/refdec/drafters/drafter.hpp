@@ -29,8 +29,7 @@ REFDEC_NAMESPACE_BEGIN
 /// - `finish()`, optional (SequenceEndingDrafter): the sequence has ended (a stop token, a limit,
 ///   a cancellation); called once, after its last accept() and before the next begin().
 template <class D>
-concept Drafter = requires(D& d, std::span<const Token> tokens,
-                           std::span<const std::vector<Token>> references, std::size_t budget,
+concept Drafter = requires(D& d, std::span<const Token> tokens, std::span<const std::vector<Token>> references, std::size_t budget,
                            DraftTree& out) {
   d.begin(tokens, references);
   d.propose(budget, out);
@@ -64,32 +63,40 @@ concept MatchReportingDrafter = Drafter<D> && requires(const D& cd) {
 /// `set_step_cost(cost)` replaces the cost it weighs drafts against from the next `propose()` on,
 /// so that a decoder that times its steps (StepCostTracker) can keep it current.
 template <class D>
-concept CostAwareDrafter = Drafter<D> && requires(D& d, const StepCost& cost) { d.set_step_cost(cost); };
+concept CostAwareDrafter = Drafter<D> && requires(D& d, const StepCost& cost) {
+  d.set_step_cost(cost);
+};
 
 /// Whether `d` sizes its drafts by a step cost: a drafter that wraps another (HistoryDrafter, AnyDrafter)
 /// has set_step_cost() whatever it wraps and answers at run time with `cost_aware()`; for the
 /// others, whether they are a CostAwareDrafter.
 template <Drafter D>
 bool is_cost_aware(const D& d) {
-  if constexpr (requires { { d.cost_aware() } -> std::convertible_to<bool>; }) return d.cost_aware();
-  else return CostAwareDrafter<D>;
+  if constexpr (requires {
+                  { d.cost_aware() } -> std::convertible_to<bool>;
+                })
+    return d.cost_aware();
+  else
+    return CostAwareDrafter<D>;
 }
 
 /// A drafter that acts when its sequence ends: `finish()` (e.g. HistoryDrafter adds the output to
 /// its shared history then, not at the next begin()).
 template <class D>
-concept SequenceEndingDrafter = Drafter<D> && requires(D& d) { d.finish(); };
+concept SequenceEndingDrafter = Drafter<D> && requires(D& d) {
+  d.finish();
+};
 
 /// What a drafter did over a run; AnyDrafter keeps one per drafter.
 struct DrafterStats {
-  std::int64_t steps = 0;            // propose() calls
-  std::int64_t proposals = 0;        // propose() calls that returned at least one node
-  std::int64_t proposed_tokens = 0;  // draft nodes returned, summed over steps
-  std::int64_t accepted_tokens = 0;  // draft tokens accepted (bonus tokens excluded)
+  std::int64_t steps = 0;                       // propose() calls
+  std::int64_t proposals = 0;                   // propose() calls that returned at least one node
+  std::int64_t proposed_tokens = 0;             // draft nodes returned, summed over steps
+  std::int64_t accepted_tokens = 0;             // draft tokens accepted (bonus tokens excluded)
   std::vector<std::int64_t> proposed_at_depth;  // [max depth] steps whose draft reached depth d+1
   std::vector<std::int64_t> accepted_at_depth;  // [max depth] steps that accepted depth d+1
-  double propose_seconds = 0;        // wall time in propose()
-  double accept_seconds = 0;         // wall time in begin(), accept(), observe() and finish()
+  double propose_seconds = 0;                   // wall time in propose()
+  double accept_seconds = 0;                    // wall time in begin(), accept(), observe() and finish()
 
   /// Acceptance rate at draft depth `d + 1`, given that the draft reached it (0 when it never did).
   double acceptance_at(std::size_t d) const {
@@ -131,8 +138,10 @@ struct DrafterStats {
     d.proposals -= before.proposals;
     d.proposed_tokens -= before.proposed_tokens;
     d.accepted_tokens -= before.accepted_tokens;
-    for (std::size_t i = 0; i < before.proposed_at_depth.size() && i < d.proposed_at_depth.size(); ++i) d.proposed_at_depth[i] -= before.proposed_at_depth[i];
-    for (std::size_t i = 0; i < before.accepted_at_depth.size() && i < d.accepted_at_depth.size(); ++i) d.accepted_at_depth[i] -= before.accepted_at_depth[i];
+    for (std::size_t i = 0; i < before.proposed_at_depth.size() && i < d.proposed_at_depth.size(); ++i)
+      d.proposed_at_depth[i] -= before.proposed_at_depth[i];
+    for (std::size_t i = 0; i < before.accepted_at_depth.size() && i < d.accepted_at_depth.size(); ++i)
+      d.accepted_at_depth[i] -= before.accepted_at_depth[i];
     d.propose_seconds -= before.propose_seconds;
     d.accept_seconds -= before.accept_seconds;
     return d;
@@ -163,8 +172,8 @@ class AnyDrafter {
  public:
   AnyDrafter() : AnyDrafter(NoDrafter{}) {}
   template <Drafter D>
-    requires(!std::same_as<std::remove_cvref_t<D>, AnyDrafter>)
-  AnyDrafter(D drafter) : impl_(std::make_unique<Model<D>>(std::move(drafter))) {}  // NOLINT: implicit on purpose
+  requires(!std::same_as<std::remove_cvref_t<D>, AnyDrafter>) AnyDrafter(D drafter)
+      : impl_(std::make_unique<Model<D>>(std::move(drafter))) {}  // NOLINT: implicit on purpose
 
   void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
     const auto t0 = Clock::now();
@@ -177,9 +186,7 @@ class AnyDrafter {
     stats_.propose_seconds += seconds_since(t0);
   }
   /// Records the proposal as the verifier will use it (after its budget cut).
-  void record_proposal(const LinearTree& tree) {
-    stats_.record_proposal(tree.num_drafts(), tree.max_depth());
-  }
+  void record_proposal(const LinearTree& tree) { stats_.record_proposal(tree.num_drafts(), tree.max_depth()); }
   /// Passes the step's appended tokens to the drafter and records how many drafts were accepted
   /// (all but the bonus token). An empty span is ignored: nothing was appended, so the drafter is
   /// not called and nothing is recorded (a step always appends at least its bonus token).
@@ -222,9 +229,7 @@ class AnyDrafter {
 
  private:
   using Clock = std::chrono::steady_clock;
-  static double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
+  static double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
   struct Concept {
     virtual ~Concept() = default;
     virtual void begin(std::span<const Token>, std::span<const std::vector<Token>>) = 0;
@@ -255,12 +260,16 @@ class AnyDrafter {
       if constexpr (AuxiliaryDrafter<D>) drafter.observe(choices);
     }
     std::size_t max_auxiliary() const override {
-      if constexpr (AuxiliaryDrafter<D>) return drafter.max_auxiliary();
-      else return 0;
+      if constexpr (AuxiliaryDrafter<D>)
+        return drafter.max_auxiliary();
+      else
+        return 0;
     }
     std::size_t last_match() const override {
-      if constexpr (MatchReportingDrafter<D>) return drafter.last_match();
-      else return 0;
+      if constexpr (MatchReportingDrafter<D>)
+        return drafter.last_match();
+      else
+        return 0;
     }
     void set_step_cost(const StepCost& cost) override {
       if constexpr (CostAwareDrafter<D>) drafter.set_step_cost(cost);

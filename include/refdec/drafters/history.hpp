@@ -43,8 +43,7 @@ class OutputHistory {
 
   /// Adds one finished output (token ids >= 0; an empty one is ignored).
   void add(std::span<const Token> output) {
-    for (const Token t : output)
-      REFDEC_CHECK(t >= 0, "output history: token ids must be non-negative, got " << t);
+    for (const Token t : output) REFDEC_CHECK(t >= 0, "output history: token ids must be non-negative, got " << t);
     if (output.empty()) return;
     if (output.size() > max_tokens_) output = output.last(max_tokens_);
     auto copy = std::make_shared<const std::vector<Token>>(output.begin(), output.end());
@@ -86,7 +85,7 @@ class OutputHistory {
   const std::size_t max_tokens_;
   mutable std::mutex mutex_;
   std::deque<std::shared_ptr<const std::vector<Token>>> outputs_;  // oldest first, never modified
-  std::size_t tokens_ = 0;  // sum of outputs_' sizes
+  std::size_t tokens_ = 0;                                         // sum of outputs_' sizes
 };
 
 /// A drafter that drafts with another (the inner drafter) from the model's earlier outputs: at
@@ -102,13 +101,15 @@ class OutputHistory {
 class HistoryDrafter {
  public:
   /// Drafts with `inner` over `history` (not null).
-  HistoryDrafter(AnyDrafter inner, std::shared_ptr<OutputHistory> history)
-      : inner_(std::move(inner)), history_(std::move(history)) {
+  HistoryDrafter(AnyDrafter inner, std::shared_ptr<OutputHistory> history) : inner_(std::move(inner)), history_(std::move(history)) {
     REFDEC_CHECK(history_ != nullptr, "history drafter: needs an OutputHistory, got null");
   }
   HistoryDrafter(HistoryDrafter&& o) noexcept
-      : inner_(std::move(o.inner_)), history_(std::move(o.history_)), output_(std::exchange(o.output_, {})),
-        references_(std::move(o.references_)), in_sequence_(std::exchange(o.in_sequence_, false)) {}
+      : inner_(std::move(o.inner_)),
+        history_(std::move(o.history_)),
+        output_(std::exchange(o.output_, {})),
+        references_(std::move(o.references_)),
+        in_sequence_(std::exchange(o.in_sequence_, false)) {}
   HistoryDrafter& operator=(HistoryDrafter&& o) noexcept {
     if (this != &o) {
       finish_noexcept();

@@ -19,10 +19,10 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of LlmaDrafter.
 struct LlmaOptions {
-  std::size_t n = 1;   ///< shortest suffix match that may trigger a copy (LLMA's n)
-  std::size_t k = 16;  ///< tokens copied per span (LLMA's k)
-  std::size_t m = 1;   ///< spans proposed as a tree: the best one, plus up to m-1 that branch off
-                       ///< after the matched suffix with other next tokens
+  std::size_t n = 1;            ///< shortest suffix match that may trigger a copy (LLMA's n)
+  std::size_t k = 16;           ///< tokens copied per span (LLMA's k)
+  std::size_t m = 1;            ///< spans proposed as a tree: the best one, plus up to m-1 that branch off
+                                ///< after the matched suffix with other next tokens
   bool self_reference = false;  ///< also search the sequence itself (prompt and output so far)
 };
 
@@ -85,7 +85,8 @@ class LlmaDrafter {
     if (budget == 0) return;
     const auto [state, len] = match();
     std::int64_t pos = cont_pos_;
-    if (pos < 0 && len >= static_cast<std::int64_t>(opt_.n)) pos = static_cast<std::int64_t>(states_[static_cast<std::size_t>(state)].firstpos) + 1;
+    if (pos < 0 && len >= static_cast<std::int64_t>(opt_.n))
+      pos = static_cast<std::int64_t>(states_[static_cast<std::size_t>(state)].firstpos) + 1;
     if (pos < 0) return;
     span_.clear();
     for (std::int64_t i = pos; i < static_cast<std::int64_t>(text_.size()) && span_.size() < std::min(opt_.k, budget); ++i) {
@@ -103,12 +104,14 @@ class LlmaDrafter {
     const Token primary_first = span_.front();
     float score = 0.5f;
     std::size_t extra = 0;
-    for (std::int32_t e = states_[static_cast<std::size_t>(state)].edges; e >= 0 && extra + 1 < opt_.m; e = edges_[static_cast<std::size_t>(e)].next) {
+    for (std::int32_t e = states_[static_cast<std::size_t>(state)].edges; e >= 0 && extra + 1 < opt_.m;
+         e = edges_[static_cast<std::size_t>(e)].next) {
       const Token c = edges_[static_cast<std::size_t>(e)].token;
       if (c < 0 || c == primary_first) continue;
       const std::int32_t w = next_.at(key(state, c));
       span_.assign(1, c);
-      for (std::size_t i = static_cast<std::size_t>(states_[static_cast<std::size_t>(w)].firstpos) + 1; i < text_.size() && span_.size() < opt_.k; ++i) {
+      for (std::size_t i = static_cast<std::size_t>(states_[static_cast<std::size_t>(w)].firstpos) + 1;
+           i < text_.size() && span_.size() < opt_.k; ++i) {
         if (text_[i] < 0) break;
         span_.push_back(text_[i]);
       }
@@ -224,18 +227,18 @@ class LlmaDrafter {
   }
 
   LlmaOptions opt_;
-  std::vector<Token> text_;      // [text length] references, separators (< 0), maybe the sequence
-  std::vector<State> states_;    // [<= 2 * text length] suffix automaton
-  std::vector<Edge> edges_;      // edge lists for enumerating a state's continuations
+  std::vector<Token> text_;                               // [text length] references, separators (< 0), maybe the sequence
+  std::vector<State> states_;                             // [<= 2 * text length] suffix automaton
+  std::vector<Edge> edges_;                               // edge lists for enumerating a state's continuations
   std::unordered_map<std::uint64_t, std::int32_t> next_;  // (state, token) -> state
-  std::int32_t last_ = 0;        // state of the whole text
-  std::int32_t cursor_ = 0;      // state of the sequence's longest matched suffix (no self reference)
-  std::int64_t cursor_len_ = 0;  // its length
-  std::int64_t cont_pos_ = -1;   // text position to continue copying from, -1 if none
-  std::int64_t span_pos_ = -1;   // text position of the last proposed span, -1 if none
-  std::int64_t span_len_ = 0;    // its length
-  std::size_t last_match_ = 0;   // match length of the last proposal, 0 if none
-  std::vector<Token> span_;      // scratch
+  std::int32_t last_ = 0;                                 // state of the whole text
+  std::int32_t cursor_ = 0;                               // state of the sequence's longest matched suffix (no self reference)
+  std::int64_t cursor_len_ = 0;                           // its length
+  std::int64_t cont_pos_ = -1;                            // text position to continue copying from, -1 if none
+  std::int64_t span_pos_ = -1;                            // text position of the last proposed span, -1 if none
+  std::int64_t span_len_ = 0;                             // its length
+  std::size_t last_match_ = 0;                            // match length of the last proposal, 0 if none
+  std::vector<Token> span_;                               // scratch
 };
 
 REFDEC_NAMESPACE_END

@@ -20,11 +20,11 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of LookaheadDrafter (the paper's 7B defaults).
 struct LookaheadOptions {
-  std::int32_t window = 15;  ///< W: Jacobi window width (future positions); 0 = a pure pool drafter
-  std::int32_t ngram = 5;    ///< N: n-gram size; the window keeps N-1 levels, candidates are N-1 tokens
-  std::int32_t guesses = 15; ///< G: n-grams kept per first token, and candidates verified per step
+  std::int32_t window = 15;      ///< W: Jacobi window width (future positions); 0 = a pure pool drafter
+  std::int32_t ngram = 5;        ///< N: n-gram size; the window keeps N-1 levels, candidates are N-1 tokens
+  std::int32_t guesses = 15;     ///< G: n-grams kept per first token, and candidates verified per step
   bool pool_from_output = true;  ///< also pool the n-grams of accepted output (the window's only when false)
-  std::uint64_t seed = 0;    ///< initialisation of the window's first level from the prompt
+  std::uint64_t seed = 0;        ///< initialisation of the window's first level from the prompt
 };
 
 /// Lookahead decoding's drafter. Per step, the auxiliary block is the window: level l (0..N-2)
@@ -68,8 +68,7 @@ class LookaheadDrafter {
     const auto n = static_cast<std::size_t>(options_.ngram - 1);
     const auto& grams = it->second;
     const std::size_t count = grams.size() / n;
-    for (std::size_t g = 0; g < count; ++g)
-      out.insert(std::span<const Token>(grams).subspan(g * n, n), static_cast<float>(count - g));
+    for (std::size_t g = 0; g < count; ++g) out.insert(std::span<const Token>(grams).subspan(g * n, n), static_cast<float>(count - g));
     out.prune(budget);  // newest n-grams first, as the verifier's cut would
   }
 
@@ -114,9 +113,7 @@ class LookaheadDrafter {
   }
 
   /// W x (N-1): the window at full depth.
-  std::size_t max_auxiliary() const {
-    return static_cast<std::size_t>(options_.window) * static_cast<std::size_t>(options_.ngram - 1);
-  }
+  std::size_t max_auxiliary() const { return static_cast<std::size_t>(options_.window) * static_cast<std::size_t>(options_.ngram - 1); }
 
   std::string name() const { return options_.window > 0 ? "lookahead" : "ngram-pool"; }
 
@@ -131,9 +128,7 @@ class LookaheadDrafter {
 
  private:
   // Local AuxBlock index of level l, column c (1-based): 0 is the root.
-  std::int32_t local(std::size_t l, std::int32_t c) const {
-    return static_cast<std::int32_t>(l) * options_.window + c;
-  }
+  std::int32_t local(std::size_t l, std::int32_t c) const { return static_cast<std::int32_t>(l) * options_.window + c; }
 
   static std::uint64_t next_random(std::uint64_t& state) {  // SplitMix64
     std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);

@@ -29,8 +29,8 @@
 REFDEC_NAMESPACE_BEGIN
 
 /// One draft tree from several drafters (sources). Every step each source proposes with the full
-/// budget, and at least MixtureOptions::source_budget nodes; the proposals are merged into one trie (one node per distinct prefix), and each node
-/// gets the estimated probability that the verifier accepts it:
+/// budget, and at least MixtureOptions::source_budget nodes; the proposals are merged into one trie (one node per distinct prefix), and
+/// each node gets the estimated probability that the verifier accepts it:
 /// - per source that proposed it, the learned probability that such a node (same source, depth,
 ///   share of its parent's score and absolute score in that source's tree: frequency, count or
 ///   span rank, whatever the source scores by; and the source's context this step: its match
@@ -65,15 +65,13 @@ class MixtureDrafter {
                  "mixture: prior_strength must be finite and positive, got " << opt_.prior_strength);
     REFDEC_CHECK(std::isfinite(opt_.half_life) && opt_.half_life >= 0.0,
                  "mixture: half_life must be finite and non-negative (0: never forget), got " << opt_.half_life);
-    REFDEC_CHECK(opt_.max_depth >= 1 && opt_.max_depth <= 1024,
-                 "mixture: max_depth must be in [1, 1024], got " << opt_.max_depth);
+    REFDEC_CHECK(opt_.max_depth >= 1 && opt_.max_depth <= 1024, "mixture: max_depth must be in [1, 1024], got " << opt_.max_depth);
     REFDEC_CHECK(opt_.source_budget <= kMaxSourceBudget,
                  "mixture: source_budget must be in [0, " << kMaxSourceBudget << "], got " << opt_.source_budget);
     REFDEC_CHECK(std::isfinite(opt_.recent_rate) && opt_.recent_rate >= 0.0 && opt_.recent_rate <= 1.0,
                  "mixture: recent_rate must be in [0, 1] (0: off), got " << opt_.recent_rate);
     REFDEC_CHECK(std::isfinite(opt_.calibration_half_life) && opt_.calibration_half_life >= 0.0,
-                 "mixture: calibration_half_life must be finite and non-negative (0: off), got "
-                     << opt_.calibration_half_life);
+                 "mixture: calibration_half_life must be finite and non-negative (0: off), got " << opt_.calibration_half_life);
     REFDEC_CHECK(std::isfinite(opt_.calibration_prior) && opt_.calibration_prior > 0.0,
                  "mixture: calibration_prior must be finite and positive, got " << opt_.calibration_prior);
     REFDEC_CHECK(std::isfinite(opt_.scorer_rate) && opt_.scorer_rate >= 0.0 && opt_.scorer_rate <= 1.0,
@@ -147,12 +145,12 @@ class MixtureDrafter {
     sorted_.assign(prob_.begin() + 1, prob_.end());
     std::size_t n = 0;
     const bool calibrate = opt_.calibration_half_life > 0.0;
-    last_calibration_ = calibrate ? std::clamp((accepted_ + opt_.calibration_prior) / (expected_ + opt_.calibration_prior),
-                                               0.0, kMaxCalibration)
-                                  : 1.0;
+    last_calibration_ = calibrate
+                            ? std::clamp((accepted_ + opt_.calibration_prior) / (expected_ + opt_.calibration_prior), 0.0, kMaxCalibration)
+                            : 1.0;
     if (opt_.cost.is_flat()) {
-      n = std::min<std::size_t>(budget, static_cast<std::size_t>(
-                                            std::count_if(sorted_.begin(), sorted_.end(), [](float p) { return p > 0.0f; })));
+      n = std::min<std::size_t>(budget,
+                                static_cast<std::size_t>(std::count_if(sorted_.begin(), sorted_.end(), [](float p) { return p > 0.0f; })));
     } else {
       std::sort(sorted_.begin(), sorted_.end(), std::greater<>());
       if (last_calibration_ != 1.0) {  // a monotone map capped at 1: still sorted, still a tree
@@ -374,15 +372,15 @@ class MixtureDrafter {
   AuxBlock aux_;                        // scratch
   std::size_t last_budget_ = 0;
   // Per-sequence calibration (MixtureOptions::calibration_half_life).
-  DraftTree cut_;                    // the last proposal as kept, until accept()
-  double calibration_decay_ = 1.0;   // per-step factor on the sums below
-  double expected_ = 0.0;            // decayed sum of expected accepted tokens (uncalibrated estimates)
-  double accepted_ = 0.0;            // decayed sum of the accepted tokens they came to
-  double step_expected_ = 0.0;       // the last proposal's expected accepted tokens
+  DraftTree cut_;                   // the last proposal as kept, until accept()
+  double calibration_decay_ = 1.0;  // per-step factor on the sums below
+  double expected_ = 0.0;           // decayed sum of expected accepted tokens (uncalibrated estimates)
+  double accepted_ = 0.0;           // decayed sum of the accepted tokens they came to
+  double step_expected_ = 0.0;      // the last proposal's expected accepted tokens
   double last_calibration_ = 1.0;
   std::optional<MixtureScorer> scorer_;  // the learned scorer (MixtureOptions::scorer_rate; unset: off)
   Token last_token_ = kNoToken;
-  Token prev_token_ = kNoToken;         // the one before last_token_
+  Token prev_token_ = kNoToken;  // the one before last_token_
 };
 
 /// A mixture of the given drafters, each taken by value: `make_mixture(LlmaDrafter(),
@@ -390,8 +388,7 @@ class MixtureDrafter {
 /// (A braced list, `MixtureDrafter({LlmaDrafter(), ...})`, cannot build the vector: it copies its
 /// elements, and an AnyDrafter cannot be copied.)
 template <Drafter... Sources>
-  requires(sizeof...(Sources) > 0)
-MixtureDrafter make_mixture(MixtureOptions options, Sources... sources) {
+requires(sizeof...(Sources) > 0) MixtureDrafter make_mixture(MixtureOptions options, Sources... sources) {
   std::vector<AnyDrafter> all;
   all.reserve(sizeof...(Sources));
   (all.emplace_back(std::move(sources)), ...);
@@ -399,8 +396,7 @@ MixtureDrafter make_mixture(MixtureOptions options, Sources... sources) {
 }
 /// make_mixture() with the default options.
 template <Drafter... Sources>
-  requires(sizeof...(Sources) > 0)
-MixtureDrafter make_mixture(Sources... sources) {
+requires(sizeof...(Sources) > 0) MixtureDrafter make_mixture(Sources... sources) {
   return make_mixture(MixtureOptions{}, std::move(sources)...);
 }
 

@@ -164,9 +164,7 @@ class MixtureScorer {
   std::span<const float> dense(std::int32_t c) const {
     return {dense_.data() + static_cast<std::size_t>(c) * model_.dense_size(), model_.dense_size()};
   }
-  std::span<const std::uint64_t> hashed(std::int32_t c) const {
-    return {hashed_.data() + static_cast<std::size_t>(c) * kHashed, kHashed};
-  }
+  std::span<const std::uint64_t> hashed(std::int32_t c) const { return {hashed_.data() + static_cast<std::size_t>(c) * kHashed, kHashed}; }
 
   std::size_t num_sources_;
   OnlineLogistic model_;

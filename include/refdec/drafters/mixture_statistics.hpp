@@ -66,16 +66,10 @@ class MixtureStatistics {
   static constexpr std::size_t kMatchBins = 6;
   static constexpr std::size_t kReachBins = 4;
   static constexpr std::size_t kContextsPerDepth = kMatchBins * kReachBins;
-  static std::size_t share_bin(double share) {
-    return share < 0.25 ? 0 : share < 0.5 ? 1 : share < 0.75 ? 2 : share < 0.95 ? 3 : 4;
-  }
-  static std::size_t score_bin(double score) {
-    return score < 1.5 ? 0 : score < 3.5 ? 1 : score < 7.5 ? 2 : score < 31.5 ? 3 : 4;
-  }
+  static std::size_t share_bin(double share) { return share < 0.25 ? 0 : share < 0.5 ? 1 : share < 0.75 ? 2 : share < 0.95 ? 3 : 4; }
+  static std::size_t score_bin(double score) { return score < 1.5 ? 0 : score < 3.5 ? 1 : score < 7.5 ? 2 : score < 31.5 ? 3 : 4; }
   // Match lengths 0 (none reported), 1, 2, 3-4, 5-8, 9+.
-  static std::size_t match_bin(std::size_t match) {
-    return match <= 2 ? match : match <= 4 ? 3 : match <= 8 ? 4 : 5;
-  }
+  static std::size_t match_bin(std::size_t match) { return match <= 2 ? match : match <= 4 ? 3 : match <= 8 ? 4 : 5; }
   // A moving average of true tokens in a row: below 0.2, 0.8, 2.5, and above.
   static std::size_t reach_bin(double reach) { return reach < 0.2 ? 0 : reach < 0.8 ? 1 : reach < 2.5 ? 2 : 3; }
 
@@ -103,8 +97,7 @@ class MixtureStatistics {
   std::size_t cell(std::size_t s, std::size_t depth, std::size_t match, double reach, double share, double score) const {
     const std::size_t d = std::min(depth, max_depth_) - 1;
     const std::size_t context = contexts_ ? match_bin(match) * kReachBins + reach_bin(reach) : 0;
-    return ((s * max_depth_ + d) * kContextsPerDepth + context) * kCellsPerContext + share_bin(share) * kScoreBins +
-           score_bin(score);
+    return ((s * max_depth_ + d) * kContextsPerDepth + context) * kCellsPerContext + share_bin(share) * kScoreBins + score_bin(score);
   }
   double depth_estimate(std::size_t sd) const {
     const double k = prior_strength_ * weight_;
@@ -150,15 +143,15 @@ class MixtureStatistics {
   std::size_t max_depth_ = 1;
   double prior_mean_ = 0.5;
   double prior_strength_ = 1.0;
-  double forget_ = 1.0;   // per-step factor on older observations
-  bool contexts_ = false;  // context features on: cells back off to their context's estimate
-  double weight_ = 1.0;   // weight of an observation made now
-  std::vector<double> depth_trials_;     // [sources, max_depth] weighted observations
-  std::vector<double> depth_successes_;  // [sources, max_depth]
+  double forget_ = 1.0;                    // per-step factor on older observations
+  bool contexts_ = false;                  // context features on: cells back off to their context's estimate
+  double weight_ = 1.0;                    // weight of an observation made now
+  std::vector<double> depth_trials_;       // [sources, max_depth] weighted observations
+  std::vector<double> depth_successes_;    // [sources, max_depth]
   std::vector<double> context_trials_;     // [sources, max_depth, kMatchBins, kReachBins] weighted observations
   std::vector<double> context_successes_;  // [sources, max_depth, kMatchBins, kReachBins]
-  std::vector<double> cell_trials_;      // [sources, max_depth, kMatchBins, kReachBins, kShareBins, kScoreBins]
-  std::vector<double> cell_successes_;   // [sources, max_depth, kMatchBins, kReachBins, kShareBins, kScoreBins]
+  std::vector<double> cell_trials_;        // [sources, max_depth, kMatchBins, kReachBins, kShareBins, kScoreBins]
+  std::vector<double> cell_successes_;     // [sources, max_depth, kMatchBins, kReachBins, kShareBins, kScoreBins]
 };
 
 REFDEC_NAMESPACE_END

@@ -64,8 +64,7 @@ class NgramTrieDrafter {
   explicit NgramTrieDrafter(NgramTrieOptions options = {}) : opt_(options) {
     REFDEC_CHECK(opt_.n >= 2, "n-gram trie: n (window length) must be at least 2, got " << opt_.n);
     REFDEC_CHECK(opt_.prefix_len >= 1 && opt_.prefix_len < opt_.n,
-                 "n-gram trie: prefix_len must be in [1, n - 1] = [1, " << opt_.n - 1 << "], got "
-                                                                       << opt_.prefix_len);
+                 "n-gram trie: prefix_len must be in [1, n - 1] = [1, " << opt_.n - 1 << "], got " << opt_.prefix_len);
     REFDEC_CHECK(opt_.num_draft >= 1, "n-gram trie: num_draft must be at least 1, got " << opt_.num_draft);
     REFDEC_CHECK(opt_.n < (std::size_t{1} << 20), "n-gram trie: n is too large, got " << opt_.n);
     reset(0);
@@ -227,8 +226,7 @@ class NgramTrieDrafter {
   }
 
   std::size_t slot_of(std::int32_t parent, Token t) const {
-    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(parent)) << 32) |
-                              static_cast<std::uint32_t>(t);
+    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(parent)) << 32) | static_cast<std::uint32_t>(t);
     return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   std::int32_t find(std::int32_t parent, Token t) const {
@@ -274,9 +272,7 @@ class NgramTrieDrafter {
     // What an occurrence ending here adds to a node of depth d: one per window W (starting at
     // len - d - j) whose W[j:] covers it, j in [0, L_p), the window starting inside the text and
     // long enough.
-    const auto weight = [&](std::int64_t d) {
-      return static_cast<std::uint32_t>(std::min({lp - 1, len - d, n - d}) + 1);
-    };
+    const auto weight = [&](std::int64_t d) { return static_cast<std::uint32_t>(std::min({lp - 1, len - d, n - d}) + 1); };
     const auto pos = static_cast<std::int32_t>(position_);
     std::int32_t v = cur_;
     std::int32_t pending = -1;  // new node whose suffix link is the next node reached
@@ -333,17 +329,17 @@ class NgramTrieDrafter {
 
   NgramTrieOptions opt_;
   std::size_t last_match_ = 0;  // prefix length matched by the last proposal, 0 if none
-  std::vector<Node> nodes_;    // [num nodes] node 0 is the root
-  std::vector<Slot> slots_;    // [capacity] (parent, token) -> child, at most half full
-  std::size_t mask_ = 0;       // capacity - 1
-  int shift_ = 0;              // 64 - log2(capacity)
-  std::vector<Token> seq_;     // [sequence length] prompt and accepted tokens
-  std::int32_t cur_ = 0;       // node of the current text's last min(length, n - 1) tokens
-  std::size_t text_len_ = 0;   // tokens of the current text indexed so far
-  std::size_t position_ = 0;   // context tokens indexed so far (the current one's position)
+  std::vector<Node> nodes_;     // [num nodes] node 0 is the root
+  std::vector<Slot> slots_;     // [capacity] (parent, token) -> child, at most half full
+  std::size_t mask_ = 0;        // capacity - 1
+  int shift_ = 0;               // 64 - log2(capacity)
+  std::vector<Token> seq_;      // [sequence length] prompt and accepted tokens
+  std::int32_t cur_ = 0;        // node of the current text's last min(length, n - 1) tokens
+  std::size_t text_len_ = 0;    // tokens of the current text indexed so far
+  std::size_t position_ = 0;    // context tokens indexed so far (the current one's position)
   // Proposal scratch.
-  std::vector<Candidate> candidates_;  // [frontier] heap
-  std::vector<Candidate> kept_;        // [kept] in selection order
+  std::vector<Candidate> candidates_;    // [frontier] heap
+  std::vector<Candidate> kept_;          // [kept] in selection order
   std::vector<std::uint32_t> residual_;  // [kept]
   std::vector<Token> path_;
 };

@@ -72,7 +72,7 @@ class PromptLookupDrafter {
  private:
   PromptLookupOptions opt_;
   std::size_t last_match_ = 0;  // n-gram length matched by the last proposal, 0 if none
-  std::vector<Token> seq_;  // [length] prompt and accepted tokens
+  std::vector<Token> seq_;      // [length] prompt and accepted tokens
 };
 
 REFDEC_NAMESPACE_END

@@ -20,9 +20,9 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of RestDrafter (REST's defaults); RestDrafter rejects values outside the ranges given.
 struct RestOptions {
-  std::size_t n_max = 16;               ///< longest sequence suffix searched, in [1, 1024]
-  std::size_t m = 10;                   ///< continuation length read after each occurrence, in [1, 1024]
-  std::size_t c = 64;                   ///< draft nodes kept (the most frequent prefixes), in [1, 65536]
+  std::size_t n_max = 16;  ///< longest sequence suffix searched, in [1, 1024]
+  std::size_t m = 10;      ///< continuation length read after each occurrence, in [1, 1024]
+  std::size_t c = 64;      ///< draft nodes kept (the most frequent prefixes), in [1, 65536]
   /// K: occurrences read, sampled evenly by suffix rank when there are more. Each costs a cache
   /// and TLB miss on a large datastore; on Spec-Bench with the MT-Bench datastore, K = 64, 256,
   /// 1024 and 100000 replay to the same tau (1.787-1.791), while the p99 step grows with K.
@@ -38,14 +38,12 @@ struct RestOptions {
 /// datastore. One per sequence and thread; the datastore it reads may be shared.
 class RestDrafter {
  public:
-  explicit RestDrafter(std::shared_ptr<const Datastore> datastore, RestOptions options = {})
-      : store_(std::move(datastore)), opt_(options) {
+  explicit RestDrafter(std::shared_ptr<const Datastore> datastore, RestOptions options = {}) : store_(std::move(datastore)), opt_(options) {
     REFDEC_CHECK(store_ != nullptr, "REST: the datastore must not be null");
     REFDEC_CHECK(opt_.n_max >= 1 && opt_.n_max <= kMaxRetrievalMatch,
                  "REST: n_max (longest suffix) must be in [1, " << kMaxRetrievalMatch << "], got " << opt_.n_max);
-    REFDEC_CHECK(opt_.m >= 1 && opt_.m <= kMaxRetrievalContinuation, "REST: m (continuation length) must be in [1, "
-                                                                         << kMaxRetrievalContinuation << "], got "
-                                                                         << opt_.m);
+    REFDEC_CHECK(opt_.m >= 1 && opt_.m <= kMaxRetrievalContinuation,
+                 "REST: m (continuation length) must be in [1, " << kMaxRetrievalContinuation << "], got " << opt_.m);
     REFDEC_CHECK(opt_.c >= 1 && opt_.c <= kMaxRetrievalNodes,
                  "REST: c (draft nodes) must be in [1, " << kMaxRetrievalNodes << "], got " << opt_.c);
     REFDEC_CHECK(opt_.max_occurrences >= 1 && opt_.max_occurrences <= kMaxRetrievalOccurrences,
@@ -81,9 +79,9 @@ class RestDrafter {
   // Keeps the last n_max tokens of the sequence: nothing older is ever searched.
   void append(std::span<const Token> tokens, const char* what) {
     for (std::size_t i = 0; i < tokens.size(); ++i)
-      REFDEC_CHECK(tokens[i] >= 0 && tokens[i] < store_->vocab_size(),
-                   "REST: " << what << " token " << tokens[i] << " at index " << i
-                            << " is outside the datastore's vocabulary [0, " << store_->vocab_size() << ")");
+      REFDEC_CHECK(tokens[i] >= 0 && tokens[i] < store_->vocab_size(), "REST: " << what << " token " << tokens[i] << " at index " << i
+                                                                                << " is outside the datastore's vocabulary [0, "
+                                                                                << store_->vocab_size() << ")");
     const std::size_t keep = opt_.n_max;
     if (tokens.size() >= keep) {
       tail_.assign(tokens.end() - static_cast<std::ptrdiff_t>(keep), tokens.end());
@@ -95,8 +93,8 @@ class RestDrafter {
 
   std::shared_ptr<const Datastore> store_;
   RestOptions opt_;
-  std::vector<Token> tail_;    // [<= n_max] the sequence's last tokens
-  RetrievalScratch scratch_;   // reused by every proposal
+  std::vector<Token> tail_;   // [<= n_max] the sequence's last tokens
+  RetrievalScratch scratch_;  // reused by every proposal
   RetrievalResult last_;
 };
 

@@ -36,10 +36,10 @@ REFDEC_NAMESPACE_BEGIN
 
 /// SuffixDecoding's parameters; the defaults are ArcticInference's.
 struct SuffixDecodingOptions {
-  std::size_t max_depth = 64;  ///< depth of the suffix trees: match length + speculated tokens at most
-  double max_spec_factor = 1.0;  ///< tokens speculated per matched token
-  double max_spec_offset = 0.0;  ///< tokens speculated beyond max_spec_factor * match length
-  float min_token_prob = 0.1f;   ///< a path stops before a token whose estimated probability is lower
+  std::size_t max_depth = 64;                ///< depth of the suffix trees: match length + speculated tokens at most
+  double max_spec_factor = 1.0;              ///< tokens speculated per matched token
+  double max_spec_offset = 0.0;              ///< tokens speculated beyond max_spec_factor * match length
+  float min_token_prob = 0.1f;               ///< a path stops before a token whose estimated probability is lower
   std::size_t max_cached_requests = 100000;  ///< responses the global tree keeps (0: none), oldest evicted first
 };
 
@@ -127,7 +127,7 @@ class SuffixTrie {
  private:
   struct Node {
     Token token = -1;
-    std::int64_t count = 0;        // occurrences of the path; 0: absent
+    std::int64_t count = 0;         // occurrences of the path; 0: absent
     std::int32_t first_child = -1;  // a child of the highest count among its siblings (when present)
     std::int32_t next_sibling = -1;
   };
@@ -145,7 +145,8 @@ class SuffixTrie {
       const auto t = static_cast<std::size_t>(token);
       return t < root_children_.size() ? root_children_[t] : -1;
     }
-    for (std::int32_t c = nodes_[static_cast<std::size_t>(parent)].first_child; c >= 0; before = c, c = nodes_[static_cast<std::size_t>(c)].next_sibling)
+    for (std::int32_t c = nodes_[static_cast<std::size_t>(parent)].first_child; c >= 0;
+         before = c, c = nodes_[static_cast<std::size_t>(c)].next_sibling)
       if (nodes_[static_cast<std::size_t>(c)].token == token) return c;
     return -1;
   }
@@ -181,7 +182,8 @@ class SuffixTrie {
     const std::int64_t count = ++nodes_[static_cast<std::size_t>(c)].count;
     // Keep a most frequent child first, the latest to reach the top count winning ties (as
     // ArcticInference's sibling order does).
-    if (parent != 0 && count >= nodes_[static_cast<std::size_t>(nodes_[static_cast<std::size_t>(parent)].first_child)].count) move_to_front(parent, c, before);
+    if (parent != 0 && count >= nodes_[static_cast<std::size_t>(nodes_[static_cast<std::size_t>(parent)].first_child)].count)
+      move_to_front(parent, c, before);
     return c;
   }
 
@@ -192,7 +194,8 @@ class SuffixTrie {
     --nodes_[static_cast<std::size_t>(c)].count;
     if (parent != 0 && before < 0) {  // the first child went down: the most frequent sibling moves up
       std::int32_t top = c, top_before = -1;
-      for (std::int32_t prev = c, s = nodes_[static_cast<std::size_t>(c)].next_sibling; s >= 0; prev = s, s = nodes_[static_cast<std::size_t>(s)].next_sibling)
+      for (std::int32_t prev = c, s = nodes_[static_cast<std::size_t>(c)].next_sibling; s >= 0;
+           prev = s, s = nodes_[static_cast<std::size_t>(s)].next_sibling)
         if (nodes_[static_cast<std::size_t>(s)].count > nodes_[static_cast<std::size_t>(top)].count) top = s, top_before = prev;
       move_to_front(parent, top, top_before);
     }
@@ -228,7 +231,7 @@ class SuffixTrie {
   }
 
   std::size_t max_depth_;
-  std::vector<Node> nodes_;  // [0] the root
+  std::vector<Node> nodes_;                  // [0] the root
   std::vector<std::int32_t> root_children_;  // [token] the root's child carrying it, or -1
   std::unordered_map<std::int64_t, Sequence> sequences_;
 };

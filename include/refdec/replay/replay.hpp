@@ -24,8 +24,8 @@ REFDEC_NAMESPACE_BEGIN
 
 /// One decoding run to replay: the model saw `context` and produced `output` greedily.
 struct Trace {
-  std::string id;        ///< where it came from (question id and turn, row number, ...)
-  std::string category;  ///< for per-category reports; may be empty
+  std::string id;                              ///< where it came from (question id and turn, row number, ...)
+  std::string category;                        ///< for per-category reports; may be empty
   std::vector<Token> context;                  ///< [context length] the prompt
   std::vector<Token> output;                   ///< [output length] the true greedy output
   std::vector<std::vector<Token>> references;  ///< given to the drafter's begin()
@@ -51,8 +51,8 @@ struct ReplayStep {
 
 /// The steps of one trace's replay (ReplayOptions::record_steps).
 struct TrajectoryLog {
-  std::string id;        ///< the trace's id
-  std::string category;  ///< the trace's category; may be empty
+  std::string id;                   ///< the trace's id
+  std::string category;             ///< the trace's category; may be empty
   std::int64_t context_tokens = 0;  ///< prompt length, where the first step's verification starts
   std::vector<ReplayStep> steps;    ///< [steps] in order; the emitted tokens sum to the output length
 };
@@ -60,9 +60,9 @@ struct TrajectoryLog {
 /// What a replay measured over one or more traces.
 struct ReplayStats {
   std::int64_t traces = 0;
-  std::int64_t tokens = 0;  ///< output tokens
-  std::int64_t steps = 0;   ///< verification steps
-  DrafterStats drafting;    ///< proposals and acceptance by draft position
+  std::int64_t tokens = 0;          ///< output tokens
+  std::int64_t steps = 0;           ///< verification steps
+  DrafterStats drafting;            ///< proposals and acceptance by draft position
   std::vector<double> step_micros;  ///< [steps] drafter time per step (propose, cut, accept), µs
   /// [traces] each trace's steps, in replay order, with ReplayOptions::record_steps (else empty).
   /// One log per trace rather than one flat list, so that merged statistics keep traces apart.
@@ -152,9 +152,8 @@ ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const ReplayOp
     const auto t3 = Clock::now();
     st.step_micros.push_back(std::chrono::duration<double, std::micro>((t1 - t0) + (t3 - t2)).count());
     if (log != nullptr)
-      log->steps.push_back({.nodes = tree.num_drafts(),
-                            .accepted = static_cast<std::int32_t>(accepted),
-                            .emitted = static_cast<std::int32_t>(emitted)});
+      log->steps.push_back(
+          {.nodes = tree.num_drafts(), .accepted = static_cast<std::int32_t>(accepted), .emitted = static_cast<std::int32_t>(emitted)});
     observer.after_step(pos, tree, accepted, emitted);
     pos += emitted;
     ++st.steps;
@@ -168,7 +167,7 @@ ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const ReplayOp
 /// only overall). With ReplayOptions::record_steps, overall.trajectories holds every trace's log in
 /// input order and each category's stats the logs of its own traces.
 struct ReplayReport {
-  ReplayStats overall;                              ///< every trace
+  ReplayStats overall;                             ///< every trace
   std::map<std::string, ReplayStats> by_category;  ///< the traces of each non-empty category
 };
 

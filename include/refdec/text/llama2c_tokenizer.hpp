@@ -36,21 +36,19 @@ class Llama2cTokenizer {
   /// (no room for BOS/EOS).
   /// When two tokens share a piece, encoding uses the lower id.
   static Llama2cTokenizer load(const std::filesystem::path& path, std::int32_t vocab_size) {
-    REFDEC_CHECK(vocab_size >= 3, "Llama2cTokenizer: vocab_size " << vocab_size << " for " << path
-                                      << " must be at least 3 (<unk>, BOS, EOS)");
+    REFDEC_CHECK(vocab_size >= 3,
+                 "Llama2cTokenizer: vocab_size " << vocab_size << " for " << path << " must be at least 3 (<unk>, BOS, EOS)");
     const std::string file = read_file_bytes(path, "llama2.c tokenizer file");  // regular files only
     const std::vector<char> bytes(file.begin(), file.end());
 
     Reader r{bytes, 0};
     std::int32_t max_token_length = 0;
     REFDEC_CHECK_IO(r.i32(max_token_length), "Llama2cTokenizer: " << path << " is truncated (no header)");
-    REFDEC_CHECK_IO(max_token_length >= 0,
-                    "Llama2cTokenizer: " << path << " has negative max_token_length " << max_token_length);
+    REFDEC_CHECK_IO(max_token_length >= 0, "Llama2cTokenizer: " << path << " has negative max_token_length " << max_token_length);
     // Every token takes at least 8 bytes; checking up front keeps a bogus vocab_size from
     // reserving huge vectors.
     REFDEC_CHECK_IO(static_cast<std::size_t>(vocab_size) <= r.remaining() / 8,
-                    "Llama2cTokenizer: " << path << " is truncated: " << bytes.size()
-                                         << " bytes cannot hold " << vocab_size << " tokens");
+                    "Llama2cTokenizer: " << path << " is truncated: " << bytes.size() << " bytes cannot hold " << vocab_size << " tokens");
 
     Llama2cTokenizer t;
     t.pieces_.reserve(static_cast<std::size_t>(vocab_size));
@@ -62,19 +60,17 @@ class Llama2cTokenizer {
       REFDEC_CHECK_IO(r.f32(score) && r.i32(length),
                       "Llama2cTokenizer: " << path << " is truncated at token " << id << " of " << vocab_size);
       REFDEC_CHECK_IO(!std::isnan(score), "Llama2cTokenizer: " << path << ": token " << id << " has a NaN score");
-      REFDEC_CHECK_IO(length >= 0, "Llama2cTokenizer: " << path << ": token " << id << " has negative length "
-                                                        << length);
+      REFDEC_CHECK_IO(length >= 0, "Llama2cTokenizer: " << path << ": token " << id << " has negative length " << length);
       REFDEC_CHECK_IO(static_cast<std::size_t>(length) <= r.remaining(),
-                      "Llama2cTokenizer: " << path << " is truncated in the piece of token " << id << " ("
-                                           << length << " bytes, " << r.remaining() << " left)");
+                      "Llama2cTokenizer: " << path << " is truncated in the piece of token " << id << " (" << length << " bytes, "
+                                           << r.remaining() << " left)");
       t.pieces_.emplace_back(bytes.data() + r.pos, static_cast<std::size_t>(length));
       r.pos += static_cast<std::size_t>(length);
       t.scores_.push_back(score);
       t.ids_.emplace(t.pieces_.back(), id);  // keeps the first id of a duplicated piece
     }
     // A longer file usually means the caller passed the wrong vocab_size.
-    REFDEC_CHECK_IO(r.remaining() == 0, "Llama2cTokenizer: " << path << " has " << r.remaining()
-                                                             << " bytes after " << vocab_size
+    REFDEC_CHECK_IO(r.remaining() == 0, "Llama2cTokenizer: " << path << " has " << r.remaining() << " bytes after " << vocab_size
                                                              << " tokens; is vocab_size right?");
     return t;
   }
@@ -202,8 +198,7 @@ class Llama2cTokenizer {
   }
 
   void check_id(Token id) const {
-    REFDEC_CHECK(id >= 0 && id < vocab_size(),
-                 "Llama2cTokenizer: token id " << id << " is outside the vocabulary of " << vocab_size());
+    REFDEC_CHECK(id >= 0 && id < vocab_size(), "Llama2cTokenizer: token id " << id << " is outside the vocabulary of " << vocab_size());
   }
 
   Token lookup(const std::string& s) const {
@@ -219,8 +214,8 @@ class Llama2cTokenizer {
     for (const char c : s) {
       const Token id = static_cast<Token>(static_cast<unsigned char>(c)) + 3;
       REFDEC_CHECK(id < vocab_size(), "Llama2cTokenizer: byte fallback token " << id << " for byte "
-                                          << static_cast<int>(static_cast<unsigned char>(c))
-                                          << " is outside the vocabulary of " << vocab_size());
+                                                                               << static_cast<int>(static_cast<unsigned char>(c))
+                                                                               << " is outside the vocabulary of " << vocab_size());
       tokens.push_back(id);
     }
   }
@@ -254,9 +249,7 @@ class Llama2cTokenizer {
       std::uint32_t left_version, right_version;
       Token merged;
     };
-    const auto worse = [](const Candidate& a, const Candidate& b) {
-      return a.score != b.score ? a.score < b.score : a.left > b.left;
-    };
+    const auto worse = [](const Candidate& a, const Candidate& b) { return a.score != b.score ? a.score < b.score : a.left > b.left; };
     std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
     const auto consider = [&](std::size_t left) {  // the pair starting at symbol `left`, if it merges
       const std::size_t right = next[left];
@@ -271,8 +264,7 @@ class Llama2cTokenizer {
     while (!heap.empty()) {
       const Candidate c = heap.top();
       heap.pop();
-      if (next[c.left] != c.right || version[c.left] != c.left_version || version[c.right] != c.right_version)
-        continue;  // stale
+      if (next[c.left] != c.right || version[c.left] != c.left_version || version[c.right] != c.right_version) continue;  // stale
       tokens[c.left] = c.merged;
       ++version[c.left];
       ++version[c.right];
@@ -287,9 +279,9 @@ class Llama2cTokenizer {
     tokens.resize(out);
   }
 
-  std::vector<std::string> pieces_;                   // [vocab_size]
-  std::vector<float> scores_;                         // [vocab_size]
-  std::unordered_map<std::string, Token> ids_;        // piece -> lowest id with that piece
+  std::vector<std::string> pieces_;             // [vocab_size]
+  std::vector<float> scores_;                   // [vocab_size]
+  std::unordered_map<std::string, Token> ids_;  // piece -> lowest id with that piece
 };
 
 REFDEC_NAMESPACE_END

@@ -40,8 +40,8 @@ namespace torch_detail {
 
 // Made once per (product, kv heads, query rows, head size, cache strides, scale) and shared by
 // every thread: dnnl::matmul is safe to execute concurrently.
-inline dnnl::matmul attention_primitive(bool scores, std::int64_t kv, std::int64_t rows, std::int64_t d,
-                                        std::int64_t row_stride, std::int64_t head_stride, float scale) {
+inline dnnl::matmul attention_primitive(bool scores, std::int64_t kv, std::int64_t rows, std::int64_t d, std::int64_t row_stride,
+                                        std::int64_t head_stride, float scale) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   using Key = std::tuple<bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::uint32_t>;
@@ -67,8 +67,8 @@ inline dnnl::matmul attention_primitive(bool scores, std::int64_t kv, std::int64
   return made.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, onednn_engine()))).first->second;
 }
 
-inline void run_attention_primitive(const dnnl::matmul& product, const dnnl::memory::desc& a, void* a_data,
-                                    const dnnl::memory::desc& b, void* b_data, const dnnl::memory::desc& c, void* c_data) {
+inline void run_attention_primitive(const dnnl::matmul& product, const dnnl::memory::desc& a, void* a_data, const dnnl::memory::desc& b,
+                                    void* b_data, const dnnl::memory::desc& c, void* c_data) {
   const dnnl::engine& engine = onednn_engine();
   thread_local dnnl::stream stream(engine);
   product.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(a, engine, a_data)},
@@ -94,8 +94,8 @@ inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, 
   using dt = dnnl::memory::data_type;
   const auto product = torch_detail::attention_primitive(true, kv, rows, d, keys.stride(0), keys.stride(1), static_cast<float>(scale));
   torch_detail::run_attention_primitive(product, {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, qc.data_ptr(),
-                                  {{kv, d, s}, dt::bf16, {keys.stride(1), 1, keys.stride(0)}}, keys.data_ptr(),
-                                  {{kv, rows, s}, dt::f32, {rows * s, s, 1}}, out.data_ptr());
+                                        {{kv, d, s}, dt::bf16, {keys.stride(1), 1, keys.stride(0)}}, keys.data_ptr(),
+                                        {{kv, rows, s}, dt::f32, {rows * s, s, 1}}, out.data_ptr());
 #endif
   return out;
 }
@@ -103,12 +103,11 @@ inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, 
 /// probabilities v per kv head: probabilities [KV, rows, S] bf16, values [S, KV, D] (read in
 /// place). Returns [KV, rows, D] bf16.
 inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Tensor& values) {
-  REFDEC_CHECK(attention_products_supported(values) && probabilities.dim() == 3 && probabilities.scalar_type() == at::kBFloat16 &&
-                   probabilities.device().is_cpu() && probabilities.size(0) == values.size(1) &&
-                   probabilities.size(2) == values.size(0),
-               "attention_values: needs bf16 CPU probabilities [KV, rows, S] and values [S, KV, D] with oneDNN running bf16 on this CPU, got "
-                   << probabilities.toString() << " " << probabilities.sizes() << " and " << values.toString() << " "
-                   << values.sizes());
+  REFDEC_CHECK(
+      attention_products_supported(values) && probabilities.dim() == 3 && probabilities.scalar_type() == at::kBFloat16 &&
+          probabilities.device().is_cpu() && probabilities.size(0) == values.size(1) && probabilities.size(2) == values.size(0),
+      "attention_values: needs bf16 CPU probabilities [KV, rows, S] and values [S, KV, D] with oneDNN running bf16 on this CPU, got "
+          << probabilities.toString() << " " << probabilities.sizes() << " and " << values.toString() << " " << values.sizes());
   const auto pc = probabilities.contiguous();
   [[maybe_unused]] const std::int64_t kv = pc.size(0), rows = pc.size(1), s = pc.size(2), d = values.size(2);  // s: oneDNN's
   auto out = at::empty({kv, rows, d}, pc.options());
@@ -116,8 +115,8 @@ inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Te
   using dt = dnnl::memory::data_type;
   const auto product = torch_detail::attention_primitive(false, kv, rows, d, values.stride(0), values.stride(1), 1.0f);
   torch_detail::run_attention_primitive(product, {{kv, rows, s}, dt::bf16, {rows * s, s, 1}}, pc.data_ptr(),
-                                  {{kv, s, d}, dt::bf16, {values.stride(1), values.stride(0), 1}}, values.data_ptr(),
-                                  {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, out.data_ptr());
+                                        {{kv, s, d}, dt::bf16, {values.stride(1), values.stride(0), 1}}, values.data_ptr(),
+                                        {{kv, rows, d}, dt::bf16, dnnl::memory::format_tag::abc}, out.data_ptr());
 #endif
   return out;
 }
@@ -155,8 +154,8 @@ inline at::Tensor avx2_attention_scores(const at::Tensor& q, const at::Tensor& k
   auto out = at::empty({kv, rows, keys.size(0)}, qf.options());
   const CacheView view = torch_detail::cache_view(keys);
   at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
-    avx2::attention_scores(qf.data_ptr<float>(), rows, view, torch_detail::half_format(keys), static_cast<float>(scale), out.data_ptr<float>(),
-                           first, last);
+    avx2::attention_scores(qf.data_ptr<float>(), rows, view, torch_detail::half_format(keys), static_cast<float>(scale),
+                           out.data_ptr<float>(), first, last);
   });
   return out;
 }
@@ -183,9 +182,8 @@ namespace torch_detail {
 inline void check_avx2_attention_mask(const at::Tensor& mask, std::int64_t rows, std::int64_t S) {
   REFDEC_CHECK(!mask.defined() || (mask.dim() == 2 && mask.size(0) == mask.size(1) && mask.size(0) > 0 && mask.size(0) <= S &&
                                    rows % mask.size(0) == 0 && at::isFloatingType(mask.scalar_type()) && mask.device().is_cpu()),
-               "avx2_attention: the mask must be a floating CPU [n, n] with n dividing the " << rows << " rows and at most the " << S
-                                                                                             << " entries, got " << mask.toString() << " "
-                                                                                             << mask.sizes());
+               "avx2_attention: the mask must be a floating CPU [n, n] with n dividing the "
+                   << rows << " rows and at most the " << S << " entries, got " << mask.toString() << " " << mask.sizes());
 }
 
 // avx2_attention() over entries wherever `key_view` and `value_view` find them (S entries each);
@@ -243,15 +241,16 @@ inline bool avx2_attention_supported(const PagedEntries& entries) {
 /// (PagedKvStore::read_paged): no gathered copy of the prefix. Every block must lie within the
 /// pool's rows.
 inline at::Tensor avx2_attention(const at::Tensor& q, const PagedEntries& entries, const at::Tensor& mask, double scale) {
-  REFDEC_CHECK(avx2_attention_supported(entries) && q.dim() == 3 && q.size(0) == entries.keys.size(1) &&
-                   q.size(2) == entries.keys.size(2),
-               "avx2_attention: needs queries [KV, rows, D] and bf16 or fp16 CPU pool keys and values [rows, KV, D] alike with a block table "
-               "covering the entries on an AVX2 CPU, got "
-                   << q.sizes() << ", " << entries.keys.toString() << " " << entries.keys.sizes() << ", " << entries.blocks.size()
-                   << " blocks of " << entries.block_size << " for " << entries.length << " entries");
+  REFDEC_CHECK(
+      avx2_attention_supported(entries) && q.dim() == 3 && q.size(0) == entries.keys.size(1) && q.size(2) == entries.keys.size(2),
+      "avx2_attention: needs queries [KV, rows, D] and bf16 or fp16 CPU pool keys and values [rows, KV, D] alike with a block table "
+      "covering the entries on an AVX2 CPU, got "
+          << q.sizes() << ", " << entries.keys.toString() << " " << entries.keys.sizes() << ", " << entries.blocks.size() << " blocks of "
+          << entries.block_size << " for " << entries.length << " entries");
   const std::int64_t pool_blocks = entries.keys.size(0) / entries.block_size;
   for (const std::int32_t block : entries.blocks)
-    REFDEC_CHECK(block >= 0 && block < pool_blocks, "avx2_attention: block " << block << " outside the pool's " << pool_blocks << " blocks");
+    REFDEC_CHECK(block >= 0 && block < pool_blocks,
+                 "avx2_attention: block " << block << " outside the pool's " << pool_blocks << " blocks");
   auto view = [&](const at::Tensor& pool) {
     CacheView v = torch_detail::cache_view(pool);
     v.length = entries.length, v.blocks = entries.blocks.data(), v.block_size = entries.block_size;

@@ -8,18 +8,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <numeric>
-#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_cost.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/verifier.hpp"
@@ -29,9 +29,10 @@ REFDEC_TORCH_NAMESPACE_BEGIN
 /// Settings of measure_step_cost().
 struct CalibrationOptions {
   std::vector<std::size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 96, 128};  ///< step sizes to time
-  std::int64_t batch = 1;    ///< sequences per step
-  std::int64_t context = 256;  ///< cached tokens per sequence before the step
-  int repeats = 5;           ///< timed runs per size (the median is kept), in rounds from the largest size to the smallest after one untimed round, each after an untimed run of its size
+  std::int64_t batch = 1;                                               ///< sequences per step
+  std::int64_t context = 256;                                           ///< cached tokens per sequence before the step
+  int repeats = 5;  ///< timed runs per size (the median is kept), in rounds from the largest size to the smallest after one untimed round,
+                    ///< each after an untimed run of its size
   /// Seconds since any fixed origin, read before and after each timed run; empty: the steady
   /// clock. Tests inject one, so that no assertion depends on how fast the machine is.
   std::function<double()> clock = {};
@@ -46,8 +47,8 @@ template <CausalLM<ContiguousKvStore> M>
 std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options = {}) {
   REFDEC_CHECK(!options.tokens.empty(), "calibration: no step sizes to time");
   REFDEC_CHECK(options.batch > 0 && options.context >= 0 && options.repeats > 0,
-               "calibration: batch and repeats must be positive and context >= 0, got batch " << options.batch
-                   << ", context " << options.context << ", repeats " << options.repeats);
+               "calibration: batch and repeats must be positive and context >= 0, got batch "
+                   << options.batch << ", context " << options.context << ", repeats " << options.repeats);
   const std::size_t largest = *std::max_element(options.tokens.begin(), options.tokens.end());
   REFDEC_CHECK(std::all_of(options.tokens.begin(), options.tokens.end(), [](std::size_t n) { return n > 0; }),
                "calibration: step sizes must be positive");

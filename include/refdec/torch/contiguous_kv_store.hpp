@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/kv_store.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN

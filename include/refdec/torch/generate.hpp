@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/drafters/drafter.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/session.hpp"
@@ -34,13 +34,11 @@ struct GenerateResult {
 /// distributed as plain sampling (the same tokens for the same seed, up to rounding differences
 /// between batched and single-token forward passes).
 template <CausalLM<ContiguousKvStore> M>
-GenerateResult generate(const M& model, std::span<const Request> requests, std::span<AnyDrafter> drafters,
-                        const GenerateOptions& options) {
+GenerateResult generate(const M& model, std::span<const Request> requests, std::span<AnyDrafter> drafters, const GenerateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const auto B = requests.size();
   REFDEC_CHECK(B > 0, "generate: no requests");
-  REFDEC_CHECK(drafters.empty() || drafters.size() == B,
-               "generate: " << drafters.size() << " drafters for " << B << " requests");
+  REFDEC_CHECK(drafters.empty() || drafters.size() == B, "generate: " << drafters.size() << " drafters for " << B << " requests");
   REFDEC_CHECK(options.max_context >= 0, "generate: max_context must be >= 0, got " << options.max_context);
   const std::int64_t max_context = options.max_context > 0 ? options.max_context : model.max_seq_len();
   std::vector<AnyDrafter> plain(drafters.empty() ? B : 0);

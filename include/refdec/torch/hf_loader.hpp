@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/file_io.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/safetensors.hpp"
 
@@ -53,30 +53,26 @@ class HfConfigReader {
   std::int64_t integer(const char* field, std::optional<std::int64_t> fallback = std::nullopt) const {
     const auto* v = find(field);
     if (v == nullptr) {
-      REFDEC_CHECK_IO(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \""
-                                                                   << field << "\"");
+      REFDEC_CHECK_IO(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \"" << field << "\"");
       return *fallback;
     }
-    REFDEC_CHECK_IO(v->is_number_integer(), "Hugging Face config " << path_ << ": \"" << field
-                                                                   << "\" must be an integer, got " << v->dump());
+    REFDEC_CHECK_IO(v->is_number_integer(),
+                    "Hugging Face config " << path_ << ": \"" << field << "\" must be an integer, got " << v->dump());
     return v->get<std::int64_t>();
   }
   double number(const char* field, std::optional<double> fallback = std::nullopt) const {
     const auto* v = find(field);
     if (v == nullptr) {
-      REFDEC_CHECK_IO(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \""
-                                                                   << field << "\"");
+      REFDEC_CHECK_IO(fallback.has_value(), "Hugging Face config " << path_ << " lacks the required field \"" << field << "\"");
       return *fallback;
     }
-    REFDEC_CHECK_IO(v->is_number(), "Hugging Face config " << path_ << ": \"" << field << "\" must be a number, got "
-                                                           << v->dump());
+    REFDEC_CHECK_IO(v->is_number(), "Hugging Face config " << path_ << ": \"" << field << "\" must be a number, got " << v->dump());
     return v->get<double>();
   }
   bool boolean(const char* field, bool fallback) const {
     const auto* v = find(field);
     if (v == nullptr) return fallback;
-    REFDEC_CHECK_IO(v->is_boolean(), "Hugging Face config " << path_ << ": \"" << field << "\" must be true or false, got "
-                                                            << v->dump());
+    REFDEC_CHECK_IO(v->is_boolean(), "Hugging Face config " << path_ << ": \"" << field << "\" must be true or false, got " << v->dump());
     return v->get<bool>();
   }
   // A token id; recent configs give a list of end tokens, of which LlamaConfig keeps the first.
@@ -88,8 +84,8 @@ class HfConfigReader {
       if (v->empty()) return fallback;
       id = &(*v)[0];
     }
-    REFDEC_CHECK_IO(id->is_number_integer(), "Hugging Face config " << path_ << ": \"" << field
-                                                                    << "\" must be a token id, got " << v->dump());
+    REFDEC_CHECK_IO(id->is_number_integer(),
+                    "Hugging Face config " << path_ << ": \"" << field << "\" must be a token id, got " << v->dump());
     return id->get<std::int64_t>();
   }
 
@@ -105,19 +101,15 @@ inline LlamaConfig read_hf_llama_config(const std::filesystem::path& path) {
   const auto* type = r.find("model_type");
   REFDEC_CHECK_IO(type != nullptr, "Hugging Face config " << path << " lacks the required field \"model_type\"");
   REFDEC_CHECK_IO(type->is_string() && (*type == "llama" || *type == "mistral"),
-                  "Hugging Face config " << path << " has model_type " << type->dump()
-                                         << "; only \"llama\" and \"mistral\" are supported");
+                  "Hugging Face config " << path << " has model_type " << type->dump() << "; only \"llama\" and \"mistral\" are supported");
   // Features the reference model does not implement: refuse rather than compute something else.
-  REFDEC_CHECK_IO(r.find("rope_scaling") == nullptr,
-                  "Hugging Face config " << path << " sets rope_scaling " << json["rope_scaling"].dump()
-                                         << ", which refdec does not support");
+  REFDEC_CHECK_IO(r.find("rope_scaling") == nullptr, "Hugging Face config " << path << " sets rope_scaling " << json["rope_scaling"].dump()
+                                                                            << ", which refdec does not support");
   REFDEC_CHECK_IO(!r.boolean("attention_bias", false),
                   "Hugging Face config " << path << " sets attention_bias, which refdec does not support");
-  REFDEC_CHECK_IO(!r.boolean("mlp_bias", false),
-                  "Hugging Face config " << path << " sets mlp_bias, which refdec does not support");
+  REFDEC_CHECK_IO(!r.boolean("mlp_bias", false), "Hugging Face config " << path << " sets mlp_bias, which refdec does not support");
   if (const auto* act = r.find("hidden_act"))
-    REFDEC_CHECK_IO(*act == "silu", "Hugging Face config " << path << " has hidden_act " << act->dump()
-                                                           << "; only \"silu\" is supported");
+    REFDEC_CHECK_IO(*act == "silu", "Hugging Face config " << path << " has hidden_act " << act->dump() << "; only \"silu\" is supported");
 
   LlamaConfig c;
   c.dim = r.integer("hidden_size");
@@ -137,15 +129,13 @@ inline LlamaConfig read_hf_llama_config(const std::filesystem::path& path) {
     if (r.find(field) == nullptr) continue;
     const std::int64_t id = r.token(field, 0);
     REFDEC_CHECK_IO(id >= 0 && id < c.vocab_size, "Hugging Face config " << path << ": \"" << field << "\" " << id
-                                                                         << " is outside the vocabulary [0, "
-                                                                         << c.vocab_size << ")");
+                                                                         << " is outside the vocabulary [0, " << c.vocab_size << ")");
   }
   c.rope_style = RopeStyle::kHalf;
   if (c.n_heads > 0 && r.find("head_dim") != nullptr) {
     const auto head_dim = r.integer("head_dim");
     REFDEC_CHECK_IO(head_dim == c.dim / c.n_heads, "Hugging Face config " << path << " has head_dim " << head_dim
-                                                                          << " != hidden_size / num_attention_heads = "
-                                                                          << c.dim / c.n_heads
+                                                                          << " != hidden_size / num_attention_heads = " << c.dim / c.n_heads
                                                                           << ", which refdec does not support");
   }
   // Mistral's sliding-window attention equals full attention over sequences no longer than the
@@ -181,8 +171,8 @@ class HfWeightSource {
     REFDEC_CHECK_IO(json.is_object() && json.contains("weight_map") && json["weight_map"].is_object(),
                     "safetensors index " << index << " has no \"weight_map\" object");
     for (const auto& [name, file] : json["weight_map"].items()) {
-      REFDEC_CHECK_IO(file.is_string(), "safetensors index " << index << ": the shard of \"" << name
-                                                             << "\" must be a file name, got " << file.dump());
+      REFDEC_CHECK_IO(file.is_string(),
+                      "safetensors index " << index << ": the shard of \"" << name << "\" must be a file name, got " << file.dump());
       const auto shard = file.get<std::string>();
       // A shard must be a plain file name inside the checkpoint directory.
       const std::filesystem::path p(shard);
@@ -194,8 +184,7 @@ class HfWeightSource {
   }
 
   // Tensor `name` as `dtype` on `device`, checked to have `shape`.
-  at::Tensor get(const std::string& name, const std::vector<std::int64_t>& shape, at::ScalarType dtype,
-                 at::Device device) {
+  at::Tensor get(const std::string& name, const std::vector<std::int64_t>& shape, at::ScalarType dtype, at::Device device) {
     const SafetensorsFile& file = locate(name);
     const auto& info = file.info(name);
     REFDEC_CHECK_IO(info.shape == shape, "Hugging Face checkpoint " << dir_ << ": tensor \"" << name << "\" has shape "
@@ -214,26 +203,25 @@ class HfWeightSource {
     std::string shard = single_;
     if (shard.empty()) {
       const auto it = weight_map_.find(name);
-      REFDEC_CHECK_IO(it != weight_map_.end(), "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name
-                                                                          << "\" (not in model.safetensors.index.json)");
+      REFDEC_CHECK_IO(it != weight_map_.end(),
+                      "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name << "\" (not in model.safetensors.index.json)");
       shard = it->second;
     }
     auto& file = files_[shard];
     if (!file) {
       const auto path = dir_ / shard;
-      REFDEC_CHECK_IO(std::filesystem::exists(path), "Hugging Face checkpoint " << dir_ << ": shard " << path
-                                                                                << " of tensor \"" << name
-                                                                                << "\" does not exist");
+      REFDEC_CHECK_IO(std::filesystem::exists(path),
+                      "Hugging Face checkpoint " << dir_ << ": shard " << path << " of tensor \"" << name << "\" does not exist");
       file = std::make_unique<SafetensorsFile>(path);
     }
-    REFDEC_CHECK_IO(file->contains(name), "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name << "\" (not in "
-                                                                     << file->path().filename() << ")");
+    REFDEC_CHECK_IO(file->contains(name),
+                    "Hugging Face checkpoint " << dir_ << " lacks tensor \"" << name << "\" (not in " << file->path().filename() << ")");
     return *file;
   }
 
   std::filesystem::path dir_;
-  std::string single_;                             // "model.safetensors" when not sharded
-  std::map<std::string, std::string> weight_map_;  // tensor name -> shard file name
+  std::string single_;                                             // "model.safetensors" when not sharded
+  std::map<std::string, std::string> weight_map_;                  // tensor name -> shard file name
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;  // shard file name -> open file
 };
 
@@ -246,15 +234,13 @@ class HfWeightSource {
 /// Throws refdec::IoError for a missing or invalid file, a model_type other than llama or mistral,
 /// a missing required field, an unsupported feature (rope_scaling, attention or MLP biases, a
 /// head_dim other than hidden_size / num_attention_heads), or a missing or misshapen tensor.
-inline LlamaModel load_hf_llama(const std::filesystem::path& dir, at::ScalarType dtype = at::kFloat,
-                                at::Device device = at::kCPU, LinearKernel kernel = LinearKernel::kAuto) {
+inline LlamaModel load_hf_llama(const std::filesystem::path& dir, at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU,
+                                LinearKernel kernel = LinearKernel::kAuto) {
   REFDEC_CHECK_IO(std::filesystem::is_directory(dir), "Hugging Face checkpoint " << dir << " is not a directory");
   const LlamaConfig c = torch_detail::read_hf_llama_config(dir / "config.json");
   torch_detail::HfWeightSource source(dir);
   const std::int64_t d = c.dim, hd = c.head_dim(), h = c.hidden_dim;
-  auto get = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    return source.get(name, shape, dtype, device);
-  };
+  auto get = [&](const std::string& name, std::vector<std::int64_t> shape) { return source.get(name, shape, dtype, device); };
   LlamaWeights w;
   w.embedding = get("model.embed_tokens.weight", {c.vocab_size, d});
   for (std::int64_t i = 0; i < c.n_layers; ++i) {

@@ -18,8 +18,8 @@
 #include <utility>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/torch/abi.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
@@ -32,8 +32,8 @@ struct KvLayout {
 
   /// Throws refdec::Error unless every size is positive.
   void validate() const {
-    REFDEC_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0, "KvLayout: sizes must be positive, got layers=" << layers << " kv_heads="
-                                                                                                        << kv_heads << " head_dim=" << head_dim);
+    REFDEC_CHECK(layers > 0 && kv_heads > 0 && head_dim > 0,
+                 "KvLayout: sizes must be positive, got layers=" << layers << " kv_heads=" << kv_heads << " head_dim=" << head_dim);
   }
 };
 
@@ -47,8 +47,7 @@ struct KvLayout {
 /// - `add()` appends an empty sequence and returns its index, `remove(b)` drops sequence b;
 /// - `batch()`, `lengths()` ([batch] cached entries), `layout()`.
 template <class S>
-concept KvStore = requires(S& s, const S& cs, const StepPlan& plan, const KeepPlan& keep, std::int64_t i,
-                           const at::Tensor& t) {
+concept KvStore = requires(S& s, const S& cs, const StepPlan& plan, const KeepPlan& keep, std::int64_t i, const at::Tensor& t) {
   s.begin_step(plan);
   s.write(i, t, t);
   { cs.read(i, i) } -> std::same_as<std::pair<at::Tensor, at::Tensor>>;
@@ -86,15 +85,14 @@ inline void check_plan_matches(const StepPlan& plan, std::span<const std::int64_
   REFDEC_CHECK(static_cast<std::size_t>(plan.batch()) == lengths.size(),
                who << ": a plan of " << plan.batch() << " sequences for a store of " << lengths.size());
   for (std::size_t b = 0; b < lengths.size(); ++b)
-    REFDEC_CHECK(plan.lengths[b] == lengths[b], who << ": sequence " << b << " has " << lengths[b]
-                                                    << " cached entries but the plan assumes " << plan.lengths[b]);
+    REFDEC_CHECK(plan.lengths[b] == lengths[b],
+                 who << ": sequence " << b << " has " << lengths[b] << " cached entries but the plan assumes " << plan.lengths[b]);
 }
 
 /// Checks a keep plan against the step it follows (`indptr`, [B + 1] plan rows, and `lengths`, [B]
 /// cached entries before it): rows increase within each sequence's step rows and the new lengths
 /// add them up.
-inline void check_keep(const KeepPlan& keep, std::span<const std::int32_t> indptr, std::span<const std::int64_t> lengths,
-                       const char* who) {
+inline void check_keep(const KeepPlan& keep, std::span<const std::int32_t> indptr, std::span<const std::int64_t> lengths, const char* who) {
   REFDEC_CHECK(static_cast<std::size_t>(keep.batch()) == lengths.size() && indptr.size() == lengths.size() + 1,
                who << ": a keep plan of " << keep.batch() << " sequences after a step of " << lengths.size());
   for (std::int32_t b = 0; b < keep.batch(); ++b) {

@@ -16,8 +16,8 @@
 
 #include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/attention_products.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/packed_linear.hpp"
@@ -32,16 +32,16 @@ enum class RopeStyle {
 
 /// Shape and constants of a Llama-family model.
 struct LlamaConfig {
-  std::int64_t dim = 0;          ///< model width
-  std::int64_t hidden_dim = 0;   ///< SwiGLU width
+  std::int64_t dim = 0;         ///< model width
+  std::int64_t hidden_dim = 0;  ///< SwiGLU width
   std::int64_t n_layers = 0;
   std::int64_t n_heads = 0;
-  std::int64_t n_kv_heads = 0;   ///< grouped-query attention: n_heads must be a multiple
+  std::int64_t n_kv_heads = 0;  ///< grouped-query attention: n_heads must be a multiple
   std::int64_t vocab_size = 0;
   std::int64_t max_seq_len = 0;  ///< trained context length: the default max context
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
-  bool tied_embeddings = true;   ///< output projection shares the token embedding
+  bool tied_embeddings = true;  ///< output projection shares the token embedding
   RopeStyle rope_style = RopeStyle::kInterleaved;
   std::int64_t bos_id = 1;
   std::int64_t eos_id = 2;
@@ -50,15 +50,13 @@ struct LlamaConfig {
 
   /// Throws refdec::Error naming the first inconsistent field.
   void validate() const {
-    REFDEC_CHECK(dim > 0 && hidden_dim > 0 && n_layers > 0 && n_heads > 0 && n_kv_heads > 0 &&
-                     vocab_size > 0 && max_seq_len > 0,
-                 "LlamaConfig: sizes must be positive (dim=" << dim << " hidden_dim=" << hidden_dim
-                     << " n_layers=" << n_layers << " n_heads=" << n_heads << " n_kv_heads=" << n_kv_heads
-                     << " vocab_size=" << vocab_size << " max_seq_len=" << max_seq_len << ")");
+    REFDEC_CHECK(dim > 0 && hidden_dim > 0 && n_layers > 0 && n_heads > 0 && n_kv_heads > 0 && vocab_size > 0 && max_seq_len > 0,
+                 "LlamaConfig: sizes must be positive (dim=" << dim << " hidden_dim=" << hidden_dim << " n_layers=" << n_layers
+                                                             << " n_heads=" << n_heads << " n_kv_heads=" << n_kv_heads
+                                                             << " vocab_size=" << vocab_size << " max_seq_len=" << max_seq_len << ")");
     REFDEC_CHECK(dim % n_heads == 0, "LlamaConfig: dim " << dim << " is not a multiple of n_heads " << n_heads);
     REFDEC_CHECK(head_dim() % 2 == 0, "LlamaConfig: head dimension " << head_dim() << " must be even");
-    REFDEC_CHECK(n_heads % n_kv_heads == 0,
-                 "LlamaConfig: n_heads " << n_heads << " is not a multiple of n_kv_heads " << n_kv_heads);
+    REFDEC_CHECK(n_heads % n_kv_heads == 0, "LlamaConfig: n_heads " << n_heads << " is not a multiple of n_kv_heads " << n_kv_heads);
     REFDEC_CHECK(rope_theta > 0 && norm_eps > 0, "LlamaConfig: rope_theta and norm_eps must be positive");
   }
 };
@@ -131,7 +129,8 @@ class LlamaModel {
     check_shape(w_.final_norm, {d}, "final_norm");
     if (!w_.output.defined()) w_.output = w_.embedding;
     check_shape(w_.output, {config_.vocab_size, d}, "output");
-    REFDEC_CHECK(static_cast<std::int64_t>(w_.layers.size()) == config_.n_layers, "LlamaModel: " << w_.layers.size() << " layers of weights for n_layers = " << config_.n_layers);
+    REFDEC_CHECK(static_cast<std::int64_t>(w_.layers.size()) == config_.n_layers,
+                 "LlamaModel: " << w_.layers.size() << " layers of weights for n_layers = " << config_.n_layers);
     for (const auto& l : w_.layers) {
       check_shape(l.attn_norm, {d}, "attn_norm");
       check_shape(l.wq, {config_.n_heads * hd, d}, "wq");
@@ -143,15 +142,14 @@ class LlamaModel {
       check_shape(l.w2, {d, h}, "w2");
       check_shape(l.w3, {h, d}, "w3");
     }
-    inv_freq_ = at::pow(config_.rope_theta,
-                        -at::arange(0, hd, 2, at::TensorOptions().dtype(at::kDouble)) / static_cast<double>(hd));
+    inv_freq_ = at::pow(config_.rope_theta, -at::arange(0, hd, 2, at::TensorOptions().dtype(at::kDouble)) / static_cast<double>(hd));
     choose_linear_path(kernel);
     if (linear_path_ != LinearKernel::kAten) pack(linear_path_ == LinearKernel::kOneDnn ? PackedBackend::kOneDnn : PackedBackend::kAvx2);
   }
 
   /// A model with seeded random weights (for tests and for running without a checkpoint).
-  static LlamaModel random(const LlamaConfig& config, std::uint64_t seed, at::ScalarType dtype = at::kFloat,
-                           at::Device device = at::kCPU, LinearKernel kernel = LinearKernel::kAuto) {
+  static LlamaModel random(const LlamaConfig& config, std::uint64_t seed, at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU,
+                           LinearKernel kernel = LinearKernel::kAuto) {
     config.validate();
     auto gen = at::detail::createCPUGenerator(seed);
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -217,14 +215,14 @@ class LlamaModel {
   /// A copy of this model with its weights in `dtype` on `device` (ties are kept), its linear
   /// layers on `kernel`.
   LlamaModel to(at::ScalarType dtype, at::Device device, LinearKernel kernel = LinearKernel::kAuto) const {
-    REFDEC_CHECK(!packed(), "LlamaModel::to: this model's linear layers are packed and their weights released; "
-                            "convert the model before packing (LinearKernel::kAten keeps the weights)");
+    REFDEC_CHECK(!packed(),
+                 "LlamaModel::to: this model's linear layers are packed and their weights released; "
+                 "convert the model before packing (LinearKernel::kAten keeps the weights)");
     auto cv = [&](const at::Tensor& t) { return t.to(device, dtype); };
     LlamaWeights w;
     w.embedding = cv(w_.embedding);
     for (const auto& l : w_.layers)
-      w.layers.push_back({cv(l.attn_norm), cv(l.wq), cv(l.wk), cv(l.wv), cv(l.wo), cv(l.ffn_norm), cv(l.w1),
-                          cv(l.w2), cv(l.w3)});
+      w.layers.push_back({cv(l.attn_norm), cv(l.wq), cv(l.wk), cv(l.wv), cv(l.wo), cv(l.ffn_norm), cv(l.w1), cv(l.w2), cv(l.w3)});
     w.final_norm = cv(w_.final_norm);
     w.output = w_.output.is_same(w_.embedding) ? w.embedding : cv(w_.output);
     return LlamaModel(config_, std::move(w), kernel);
@@ -246,8 +244,8 @@ class LlamaModel {
     const std::int64_t R = plan.rows();
     REFDEC_CHECK(R > 0, "LlamaModel::forward: the plan has no rows");
     REFDEC_CHECK(static_cast<std::int64_t>(plan.tokens.size()) == R && static_cast<std::int64_t>(plan.positions.size()) == R,
-                 "LlamaModel::forward: the plan has " << plan.tokens.size() << " tokens and " << plan.positions.size()
-                                                      << " positions for " << R << " rows");
+                 "LlamaModel::forward: the plan has " << plan.tokens.size() << " tokens and " << plan.positions.size() << " positions for "
+                                                      << R << " rows");
     for (std::int64_t r = 0; r < R; ++r)
       REFDEC_CHECK(plan.tokens[static_cast<std::size_t>(r)] >= 0 && plan.tokens[static_cast<std::size_t>(r)] < config_.vocab_size,
                    "LlamaModel::forward: row " << r << " has token id " << plan.tokens[static_cast<std::size_t>(r)]
@@ -357,7 +355,8 @@ class LlamaModel {
  private:
   static void check_shape(const at::Tensor& t, std::vector<std::int64_t> want, const char* name) {
     REFDEC_CHECK(t.defined(), "LlamaModel: weight " << name << " is missing");
-    REFDEC_CHECK(t.sizes() == at::IntArrayRef(want), "LlamaModel: weight " << name << " has shape " << t.sizes() << ", expected " << at::IntArrayRef(want));
+    REFDEC_CHECK(t.sizes() == at::IntArrayRef(want),
+                 "LlamaModel: weight " << name << " has shape " << t.sizes() << ", expected " << at::IntArrayRef(want));
   }
 
   // Decides linear_path_ and linear_reason_ from what was asked for and what this CPU runs.
@@ -373,8 +372,8 @@ class LlamaModel {
       const PackedBackend backend = kernel == LinearKernel::kOneDnn ? PackedBackend::kOneDnn : PackedBackend::kAvx2;
       const std::string why = half ? packed_backend_unavailable(backend, dt) : "packed kernels take bf16 or fp16 CPU weights";
       REFDEC_CHECK(why.empty(), "LlamaModel: LinearKernel::" << (backend == PackedBackend::kOneDnn ? "kOneDnn" : "kAvx2") << " cannot run "
-                                                           << w_.embedding.toString() << " weights here: " << why
-                                                           << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
+                                                             << w_.embedding.toString() << " weights here: " << why
+                                                             << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
       linear_path_ = kernel, linear_reason_ = std::string(linear_kernel_name(kernel)) + " (asked for; " + isa + ")";
       return;
     }
@@ -384,15 +383,17 @@ class LlamaModel {
                                     : packed_backend_unavailable(PackedBackend::kOneDnn, dt) + "; " +
                                           packed_backend_unavailable(PackedBackend::kAvx2, dt);
       REFDEC_CHECK(kernel != LinearKernel::kPacked, "LlamaModel: LinearKernel::kPacked cannot run " << w_.embedding.toString()
-                                                                                                  << " weights here: " << why
-                                                                                                  << "; use LinearKernel::kAten");
+                                                                                                    << " weights here: " << why
+                                                                                                    << "; use LinearKernel::kAten");
       linear_path_ = LinearKernel::kAten, linear_reason_ = "aten (" + why + ")";
       return;
     }
     linear_path_ = *fastest == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kAvx2;
     linear_reason_ = std::string(linear_kernel_name(linear_path_)) + " (the fastest packed kernel here";
-    if (*fastest == PackedBackend::kAvx2) linear_reason_ += ": " + packed_backend_unavailable(PackedBackend::kOneDnn, dt);
-    else linear_reason_ += "; " + isa;
+    if (*fastest == PackedBackend::kAvx2)
+      linear_reason_ += ": " + packed_backend_unavailable(PackedBackend::kOneDnn, dt);
+    else
+      linear_reason_ += "; " + isa;
     linear_reason_ += ")";
 #ifndef _OPENMP
     if (linear_path_ == LinearKernel::kAvx2)  // at::parallel_for's OpenMP region is compiled here

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampling.hpp"
+#include "refdec/torch/abi.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
@@ -57,8 +57,7 @@ struct DeviceTokenCounts {
     }
     auto prompt = at::zeros({vocab}, at::kBool);
     auto output = at::zeros({vocab}, at::kInt);
-    if (!prompt_ids.empty())
-      prompt.index_fill_(0, at::tensor(at::ArrayRef<std::int64_t>(prompt_ids), at::kLong), true);
+    if (!prompt_ids.empty()) prompt.index_fill_(0, at::tensor(at::ArrayRef<std::int64_t>(prompt_ids), at::kLong), true);
     if (!output_ids.empty())
       output.index_copy_(0, at::tensor(at::ArrayRef<std::int64_t>(output_ids), at::kLong),
                          at::tensor(at::ArrayRef<std::int32_t>(output_n), at::kInt));
@@ -68,8 +67,7 @@ struct DeviceTokenCounts {
   /// Empty counts over `vocab` tokens on `device`.
   static DeviceTokenCounts zeros(std::int64_t vocab, at::Device device) {
     REFDEC_CHECK(vocab > 0, "DeviceTokenCounts: vocabulary size must be > 0, got " << vocab);
-    return {at::zeros({vocab}, at::TensorOptions(device).dtype(at::kBool)),
-            at::zeros({vocab}, at::TensorOptions(device).dtype(at::kInt))};
+    return {at::zeros({vocab}, at::TensorOptions(device).dtype(at::kBool)), at::zeros({vocab}, at::TensorOptions(device).dtype(at::kInt))};
   }
 
   /// Vocabulary size (0 when undefined).
@@ -113,15 +111,17 @@ struct SamplingRow {
 /// memory traffic and may move a draw near a boundary of the inverse CDF or a top-p / top-k /
 /// argmax tie. Throws on a NaN or infinite logit at a real node, on invalid settings, and on a
 /// malformed tree.
-inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, any device
+inline at::Tensor node_draws(const at::Tensor& logits,              // [R, vocab] floating, any device
                              std::span<const std::int32_t> indptr,  // [B + 1] first row of each tree
-                             std::span<const LinearTree> trees, std::span<const SamplingRow> rows,
-                             at::ScalarType compute = at::kDouble) {
-  REFDEC_CHECK(logits.dim() == 2 && at::isFloatingType(logits.scalar_type()), "node_draws: logits must be a [rows, vocab] floating tensor, got " << logits.sizes() << " " << logits.scalar_type());
+                             std::span<const LinearTree> trees, std::span<const SamplingRow> rows, at::ScalarType compute = at::kDouble) {
+  REFDEC_CHECK(logits.dim() == 2 && at::isFloatingType(logits.scalar_type()),
+               "node_draws: logits must be a [rows, vocab] floating tensor, got " << logits.sizes() << " " << logits.scalar_type());
   REFDEC_CHECK(compute == at::kDouble || compute == at::kFloat, "node_draws: compute type must be float or double, got " << compute);
   const auto B = static_cast<std::int64_t>(trees.size());
   const std::int64_t R = logits.size(0), V = logits.size(1);
-  REFDEC_CHECK(static_cast<std::int64_t>(rows.size()) == B && static_cast<std::int64_t>(indptr.size()) == B + 1, "node_draws: " << trees.size() << " trees, " << rows.size() << " sampling rows and " << indptr.size() << " row offsets do not match");
+  REFDEC_CHECK(
+      static_cast<std::int64_t>(rows.size()) == B && static_cast<std::int64_t>(indptr.size()) == B + 1,
+      "node_draws: " << trees.size() << " trees, " << rows.size() << " sampling rows and " << indptr.size() << " row offsets do not match");
   REFDEC_CHECK(V > 0 && V <= std::numeric_limits<std::int32_t>::max(), "node_draws: vocabulary size " << V);
   const at::Device device = logits.device();
 
@@ -132,15 +132,17 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
     const LinearTree& tree = trees[static_cast<std::size_t>(b)];
     const SamplingRow& row = rows[static_cast<std::size_t>(b)];
     const std::int64_t first_row = indptr[static_cast<std::size_t>(b)], end_row = indptr[static_cast<std::size_t>(b) + 1];
-    REFDEC_CHECK(first_row >= 0 && first_row + tree.size() <= end_row && end_row <= R, "node_draws: tree " << b << " has " << tree.size() << " nodes but rows [" << first_row << ", " << end_row << ") of " << R);
-    REFDEC_CHECK(tree.parent.size() == tree.tokens.size(), "node_draws: tree " << b << " has " << tree.parent.size() << " parents for " << tree.size() << " nodes");
+    REFDEC_CHECK(first_row >= 0 && first_row + tree.size() <= end_row && end_row <= R,
+                 "node_draws: tree " << b << " has " << tree.size() << " nodes but rows [" << first_row << ", " << end_row << ") of " << R);
+    REFDEC_CHECK(tree.parent.size() == tree.tokens.size(),
+                 "node_draws: tree " << b << " has " << tree.parent.size() << " parents for " << tree.size() << " nodes");
     row.options.validate();
     if (row.options.has_penalties()) {
-      REFDEC_CHECK(row.counts.in_prompt.defined() && row.counts.output_count.defined() &&
-                      row.counts.in_prompt.dim() == 1 && row.counts.in_prompt.size(0) == V && row.counts.vocab_size() == V &&
-                      row.counts.output_count.dim() == 1 && row.counts.in_prompt.scalar_type() == at::kBool &&
-                      row.counts.output_count.scalar_type() == at::kInt && row.counts.in_prompt.device() == device &&
-                      row.counts.output_count.device() == device, "node_draws: sequence " << b << " has penalties but no [" << V << "] bool / int32 token counts on " << device);
+      REFDEC_CHECK(row.counts.in_prompt.defined() && row.counts.output_count.defined() && row.counts.in_prompt.dim() == 1 &&
+                       row.counts.in_prompt.size(0) == V && row.counts.vocab_size() == V && row.counts.output_count.dim() == 1 &&
+                       row.counts.in_prompt.scalar_type() == at::kBool && row.counts.output_count.scalar_type() == at::kInt &&
+                       row.counts.in_prompt.device() == device && row.counts.output_count.device() == device,
+                   "node_draws: sequence " << b << " has penalties but no [" << V << "] bool / int32 token counts on " << device);
       any_penalty = true;
     }
     if (tree.size() > 0) (row.options.is_greedy() ? any_greedy : any_sampled) = true;
@@ -155,9 +157,11 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
     const std::size_t first = depth.size();
     for (std::int32_t i = 0; i < tree.size(); ++i) {
       const std::int32_t p = tree.parent[static_cast<std::size_t>(i)];
-      REFDEC_CHECK(i == 0 ? p < 0 : (p >= 0 && p < i), "node_draws: node " << i << " of tree " << b << " has parent " << p << ", which does not precede it");
+      REFDEC_CHECK(i == 0 ? p < 0 : (p >= 0 && p < i),
+                   "node_draws: node " << i << " of tree " << b << " has parent " << p << ", which does not precede it");
       const Token t = tree.tokens[static_cast<std::size_t>(i)];
-      REFDEC_CHECK(i == 0 || (t >= 0 && t < V), "node_draws: token " << t << " of node " << i << " of tree " << b << " outside the vocabulary [0, " << V << ")");
+      REFDEC_CHECK(i == 0 || (t >= 0 && t < V),
+                   "node_draws: token " << t << " of node " << i << " of tree " << b << " outside the vocabulary [0, " << V << ")");
       depth.push_back(i == 0 ? 0 : depth[first + static_cast<std::size_t>(p)] + 1);
       D = std::max<std::int64_t>(D, depth.back());
     }
@@ -167,8 +171,8 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
   // Packed per-node parameters: one host-to-device copy for the doubles, one for the integers.
   enum : std::int64_t { kU, kTemperature, kRepetition, kPresence, kFrequency, kTopP, kMinP, kNumReal };
   enum : std::int64_t { kGather, kSequence, kTopK, kGreedy, kNumInt };
-  auto real_host = at::empty({kNumReal, N}, at::kDouble);                  // [7, N] float64
-  auto int_host = at::zeros({kNumInt + 2 * D, N}, at::kLong);              // [4 + 2D, N] int64
+  auto real_host = at::empty({kNumReal, N}, at::kDouble);      // [7, N] float64
+  auto int_host = at::zeros({kNumInt + 2 * D, N}, at::kLong);  // [4 + 2D, N] int64
   double* rp = real_host.data_ptr<double>();
   std::int64_t* ip = int_host.data_ptr<std::int64_t>();
   std::vector<std::int64_t> topk_rows, topp_rows;  // [rows using top-k / top-p] node row numbers
@@ -209,14 +213,14 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
       }
     }
   }
-  const auto real = real_host.to(device);  // [7, N] float64
-  const auto ints = int_host.to(device);   // [4 + 2D, N] int64
+  const auto real = real_host.to(device);                                                     // [7, N] float64
+  const auto ints = int_host.to(device);                                                      // [4 + 2D, N] int64
   const auto col = [&](std::int64_t which) { return real[which].unsqueeze(1).to(compute); };  // [N, 1]
   const auto dopts = at::TensorOptions(device);
 
   const auto raw = logits.index_select(0, ints[kGather]);  // [N, V] logits' type
-  const auto finite = at::isfinite(raw).all(1);                                  // [N] bool
-  auto z = raw.to(compute);                                                       // [N, V] compute
+  const auto finite = at::isfinite(raw).all(1);            // [N] bool
+  auto z = raw.to(compute);                                // [N, V] compute
 
   // 1-2. Repetition, presence and frequency penalties over the counts plus the node's path.
   if (any_penalty) {
@@ -229,11 +233,11 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
     const auto seq = ints[kSequence];
     auto out_count = at::stack(count_list).index_select(0, seq);  // [N, V] int32
     if (D > 0) {
-      const auto path_tokens = ints.slice(0, kNumInt, kNumInt + D).t();                    // [N, D] int64
+      const auto path_tokens = ints.slice(0, kNumInt, kNumInt + D).t();                     // [N, D] int64
       const auto path_used = ints.slice(0, kNumInt + D, kNumInt + 2 * D).t().to(at::kInt);  // [N, D] int32
-      out_count = out_count.scatter_add(1, path_tokens, path_used);  // unused slots add 0 to token 0
+      out_count = out_count.scatter_add(1, path_tokens, path_used);                         // unused slots add 0 to token 0
     }
-    const auto output_seen = out_count > 0;                                          // [N, V] bool
+    const auto output_seen = out_count > 0;                                                 // [N, V] bool
     const auto seen = at::stack(prompt_list).index_select(0, seq).logical_or(output_seen);  // [N, V] bool
     const auto rep = col(kRepetition);
     z = at::where(seen, at::where(z > 0, z / rep, z * rep), z);
@@ -241,17 +245,16 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
   }
 
   const auto vocab_ids = at::arange(V, dopts.dtype(at::kLong)).unsqueeze(0);  // [1, V] int64
-  at::Tensor draws;                                                            // [N] int64
+  at::Tensor draws;                                                           // [N] int64
   // 3. Greedy rows: the first maximum of the penalised logits.
-  if (any_greedy)
-    draws = at::where(z == z.amax(1, /*keepdim=*/true), vocab_ids, at::full({}, V, dopts.dtype(at::kLong))).amin(1);
+  if (any_greedy) draws = at::where(z == z.amax(1, /*keepdim=*/true), vocab_ids, at::full({}, V, dopts.dtype(at::kLong))).amin(1);
   if (any_sampled) {
     // 4. Temperature (1 on greedy rows).
     z = z / col(kTemperature);
     // 5. Top-k on the rows that use it: values below the k-th largest become -inf.
     if (!topk_rows.empty()) {
       const auto idx = at::tensor(at::ArrayRef<std::int64_t>(topk_rows), at::kLong).to(device);  // [K]
-      const auto sub = z.index_select(0, idx);                                                     // [K, V]
+      const auto sub = z.index_select(0, idx);                                                   // [K, V]
       const auto kth = std::get<0>(at::topk(sub, max_k, 1)).gather(1, (ints[kTopK].index_select(0, idx) - 1).unsqueeze(1));
       z.index_copy_(0, idx, sub.masked_fill(sub < kth, -std::numeric_limits<double>::infinity()));
     }
@@ -261,8 +264,8 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
     // lower id) while the mass before them is below top_p of the total, summed in id order.
     if (!topp_rows.empty()) {
       const auto idx = at::tensor(at::ArrayRef<std::int64_t>(topp_rows), at::kLong).to(device);  // [P]
-      const auto sub = w.index_select(0, idx);                                                     // [P, V]
-      const auto mass = col(kTopP).index_select(0, idx) * sub.cumsum(1).narrow(1, V - 1, 1);      // [P, 1]
+      const auto sub = w.index_select(0, idx);                                                   // [P, V]
+      const auto mass = col(kTopP).index_select(0, idx) * sub.cumsum(1).narrow(1, V - 1, 1);     // [P, 1]
       const auto sorted = at::sort(sub, /*stable=*/true, 1, /*descending=*/true);
       const auto cum = std::get<0>(sorted).cumsum(1);  // [P, V] mass up to and including each rank
       const auto keep_sorted = at::cat({at::ones({idx.size(0), 1}, dopts.dtype(at::kBool)), cum.narrow(1, 0, V - 1) < mass}, 1);
@@ -288,15 +291,15 @@ inline at::Tensor node_draws(const at::Tensor& logits,  // [R, vocab] floating, 
   const auto* op = out.data_ptr<std::int32_t>();
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t i = 0; i < trees[static_cast<std::size_t>(b)].size(); ++i)
-      REFDEC_CHECK(op[indptr[static_cast<std::size_t>(b)] + i] != -2, "node_draws: a logit of node " << i << " of sequence " << b << " is not finite");
+      REFDEC_CHECK(op[indptr[static_cast<std::size_t>(b)] + i] != -2,
+                   "node_draws: a logit of node " << i << " of sequence " << b << " is not finite");
   return out;
 }
 
 /// node_draws() over padded logits: node i of tree b is row [b, i]. Returns `[B, T] int32` on the
 /// CPU, -1 in padding rows.
 inline at::Tensor node_draws(const at::Tensor& logits,  // [B, T, vocab] floating, any device
-                             std::span<const LinearTree> trees, std::span<const SamplingRow> rows,
-                             at::ScalarType compute = at::kDouble) {
+                             std::span<const LinearTree> trees, std::span<const SamplingRow> rows, at::ScalarType compute = at::kDouble) {
   REFDEC_CHECK(logits.dim() == 3, "node_draws: logits must be a [B, T, vocab] floating tensor, got " << logits.sizes());
   const std::int64_t B = logits.size(0), T = logits.size(1);
   REFDEC_CHECK(static_cast<std::int64_t>(trees.size()) == B, "node_draws: " << trees.size() << " trees for a batch of " << B);

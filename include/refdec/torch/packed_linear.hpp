@@ -28,8 +28,8 @@
 
 #include "refdec/core/avx2_linear.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/cpu_isa.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/onednn.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -124,9 +124,9 @@ class PackedLinear {
   /// out_features()], contiguous, dtype() or float32; `other` (Epilogue::kMultiply only) like out,
   /// of dtype(), not overlapping it. Rounds once, after the epilogue.
   void run(const at::Tensor& x, const at::Tensor& out, Epilogue epilogue = Epilogue::kStore, const at::Tensor& other = {}) const {
-    REFDEC_CHECK(x.dim() == 2 && x.size(1) == in_ && x.scalar_type() == dtype_ && x.is_contiguous() && x.device().is_cpu(),
-                 "PackedLinear: input must be a contiguous " << dtype_ << " CPU [rows, " << in_ << "], got " << x.toString() << " "
-                                                             << x.sizes());
+    REFDEC_CHECK(
+        x.dim() == 2 && x.size(1) == in_ && x.scalar_type() == dtype_ && x.is_contiguous() && x.device().is_cpu(),
+        "PackedLinear: input must be a contiguous " << dtype_ << " CPU [rows, " << in_ << "], got " << x.toString() << " " << x.sizes());
     REFDEC_CHECK(out.dim() == 2 && out.size(0) == x.size(0) && out.size(1) == out_ && out.is_contiguous() &&
                      (out.scalar_type() == dtype_ || out.scalar_type() == at::kFloat) && out.device().is_cpu(),
                  "PackedLinear: output must be a contiguous " << dtype_ << " or float32 CPU [" << x.size(0) << ", " << out_ << "], got "
@@ -135,9 +135,8 @@ class PackedLinear {
     REFDEC_CHECK(multiply == other.defined(), "PackedLinear: Epilogue::kMultiply needs the tensor to multiply by, and only it takes one");
     REFDEC_CHECK(!multiply || (other.sizes() == out.sizes() && other.scalar_type() == dtype_ && other.is_contiguous() &&
                                other.device().is_cpu() && other.data_ptr() != out.data_ptr()),
-                 "PackedLinear: the tensor to multiply by must be a contiguous " << dtype_ << " CPU " << out.sizes()
-                                                                                 << " apart from the output, got " << other.toString()
-                                                                                 << " " << other.sizes());
+                 "PackedLinear: the tensor to multiply by must be a contiguous "
+                     << dtype_ << " CPU " << out.sizes() << " apart from the output, got " << other.toString() << " " << other.sizes());
     if (x.size(0) == 0) return;
     const bool f32 = out.scalar_type() == at::kFloat;
     if (avx2_) return run_avx2(x, out, f32, epilogue, multiply ? static_cast<const std::uint16_t*>(other.data_ptr()) : nullptr);
@@ -198,8 +197,7 @@ class PackedLinear {
   }
 
 #if REFDEC_HAVE_ONEDNN
-  dnnl::matmul::primitive_desc primitive_desc(std::int64_t rows, const dnnl::memory::desc& weights, bool f32,
-                                              Epilogue epilogue) const {
+  dnnl::matmul::primitive_desc primitive_desc(std::int64_t rows, const dnnl::memory::desc& weights, bool f32, Epilogue epilogue) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const dnnl::memory::desc src({rows, in_}, dt::bf16, tag::ab), dst({rows, out_}, f32 ? dt::f32 : dt::bf16, tag::ab);
@@ -235,7 +233,7 @@ class PackedLinear {
   PackedBackend backend_ = PackedBackend::kAvx2;
   at::ScalarType dtype_ = at::kBFloat16;
   std::unique_ptr<const Avx2Linear> avx2_;  // the AVX2 backend's packed weight and kernel
-  at::Tensor packed_;  // [bytes] uint8: the weight in oneDNN's layout
+  at::Tensor packed_;                       // [bytes] uint8: the weight in oneDNN's layout
 };
 
 REFDEC_TORCH_NAMESPACE_END

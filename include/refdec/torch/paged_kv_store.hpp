@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/kv_store.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -23,12 +23,11 @@ REFDEC_TORCH_NAMESPACE_BEGIN
 /// thread-safe: one owner (e.g. a Session) at a time.
 class PagedKvStore {
  public:
-  PagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size)
-      : layout_(std::move(layout)), block_size_(block_size) {
+  PagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size) : layout_(std::move(layout)), block_size_(block_size) {
     layout_.validate();
     REFDEC_CHECK(num_blocks > 0 && block_size > 0 && num_blocks <= (std::int64_t{1} << 31) - 1,
-                 "PagedKvStore: num_blocks and block_size must be positive (num_blocks < 2^31), got num_blocks=" << num_blocks
-                                                                                                  << " block_size=" << block_size);
+                 "PagedKvStore: num_blocks and block_size must be positive (num_blocks < 2^31), got num_blocks="
+                     << num_blocks << " block_size=" << block_size);
     // [2 (keys, values), layers, num_blocks * block_size, kv_heads, head_dim]
     pool_ = at::zeros({2, layout_.layers, num_blocks * block_size, layout_.kv_heads, layout_.head_dim}, layout_.options);
     for (std::int64_t i = num_blocks - 1; i >= 0; --i) free_.push_back(static_cast<std::int32_t>(i));
@@ -77,8 +76,8 @@ class PagedKvStore {
       wanted += std::max<std::int64_t>(0, blocks_for(lengths_[static_cast<std::size_t>(b)] + plan.rows(b)) -
                                               static_cast<std::int64_t>(tables_[static_cast<std::size_t>(b)].size()));
     REFDEC_CHECK(wanted <= free_blocks(), "PagedKvStore: the step needs " << wanted << " more blocks of " << block_size_
-                                                                          << " entries but only " << free_blocks() << " of "
-                                                                          << num_blocks() << " are free");
+                                                                          << " entries but only " << free_blocks() << " of " << num_blocks()
+                                                                          << " are free");
     std::vector<std::int64_t> write;  // [R] pool slot of each plan row
     write.reserve(static_cast<std::size_t>(plan.rows()));
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
@@ -173,16 +172,16 @@ class PagedKvStore {
 
   KvLayout layout_;
   std::int64_t block_size_;
-  at::Tensor pool_;                              // [2, layers, num_blocks * block_size, kv_heads, head_dim]
-  std::vector<std::int32_t> free_;               // free blocks, the next one at the back
+  at::Tensor pool_;                                // [2, layers, num_blocks * block_size, kv_heads, head_dim]
+  std::vector<std::int32_t> free_;                 // free blocks, the next one at the back
   std::vector<std::vector<std::int32_t>> tables_;  // [batch] block table of each sequence
-  std::vector<std::int64_t> lengths_;            // [batch] cached entries
+  std::vector<std::int64_t> lengths_;              // [batch] cached entries
   // The step begun last: pool slots of the plan rows, and of each sequence's readable entries
   // once read() has gathered them.
   bool step_ = false;
-  std::vector<std::int32_t> indptr_;   // [batch + 1]
-  at::Tensor write_index_;             // [R] int64
-  mutable std::vector<at::Tensor> read_index_; // [batch] each [cached + step rows] int64, or undefined
+  std::vector<std::int32_t> indptr_;            // [batch + 1]
+  at::Tensor write_index_;                      // [R] int64
+  mutable std::vector<at::Tensor> read_index_;  // [batch] each [cached + step rows] int64, or undefined
 };
 
 REFDEC_TORCH_NAMESPACE_END

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/mapped_file.hpp"
+#include "refdec/torch/abi.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
@@ -73,7 +73,7 @@ inline std::optional<std::uint64_t> safetensors_itemsize(std::string_view dtype)
 // zero, so that a file with bytes other than 0 and 1 cannot make an invalid bool tensor.
 inline std::optional<at::ScalarType> safetensors_storage_type(std::string_view dtype) {
   static const std::map<std::string_view, at::ScalarType> types = {
-      {"BOOL", at::kByte}, {"U8", at::kByte},   {"I8", at::kChar},      {"I16", at::kShort}, {"F16", at::kHalf},
+      {"BOOL", at::kByte},     {"U8", at::kByte}, {"I8", at::kChar},   {"I16", at::kShort},  {"F16", at::kHalf},
       {"BF16", at::kBFloat16}, {"I32", at::kInt}, {"F32", at::kFloat}, {"F64", at::kDouble}, {"I64", at::kLong},
   };
   const auto it = types.find(dtype);
@@ -112,13 +112,12 @@ class SafetensorsFile {
   /// data buffer that no tensor covers (the format forbids them).
   explicit SafetensorsFile(std::filesystem::path path) : path_(std::move(path)), map_(path_, false, "safetensors file") {
     const std::uint64_t file_size = map_.size();
-    REFDEC_CHECK_IO(file_size >= 8, "safetensors file " << path_ << " is " << file_size
-                                                        << " bytes long, shorter than its 8-byte header size");
+    REFDEC_CHECK_IO(file_size >= 8,
+                    "safetensors file " << path_ << " is " << file_size << " bytes long, shorter than its 8-byte header size");
     std::uint64_t header_size = 0;
     std::memcpy(&header_size, map_.data(), 8);
-    REFDEC_CHECK_IO(header_size <= file_size - 8, "safetensors file " << path_ << ": header size " << header_size
-                                                                      << " is larger than the " << file_size - 8
-                                                                      << " bytes after the size field (truncated?)");
+    REFDEC_CHECK_IO(header_size <= file_size - 8, "safetensors file " << path_ << ": header size " << header_size << " is larger than the "
+                                                                      << file_size - 8 << " bytes after the size field (truncated?)");
     data_offset_ = 8 + header_size;
     const std::uint64_t buffer_size = file_size - data_offset_;
     const auto* header_begin = reinterpret_cast<const char*>(map_.data() + 8);
@@ -126,8 +125,7 @@ class SafetensorsFile {
     // Duplicate top-level keys would silently keep only one entry; the callback catches them.
     std::set<std::string> keys;
     std::string duplicate;
-    const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event,
-                                                           nlohmann::json& parsed) {
+    const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
       if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string() &&
           !keys.insert(parsed.get<std::string>()).second && duplicate.empty())
         duplicate = parsed.get<std::string>();
@@ -137,12 +135,11 @@ class SafetensorsFile {
     try {
       header = nlohmann::json::parse(header_begin, header_begin + header_size, on_event);
     } catch (const nlohmann::json::exception& e) {
-      REFDEC_CHECK_IO(false, "safetensors file " << path_ << ": the " << header_size
-                                                 << "-byte header is not valid JSON: " << e.what());
+      REFDEC_CHECK_IO(false, "safetensors file " << path_ << ": the " << header_size << "-byte header is not valid JSON: " << e.what());
     }
     REFDEC_CHECK_IO(header.is_object(), "safetensors file " << path_ << ": the header is JSON but not an object");
-    REFDEC_CHECK_IO(duplicate.empty(), "safetensors file " << path_ << ": tensor \"" << duplicate
-                                                           << "\" appears more than once in the header");
+    REFDEC_CHECK_IO(duplicate.empty(),
+                    "safetensors file " << path_ << ": tensor \"" << duplicate << "\" appears more than once in the header");
 
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
@@ -153,24 +150,21 @@ class SafetensorsFile {
     }
     // The format requires the tensors to tile the data buffer exactly: sorted by offset, each
     // starts where the previous one ended and the last ends with the file.
-    std::sort(tensors_.begin(), tensors_.end(), [](const auto& a, const auto& b) {
-      return std::pair(a.data_begin, a.data_end) < std::pair(b.data_begin, b.data_end);
-    });
+    std::sort(tensors_.begin(), tensors_.end(),
+              [](const auto& a, const auto& b) { return std::pair(a.data_begin, a.data_end) < std::pair(b.data_begin, b.data_end); });
     std::uint64_t expected_begin = 0;
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
-      REFDEC_CHECK_IO(t.data_begin == expected_begin,
-                      "safetensors file " << path_ << ": tensor \"" << t.name << "\" starts at byte " << t.data_begin
-                                          << " of the data buffer, but "
-                                          << (i == 0 ? std::string("the buffer starts at 0")
-                                                     : "the previous tensor \"" + tensors_[i - 1].name + "\" ends at " +
-                                                           std::to_string(expected_begin))
-                                          << (t.data_begin < expected_begin ? " (overlapping tensors)" : " (a gap)"));
+      REFDEC_CHECK_IO(
+          t.data_begin == expected_begin,
+          "safetensors file " << path_ << ": tensor \"" << t.name << "\" starts at byte " << t.data_begin << " of the data buffer, but "
+                              << (i == 0 ? std::string("the buffer starts at 0")
+                                         : "the previous tensor \"" + tensors_[i - 1].name + "\" ends at " + std::to_string(expected_begin))
+                              << (t.data_begin < expected_begin ? " (overlapping tensors)" : " (a gap)"));
       expected_begin = t.data_end;
     }
-    REFDEC_CHECK_IO(expected_begin == buffer_size, "safetensors file " << path_ << ": the tensors cover "
-                                                                       << expected_begin << " bytes of the "
-                                                                       << buffer_size << "-byte data buffer");
+    REFDEC_CHECK_IO(expected_begin == buffer_size, "safetensors file " << path_ << ": the tensors cover " << expected_begin
+                                                                       << " bytes of the " << buffer_size << "-byte data buffer");
     for (std::size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
   }
 
@@ -194,12 +188,11 @@ class SafetensorsFile {
   /// A copy of tensor `name` on `device`, converted to `dtype` (default: its stored type).
   /// Throws refdec::ArgumentError when the file has no such tensor, refdec::IoError when its dtype
   /// has no ATen equivalent.
-  at::Tensor get(const std::string& name, std::optional<at::ScalarType> dtype = std::nullopt,
-                 at::Device device = at::kCPU) const {
+  at::Tensor get(const std::string& name, std::optional<at::ScalarType> dtype = std::nullopt, at::Device device = at::kCPU) const {
     const auto& t = info(name);
     const auto storage = torch_detail::safetensors_storage_type(t.dtype);
-    REFDEC_CHECK_IO(storage.has_value(), "safetensors file " << path_ << ": tensor \"" << name << "\" has dtype "
-                                                             << t.dtype << ", which refdec cannot read");
+    REFDEC_CHECK_IO(storage.has_value(),
+                    "safetensors file " << path_ << ": tensor \"" << name << "\" has dtype " << t.dtype << ", which refdec cannot read");
     // Copy rather than wrap the mapping: the data may be unaligned, and the tensor must outlive
     // this object.
     auto out = at::empty(t.shape, at::TensorOptions().dtype(*storage));
@@ -210,17 +203,15 @@ class SafetensorsFile {
 
  private:
   void read_metadata(const nlohmann::json& entry) {
-    REFDEC_CHECK_IO(entry.is_object(), "safetensors file " << path_ << ": \"__metadata__\" must be an object, got "
-                                                           << entry.type_name());
+    REFDEC_CHECK_IO(entry.is_object(), "safetensors file " << path_ << ": \"__metadata__\" must be an object, got " << entry.type_name());
     for (const auto& [key, value] : entry.items()) {
-      REFDEC_CHECK_IO(value.is_string(), "safetensors file " << path_ << ": metadata \"" << key
-                                                             << "\" must be a string, got " << value.type_name());
+      REFDEC_CHECK_IO(value.is_string(),
+                      "safetensors file " << path_ << ": metadata \"" << key << "\" must be a string, got " << value.type_name());
       metadata_.emplace(key, value.get<std::string>());
     }
   }
 
-  SafetensorsTensorInfo parse_entry(const std::string& name, const nlohmann::json& entry,
-                                    std::uint64_t buffer_size) const {
+  SafetensorsTensorInfo parse_entry(const std::string& name, const nlohmann::json& entry, std::uint64_t buffer_size) const {
     const auto where = [&] {
       std::ostringstream os;
       os << "safetensors file " << path_ << ": tensor \"" << name << "\"";
@@ -245,8 +236,7 @@ class SafetensorsFile {
     for (const auto& d : shape) {
       // nlohmann parses non-negative integer literals as unsigned: this rejects negative and
       // fractional sizes, which get<std::uint64_t>() would silently convert.
-      REFDEC_CHECK_IO(d.is_number_unsigned(), where() << ": shape " << shape.dump()
-                                                      << " must hold non-negative integers");
+      REFDEC_CHECK_IO(d.is_number_unsigned(), where() << ": shape " << shape.dump() << " must hold non-negative integers");
       const auto v = d.get<std::uint64_t>();
       REFDEC_CHECK_IO(v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
                       where() << ": shape " << shape.dump() << " is too large");
@@ -256,19 +246,16 @@ class SafetensorsFile {
     }
 
     const auto& offsets = entry["data_offsets"];
-    REFDEC_CHECK_IO(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-                        offsets[1].is_number_unsigned(),
-                    where() << ": \"data_offsets\" must be [begin, end] with non-negative integers, got "
-                            << offsets.dump());
+    REFDEC_CHECK_IO(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
+                    where() << ": \"data_offsets\" must be [begin, end] with non-negative integers, got " << offsets.dump());
     t.data_begin = offsets[0].get<std::uint64_t>();
     t.data_end = offsets[1].get<std::uint64_t>();
-    REFDEC_CHECK_IO(t.data_begin <= t.data_end && t.data_end <= buffer_size,
-                    where() << ": data_offsets [" << t.data_begin << ", " << t.data_end
-                            << "] are out of bounds of the " << buffer_size << "-byte data buffer");
-    REFDEC_CHECK_IO(!too_large && numel <= std::numeric_limits<std::uint64_t>::max() / *itemsize &&
-                        numel * *itemsize == t.nbytes(),
-                    where() << ": data_offsets [" << t.data_begin << ", " << t.data_end << "] span " << t.nbytes()
-                            << " bytes, but shape " << shape.dump() << " of " << t.dtype << " needs "
+    REFDEC_CHECK_IO(t.data_begin <= t.data_end && t.data_end <= buffer_size, where() << ": data_offsets [" << t.data_begin << ", "
+                                                                                     << t.data_end << "] are out of bounds of the "
+                                                                                     << buffer_size << "-byte data buffer");
+    REFDEC_CHECK_IO(!too_large && numel <= std::numeric_limits<std::uint64_t>::max() / *itemsize && numel * *itemsize == t.nbytes(),
+                    where() << ": data_offsets [" << t.data_begin << ", " << t.data_end << "] span " << t.nbytes() << " bytes, but shape "
+                            << shape.dump() << " of " << t.dtype << " needs "
                             << (too_large ? std::string("more than 2^64") : std::to_string(numel * *itemsize)));
     return t;
   }
@@ -287,25 +274,20 @@ class SafetensorsFile {
 /// beside `path` and then renamed over it, so a failed write leaves no partial file. Throws
 /// refdec::ArgumentError for an empty, duplicate or reserved name, an undefined tensor or an
 /// unsupported dtype, and refdec::IoError for an I/O failure.
-inline void write_safetensors(const std::filesystem::path& path,
-                              const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+inline void write_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                               const std::map<std::string, std::string>& metadata = {}) {
   // The header needs only sizes, so each tensor is copied to the CPU just before it is written:
   // a GPU model is never held twice in host memory.
   nlohmann::json header = nlohmann::json::object();
   std::uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
-    REFDEC_CHECK(!name.empty() && name != "__metadata__",
-                 "write_safetensors " << path << ": invalid tensor name \"" << name << "\"");
-    REFDEC_CHECK(!header.contains(name), "write_safetensors " << path << ": tensor \"" << name
-                                                              << "\" is given twice");
+    REFDEC_CHECK(!name.empty() && name != "__metadata__", "write_safetensors " << path << ": invalid tensor name \"" << name << "\"");
+    REFDEC_CHECK(!header.contains(name), "write_safetensors " << path << ": tensor \"" << name << "\" is given twice");
     REFDEC_CHECK(tensor.defined(), "write_safetensors " << path << ": tensor \"" << name << "\" is undefined");
     const auto dtype = torch_detail::safetensors_dtype_of(tensor.scalar_type());
-    REFDEC_CHECK(dtype.has_value(), "write_safetensors " << path << ": tensor \"" << name << "\" has type "
-                                                         << tensor.scalar_type()
+    REFDEC_CHECK(dtype.has_value(), "write_safetensors " << path << ": tensor \"" << name << "\" has type " << tensor.scalar_type()
                                                          << ", which safetensors cannot store");
-    const auto nbytes =
-        static_cast<std::uint64_t>(tensor.numel()) * static_cast<std::uint64_t>(tensor.element_size());
+    const auto nbytes = static_cast<std::uint64_t>(tensor.numel()) * static_cast<std::uint64_t>(tensor.element_size());
     header[name] = {{"dtype", *dtype}, {"shape", tensor.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }

@@ -26,7 +26,6 @@
 
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampling.hpp"
 #include "refdec/core/step_cost.hpp"
@@ -34,6 +33,7 @@
 #include "refdec/core/step_plan.hpp"
 #include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/verifier.hpp"
@@ -42,23 +42,23 @@ REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// One sequence to decode. Unset limits take the session's defaults (GenerateOptions).
 struct Request {
-  std::vector<Token> prompt;                    ///< at least one token (e.g. BOS)
-  std::vector<std::vector<Token>> references;   ///< given to the drafter's begin()
-  std::optional<SamplingOptions> sampling = std::nullopt;  ///< this request's sampling (seed included); unset: the default
-  std::optional<std::int64_t> max_new_tokens = std::nullopt;  ///< unset: GenerateOptions::max_new_tokens
+  std::vector<Token> prompt;                                     ///< at least one token (e.g. BOS)
+  std::vector<std::vector<Token>> references;                    ///< given to the drafter's begin()
+  std::optional<SamplingOptions> sampling = std::nullopt;        ///< this request's sampling (seed included); unset: the default
+  std::optional<std::int64_t> max_new_tokens = std::nullopt;     ///< unset: GenerateOptions::max_new_tokens
   std::optional<std::vector<Token>> stop_tokens = std::nullopt;  ///< unset: GenerateOptions::stop_tokens
-  std::optional<std::int64_t> budget = std::nullopt;  ///< draft nodes per step; unset: GenerateOptions::budget
+  std::optional<std::int64_t> budget = std::nullopt;             ///< draft nodes per step; unset: GenerateOptions::budget
 };
 
 /// Defaults and limits of a Session (and of generate()).
 struct GenerateOptions {
-  std::int64_t max_new_tokens = 256;  ///< tokens to generate at most per sequence
-  std::int64_t budget = 16;           ///< draft nodes verified per step; 0 is plain decoding (auxiliary tokens still run)
-  std::vector<Token> stop_tokens;     ///< generation stops before any of these (not emitted)
-  std::int64_t max_context = 0;       ///< prompt + output at most; 0 means the model's max_seq_len()
-  std::optional<SamplingOptions> sampling;  ///< for requests without their own; unset: greedy decoding
+  std::int64_t max_new_tokens = 256;                 ///< tokens to generate at most per sequence
+  std::int64_t budget = 16;                          ///< draft nodes verified per step; 0 is plain decoding (auxiliary tokens still run)
+  std::vector<Token> stop_tokens;                    ///< generation stops before any of these (not emitted)
+  std::int64_t max_context = 0;                      ///< prompt + output at most; 0 means the model's max_seq_len()
+  std::optional<SamplingOptions> sampling;           ///< for requests without their own; unset: greedy decoding
   SamplingPath sampling_path = SamplingPath::kAuto;  ///< where sampled steps process the logits (same output)
-  std::int64_t prefill_chunk = 512;  ///< prompt tokens a step prefills per request at most; 0: the whole prompt at once
+  std::int64_t prefill_chunk = 512;                  ///< prompt tokens a step prefills per request at most; 0: the whole prompt at once
   /// Threads that draft a step's requests at once (StepDriverOptions::drafting_threads); >= 1.
   std::int64_t drafting_threads = 1;
   /// A measured step cost (measure_step_cost()) that the session keeps current by timing its own
@@ -90,7 +90,7 @@ struct GenerateStats : StepDriverStats {
 /// under sampling it is distributed as plain sampling with the same seed (the same tokens, up to
 /// rounding differences between batched and single-token forward passes).
 template <class M, KvStore S>
-  requires CausalLM<M, S>
+requires CausalLM<M, S>
 class Session {
  public:
   /// A session with `defaults` for requests that do not set their own. The store must have room
@@ -237,13 +237,12 @@ class Session {
     sampling_.erase(sampling_.begin() + static_cast<std::ptrdiff_t>(slot));
   }
 
-
   const M* model_;
   S store_;
   GenerateOptions defaults_;
   StepDriver driver_;
   std::vector<std::optional<SequenceSampling>> sampling_;  // [B] in the driver's slot order; unset: greedy
-  mutable GenerateStats stats_;  // the model's part; the driver's counts join it in stats()
+  mutable GenerateStats stats_;                            // the model's part; the driver's counts join it in stats()
   Verification verification_;
   std::optional<StepCostTracker> tracker_;  // with GenerateOptions::step_cost
 };

@@ -15,12 +15,12 @@
 
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/torch/abi.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampled_accept.hpp"
 #include "refdec/core/sampling.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
+#include "refdec/torch/abi.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/model.hpp"
 #include "refdec/torch/node_draws.hpp"
@@ -66,7 +66,7 @@ struct StepExtras {
   /// 1: the sequence's tree is a chain of forced tokens (a prompt being prefilled): every row is
   /// kept and nothing is walked or emitted.
   std::span<const std::uint8_t> prefill = {};
-  SamplingPath sampling_path = SamplingPath::kAuto;     ///< where sampled rows are processed
+  SamplingPath sampling_path = SamplingPath::kAuto;  ///< where sampled rows are processed
 };
 
 /// What a verification step decided, per sequence of the plan.
@@ -98,7 +98,7 @@ inline LinearTree plan_tree(const StepPlan& plan, std::int32_t b) {
 /// store.commit(). Auxiliary rows always get the greedy choice (the lookahead window stays greedy
 /// while verification samples).
 template <class M, KvStore S>
-  requires CausalLM<M, S>
+requires CausalLM<M, S>
 void verify(const M& model, S& store, const StepPlan& plan, Verification& out, StepTimes& times, const StepExtras& extras = {}) {
   using Clock = std::chrono::steady_clock;
   const auto B = static_cast<std::size_t>(plan.batch());
@@ -151,8 +151,9 @@ void verify(const M& model, S& store, const StepPlan& plan, Verification& out, S
       // On a float CPU model this is a view of `logits` (processed in place, never read again);
       // otherwise the step's one copy of the tree's rows to the host.
       at::Tensor rows = logits.slice(0, first, first + nodes).to(at::kCPU, at::kFloat).contiguous();
-      sampled_accept_lazy(plan.tree(bi), std::span<float>(rows.data_ptr<float>(), static_cast<std::size_t>(nodes) * static_cast<std::size_t>(V)),
-                          V, s.processor, s.counts, s.generated, acc);
+      sampled_accept_lazy(plan.tree(bi),
+                          std::span<float>(rows.data_ptr<float>(), static_cast<std::size_t>(nodes) * static_cast<std::size_t>(V)), V,
+                          s.processor, s.counts, s.generated, acc);
     } else {
       accept(plan.tree(bi), ChoiceArray{tp + first}, acc);
     }
