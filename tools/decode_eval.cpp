@@ -28,6 +28,7 @@
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/history.hpp"
+#include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
@@ -106,12 +107,13 @@ int arg(const Spec& s, const std::string& key, int fallback, std::initializer_li
   return value;
 }
 
-// One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs, `history` the outputs
-// of the prompts this drafter served before. A mixture names its sources with '+'
+// One drafter for prompt `i`; `stores[i]` holds the other prompts' outputs, `history` and `index`
+// the outputs of the prompts this drafter served before. A mixture names its sources with '+'
 // ("mixture:llma+rest+lookahead"), each with its defaults, and weighs its budget with `mixture`'s
 // options (its step cost included).
 AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const Datastore>>& stores, std::size_t i,
-                        const std::shared_ptr<OutputHistory>& history, const MixtureOptions& mixture) {
+                        const std::shared_ptr<OutputHistory>& history, const std::shared_ptr<ReferenceIndex>& index,
+                        const MixtureOptions& mixture) {
   if (s.name == "none") return AnyDrafter{};
   REFDEC_CHECK(s.args.empty() || s.name == "llma" || s.name == "lookahead" || s.name == "mixture",
                "drafter '" << s.name << "' takes no options");
@@ -126,6 +128,7 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
     return AnyDrafter(RestDrafter(stores[i]));
   }
   if (s.name == "history") return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter{}), history));
+  if (s.name == "index") return AnyDrafter(IndexDrafter(index));
   if (s.name == "lookahead")
     return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15, {"W", "N", "G"}, 0),
                                         .ngram = arg(s, "N", 5, {"W", "N", "G"}, 2),
@@ -133,11 +136,11 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
     std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");
-    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, history, mixture));
+    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, history, index, mixture));
     REFDEC_CHECK(!sources.empty(), "mixture without sources: write mixture:a+b+c");
     return AnyDrafter(MixtureDrafter(std::move(sources), mixture));
   }
-  throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, history, lookahead, mixture:a+b)");
+  throw Error("unknown drafter '" + s.name + "' (none, prompt-lookup, llma, ngram-trie, rest, history, index, lookahead, mixture:a+b)");
 }
 
 }  // namespace
@@ -158,7 +161,7 @@ int main(int argc, char** argv) {
   app.add_option("--drafter", drafters,
                  "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:k,m], ngram-trie, rest "
                  "(datastore of the other prompts' outputs), history (n-gram trie over the outputs of the prompts this drafter "
-                 "decoded before), lookahead[:W,N,G], mixture:a+b+c; repeatable")
+                 "decoded before), index (the shared reference index over the same outputs), lookahead[:W,N,G], mixture:a+b+c; repeatable")
       ->capture_default_str();
   app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")
       ->transform(cli::integer_in(1, static_cast<std::int64_t>(kPrompts.size())));
@@ -246,9 +249,10 @@ int main(int argc, char** argv) {
         GenerateStats total;
         std::size_t equal = 0;
         const auto history = std::make_shared<OutputHistory>();  // this drafter's earlier outputs in this run
+        const auto index = std::make_shared<ReferenceIndex>();   // the same, as a shared index
         const auto t0 = Clock::now();
         for (std::size_t i = 0; i < num_prompts; ++i) {
-          const auto r = generate(model, requests[i], make_drafter(spec, stores, i, history, mixture), opt);
+          const auto r = generate(model, requests[i], make_drafter(spec, stores, i, history, index, mixture), opt);
           equal += r.tokens[0] == plain[i] ? 1 : 0;
           total.tokens += r.stats.tokens;
           total.steps += r.stats.steps;

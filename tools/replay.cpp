@@ -31,6 +31,7 @@
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "refdec/drafters/suffix_decoding.hpp"
 #include "refdec/replay/replay.hpp"
@@ -61,6 +62,8 @@ struct Settings {
   std::string datastore;
   std::size_t history_tokens = OutputHistory::kDefaultMaxTokens;  // the history drafter's bound
   SuffixDecodingOptions suffix;  // the SuffixDecoding baseline's
+  ReferenceIndexOptions index;   // the shared index's (the index drafter, the mixture's index source)
+  IndexDrafterOptions index_drafter;
   std::string sources;  // the mixture's, comma-separated; empty: llma,ngram-trie and, with a datastore, rest
   MixtureOptions mixture;
   std::vector<double> step_cost;  // the mixture's affine step cost (a, b); empty: flat
@@ -80,6 +83,8 @@ AnyDrafter make_single(const std::string& name, const Settings& s) {
     return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter(s.trie)), std::make_shared<OutputHistory>(s.history_tokens)));
   if (name == "suffix")  // the SuffixDecoding baseline, its global tree grown over the traces replayed before
     return AnyDrafter(SuffixDecodingDrafter(std::make_shared<SuffixDecodingCache>(s.suffix)));
+  if (name == "index")  // the shared index over the outputs of the traces replayed before
+    return AnyDrafter(IndexDrafter(std::make_shared<ReferenceIndex>(s.index), s.index_drafter));
   if (name == "none") return AnyDrafter{};
   if (name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
   if (name == "llma") return AnyDrafter(LlmaDrafter(s.llma));
@@ -121,6 +126,9 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
   if (name == "history")
     return {{"history_tokens", s.history_tokens}, {"n", s.trie.n}, {"prefix_len", s.trie.prefix_len},
             {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
+  if (name == "index")
+    return {{"index_max_tokens", s.index.max_tokens}, {"index_depth", s.index.depth}, {"max_match", s.index_drafter.max_match},
+            {"continuation", s.index_drafter.continuation}};
   if (name == "suffix")
     return {{"max_depth", s.suffix.max_depth}, {"max_spec_factor", s.suffix.max_spec_factor},
             {"max_spec_offset", s.suffix.max_spec_offset}, {"min_token_prob", s.suffix.min_token_prob},
@@ -341,7 +349,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
-  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | history (the n-gram trie over the outputs of the traces replayed before) | suffix (the SuffixDecoding baseline) | mixture")->capture_default_str();
+  app.add_option("--drafter", s.drafter, "none | prompt-lookup | llma | ngram-trie | ngram-pool (lookahead's pool; its window needs the model) | rest | history (the n-gram trie over the outputs of the traces replayed before) | index (the shared reference index over the outputs of the traces replayed before) | suffix (the SuffixDecoding baseline) | mixture")->capture_default_str();
   app.add_option("--budget", s.budget, "draft nodes per step after the cut")->capture_default_str()
       ->transform(cli::integer_in(0, cli::kMaxBudget));
   app.add_option("--passes", s.passes, "replay the dataset N times with the same drafter and report the last pass (2: every answer seen once before)")
@@ -400,6 +408,15 @@ int main(int argc, char** argv) {
   app.add_option("--history-tokens", s.history_tokens, "history: tokens of earlier outputs kept at most")
       ->capture_default_str()
       ->transform(cli::integer_in(1, OutputHistory::kMaxTokens));
+  app.add_option("--index-max-tokens", s.index.max_tokens, "index: tokens of earlier outputs kept at most")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, std::int64_t{1} << 31));
+  app.add_option("--index-max-match", s.index_drafter.max_match, "index: longest context suffix searched")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 64));
+  app.add_option("--index-continuation", s.index_drafter.continuation, "index: tokens read after each occurrence")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 1024));
   app.add_option("--suffix-max-depth", s.suffix.max_depth, "suffix: depth of its suffix trees (match + speculation)")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 1024));

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 
 namespace {
@@ -210,6 +211,20 @@ TEST(HistoryDrafter, TellsTheInnerDrafterWhenTheSequenceEnds) {
 
 // With an n-gram trie inside, a phrase the model wrote in an earlier sequence is drafted in a
 // later one, though neither the prompt nor the references hold it.
+// A mixture tells its sources when the sequence ends: a history source stores its output then,
+// not at the next begin().
+TEST(HistoryDrafter, StoresItsOutputWhenTheMixtureAroundItFinishes) {
+  auto history = std::make_shared<OutputHistory>();
+  std::vector<AnyDrafter> sources;
+  sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter{}), history));
+  MixtureDrafter mixture(std::move(sources));
+  mixture.begin(std::vector<Token>{1, 2}, {});
+  mixture.accept(std::vector<Token>{3, 4, 5});
+  EXPECT_EQ(history->tokens(), 0u);
+  mixture.finish();
+  EXPECT_EQ(history->tokens(), 3u);
+}
+
 TEST(HistoryDrafter, DraftsAnEarlierSequencesPhraseWithAnNgramTrie) {
   const auto history = std::make_shared<OutputHistory>();
   HistoryDrafter d(AnyDrafter(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 8})), history);

@@ -3,7 +3,8 @@
 // ThreadSanitizer by tests/tsan.cmake (the `tsan_threading_tests` CTest). Shared: a Datastore
 // (queried by REST drafters, one per thread), const DraftTrees (linearised with per-thread
 // scratch), const StepPlans (walked), an OutputHistory (written and read by the drafters a
-// StepDriver runs on its drafting threads); per thread: drafters, sessions of plans.
+// StepDriver runs on its drafting threads), a ReferenceIndex (read by drafters while others add
+// to it); per thread: drafters, sessions of plans.
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include "refdec/drafters/history.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
+#include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "test_data.hpp"
 
@@ -147,6 +149,47 @@ TEST(Threads, StepDriverDraftsOnItsThreads) {
     EXPECT_EQ(outputs[i], want) << "sequence " << i;
   }
   EXPECT_GT(driver.stats().tokens_per_step(), 2.0) << "the history and the sequences' own text were drafted from";
+}
+
+// One ReferenceIndex, read by seven threads' drafters while an eighth adds documents and the
+// readers' own outputs join it as their sequences end: every proposal's scores are shares of
+// occurrences, and every snapshot a reader takes holds at least what the one before it held.
+TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
+  const auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 1 << 20, .depth = 16});
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    std::mt19937 rng(99);
+    for (int d = 0; d < 300; ++d) index->add(random_text(rng, 64 + rng() % 64));
+  });
+  std::vector<int> bad(kThreads - 1, 0), proposals(kThreads - 1, 0);
+  for (int r = 0; r < kThreads - 1; ++r)
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(static_cast<std::uint32_t>(r));
+      IndexDrafter drafter(index, {.max_match = 8});
+      DraftTree tree;
+      std::size_t seen = 0;
+      for (int sequence = 0; sequence < 20; ++sequence) {
+        drafter.begin(random_text(rng, 32), {});
+        for (int step = 0; step < 20; ++step) {
+          const std::size_t now = index->tokens();
+          bad[static_cast<std::size_t>(r)] += now < seen;
+          seen = now;
+          tree.clear();
+          drafter.propose(16, tree);
+          proposals[static_cast<std::size_t>(r)] += tree.size() > 0;
+          for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i)
+            bad[static_cast<std::size_t>(r)] += !(tree.node(i).score > 0.0f && tree.node(i).score <= 1.0f);
+          drafter.accept(std::vector<Token>{static_cast<Token>(rng() % 50)});
+        }
+        drafter.finish();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kThreads - 1; ++r) {
+    EXPECT_EQ(bad[static_cast<std::size_t>(r)], 0) << "reader " << r;
+    EXPECT_GT(proposals[static_cast<std::size_t>(r)], 0) << "reader " << r << " never found a match";
+  }
+  EXPECT_GE(index->tokens(), 300u * 64 + (kThreads - 1) * 20 * 20);
 }
 
 }  // namespace

@@ -181,6 +181,11 @@ class MixtureDrafter {
     stats_->kept_nodes_ += static_cast<std::int64_t>(n);
   }
 
+  /// The sequence has ended: tells every source (a history or index source stores its output).
+  void finish() {
+    for (AnyDrafter& s : sources_) s.finish();
+  }
+
   /// Forwards the appended tokens to every source and learns from the last proposal.
   void accept(std::span<const Token> tokens) {
     for (AnyDrafter& s : sources_) s.accept(tokens);
@@ -403,5 +408,6 @@ requires(sizeof...(Sources) > 0) MixtureDrafter make_mixture(Sources... sources)
 static_assert(Drafter<MixtureDrafter>);
 static_assert(AuxiliaryDrafter<MixtureDrafter>);
 static_assert(CostAwareDrafter<MixtureDrafter>);
+static_assert(SequenceEndingDrafter<MixtureDrafter>);
 
 REFDEC_NAMESPACE_END

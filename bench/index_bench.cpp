@@ -1,0 +1,158 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The shared reference index's costs at server scale: an index of REFDEC_BENCH_INDEX_TOKENS tokens
+// (1M by default; docs/performance.md runs 10M) of synthetic text (Zipf words, one run in three a
+// passage copied from earlier text), 1,000-token documents. begin() of an IndexDrafter, a draft
+// (budget 16) over a 128-token context, add() of a document (tokens/s, merges included, the index
+// at its bound so that the oldest segments are dropped as it grows), and drafting by 1, 4 and 16
+// threads while another adds documents. Counters: the index's bytes per token and segments.
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <atomic>
+#include <thread>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "refdec/drafters/reference_index.hpp"
+#include "synthetic_text.hpp"
+
+namespace {
+
+using namespace refdec;
+
+constexpr std::size_t kDocument = 1000;
+
+std::size_t index_tokens() {
+  const char* v = std::getenv("REFDEC_BENCH_INDEX_TOKENS");
+  return v != nullptr && *v != '\0' ? static_cast<std::size_t>(std::stoull(v)) : std::size_t{1} << 20;
+}
+
+// Documents cycle through 64 distinct texts, each passage-rich.
+const std::vector<std::vector<Token>>& documents() {
+  static const std::vector<std::vector<Token>> docs = [] {
+    std::vector<std::vector<Token>> d;
+    for (std::uint32_t i = 0; i < 64; ++i) d.push_back(refdec_bench::make_text(kDocument, d.empty() ? std::vector<Token>{} : d.back(), 11 + i));
+    return d;
+  }();
+  return docs;
+}
+
+struct Filled {
+  std::shared_ptr<ReferenceIndex> index;
+  double add_seconds = 0;
+};
+
+const Filled& filled() {
+  static const Filled f = [] {
+    Filled out;
+    out.index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = index_tokens()});
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t t = 0, i = 0; t < index_tokens(); t += kDocument, ++i) out.index->add(documents()[i % documents().size()]);
+    out.add_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  }();
+  return f;
+}
+
+void report(benchmark::State& state, const ReferenceIndex& index) {
+  const auto snap = index.snapshot();
+  state.counters["index_tokens"] = static_cast<double>(snap->tokens);
+  state.counters["bytes_per_token"] = static_cast<double>(snap->bytes) / static_cast<double>(snap->tokens);
+  state.counters["segments"] = static_cast<double>(snap->segments.size());
+}
+
+// Contexts: 128 tokens of passage-rich text not in the index.
+const std::vector<Token>& context(std::uint32_t seed) {
+  static const std::vector<std::vector<Token>> contexts = [] {
+    std::vector<std::vector<Token>> c;
+    for (std::uint32_t i = 0; i < 32; ++i) c.push_back(refdec_bench::make_text(128, documents()[i % documents().size()], 1000 + i));
+    return c;
+  }();
+  return contexts[seed % contexts.size()];
+}
+
+void BM_IndexBegin(benchmark::State& state) {
+  IndexDrafter drafter(filled().index);
+  const auto& prompt = context(1);
+  for (auto _ : state) drafter.begin(prompt, {});
+  report(state, *filled().index);
+  state.counters["fill_tokens_per_s"] = static_cast<double>(filled().index->tokens()) / filled().add_seconds;
+}
+BENCHMARK(BM_IndexBegin)->Unit(benchmark::kMicrosecond);
+
+void BM_IndexDraft(benchmark::State& state) {
+  IndexDrafter drafter(filled().index);
+  DraftTree tree;
+  std::uint32_t seed = 0;
+  std::int64_t nodes = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    drafter.begin(context(seed++), {});
+    tree.clear();
+    state.ResumeTiming();
+    drafter.propose(16, tree);
+    nodes += static_cast<std::int64_t>(tree.size());
+  }
+  state.counters["nodes"] = static_cast<double>(nodes) / static_cast<double>(state.iterations());
+  report(state, *filled().index);
+}
+BENCHMARK(BM_IndexDraft)->Unit(benchmark::kMicrosecond);
+
+// add() of 1,000-token documents into an index already at its bound.
+void BM_IndexAdd(benchmark::State& state) {
+  ReferenceIndex index({.max_tokens = index_tokens()});
+  for (std::size_t t = 0, i = 0; t < index_tokens(); t += kDocument, ++i) index.add(documents()[i % documents().size()]);
+  std::size_t i = 0;
+  for (auto _ : state) index.add(documents()[i++ % documents().size()]);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kDocument));
+  report(state, index);
+}
+BENCHMARK(BM_IndexAdd)->Unit(benchmark::kMicrosecond);
+
+// `readers` threads drafting (budget 16) while one more thread adds documents all along, for 0.5 s
+// per iteration: drafts per second over all readers and tokens added per second.
+void BM_IndexReadersWhileAdding(benchmark::State& state) {
+  const auto readers = static_cast<std::size_t>(state.range(0));
+  const auto& index = filled().index;
+  double drafts = 0, added = 0, seconds = 0;
+  for (auto _ : state) {
+    std::atomic<bool> stop{false};
+    std::atomic<std::int64_t> draft_count{0}, add_count{0};
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] {
+      for (std::size_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        index->add(documents()[i % documents().size()]);
+        add_count.fetch_add(static_cast<std::int64_t>(kDocument), std::memory_order_relaxed);
+      }
+    });
+    for (std::size_t r = 0; r < readers; ++r)
+      threads.emplace_back([&, r] {
+        IndexDrafter drafter(index);
+        DraftTree tree;
+        drafter.begin(context(static_cast<std::uint32_t>(r)), {});
+        std::int64_t n = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+          tree.clear();
+          drafter.propose(16, tree);
+          ++n;
+        }
+        draft_count.fetch_add(n, std::memory_order_relaxed);
+      });
+    const auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    stop = true;
+    for (auto& t : threads) t.join();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    drafts += static_cast<double>(draft_count.load());
+    added += static_cast<double>(add_count.load());
+  }
+  state.counters["drafts_per_s"] = drafts / seconds;
+  state.counters["added_tokens_per_s"] = added / seconds;
+}
+BENCHMARK(BM_IndexReadersWhileAdding)->ArgName("readers")->Arg(1)->Arg(4)->Arg(16)->Iterations(2)->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,425 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// One reference index shared by every sequence an engine serves, grown online: finished outputs
+// (and documents added at run time) go in as they come, and every sequence's IndexDrafter drafts
+// from all of it without a copy of its own. begin() takes a snapshot (a pointer), nothing that
+// grows with the index.
+//
+// The index is a short list of immutable segments, each a run of documents with a suffix array
+// over them, oldest first. A document added becomes a segment of its own; the newest segments are
+// merged while the older of the two is at most twice the newer (a merge of two suffix arrays,
+// since no suffix crosses a document's end), so the list stays logarithmic in the index's size,
+// and no segment grows past an eighth of the bound on tokens, so that dropping the oldest segment
+// when the index is full drops at most that much. Readers take the current list (a shared pointer
+// copied under a lock held for nothing else); the writer builds the next list aside and swaps it
+// in. Continuation counts come from the suffix array ranges: how often each next token followed
+// the matched context.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/drafters/drafter.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// An immutable run of documents with the suffix array of their tokens: every suffix ends at its
+/// document's end, and suffixes are ordered by their first `depth` tokens (ties: older first).
+class IndexSegment {
+ public:
+  /// Marks the end of each document in text().
+  static constexpr Token kEnd = -1;
+
+  /// A segment of one document (token ids >= 0, not empty).
+  IndexSegment(std::span<const Token> document, std::size_t depth) : depth_(depth) {
+    REFDEC_CHECK(!document.empty(), "reference index: a document must not be empty");
+    for (const Token t : document) REFDEC_CHECK(t >= 0, "reference index: token ids must be non-negative, got " << t);
+    text_.assign(document.begin(), document.end());
+    text_.push_back(kEnd);
+    suffixes_.resize(document.size());
+    for (std::size_t i = 0; i < document.size(); ++i) suffixes_[i] = static_cast<std::uint32_t>(i);
+    std::sort(suffixes_.begin(), suffixes_.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const int c = compare(text_, a, text_, b);
+      return c != 0 ? c < 0 : a < b;
+    });
+    documents_ = 1;
+  }
+
+  /// The segment of `older`'s documents followed by `newer`'s (same depth).
+  static std::shared_ptr<const IndexSegment> merge(const IndexSegment& older, const IndexSegment& newer) {
+    auto m = std::shared_ptr<IndexSegment>(new IndexSegment(older.depth_));
+    m->text_.reserve(older.text_.size() + newer.text_.size());
+    m->text_ = older.text_;
+    m->text_.insert(m->text_.end(), newer.text_.begin(), newer.text_.end());
+    const auto shift = static_cast<std::uint32_t>(older.text_.size());
+    m->suffixes_.resize(older.suffixes_.size() + newer.suffixes_.size());
+    std::size_t i = 0, j = 0, k = 0;
+    while (i < older.suffixes_.size() && j < newer.suffixes_.size()) {
+      // Ties (equal over the depth) go to the older suffix: the order a sort would give.
+      if (older.compare(newer.text_, newer.suffixes_[j], older.text_, older.suffixes_[i]) < 0)
+        m->suffixes_[k++] = newer.suffixes_[j++] + shift;
+      else
+        m->suffixes_[k++] = older.suffixes_[i++];
+    }
+    while (i < older.suffixes_.size()) m->suffixes_[k++] = older.suffixes_[i++];
+    while (j < newer.suffixes_.size()) m->suffixes_[k++] = newer.suffixes_[j++] + shift;
+    m->documents_ = older.documents_ + newer.documents_;
+    return m;
+  }
+
+  /// Tokens indexed (document ends excluded).
+  std::size_t tokens() const { return suffixes_.size(); }
+  std::size_t documents() const { return documents_; }
+  /// Bytes held: text and suffix array.
+  std::size_t bytes() const { return text_.size() * sizeof(Token) + suffixes_.size() * sizeof(std::uint32_t); }
+  /// The documents, each followed by kEnd.
+  std::span<const Token> text() const { return text_; }
+  /// Suffix starts in order.
+  std::span<const std::uint32_t> suffixes() const { return suffixes_; }
+  std::size_t depth() const { return depth_; }
+
+  /// Whether some suffix starts with `pattern` (at most depth() tokens): one binary search.
+  bool contains(std::span<const Token> pattern) const {
+    const auto lo = std::partition_point(suffixes_.begin(), suffixes_.end(),
+                                         [&](std::uint32_t s) { return compare_prefix(s, pattern) < 0; });
+    return lo != suffixes_.end() && compare_prefix(*lo, pattern) == 0;
+  }
+
+  /// The ranks [first, second) of the suffixes that start with `pattern` (at most depth() tokens).
+  std::pair<std::size_t, std::size_t> find(std::span<const Token> pattern) const {
+    const auto lo = std::partition_point(suffixes_.begin(), suffixes_.end(),
+                                         [&](std::uint32_t s) { return compare_prefix(s, pattern) < 0; });
+    const auto hi = std::partition_point(lo, suffixes_.end(), [&](std::uint32_t s) { return compare_prefix(s, pattern) == 0; });
+    return {static_cast<std::size_t>(lo - suffixes_.begin()), static_cast<std::size_t>(hi - suffixes_.begin())};
+  }
+
+ private:
+  explicit IndexSegment(std::size_t depth) : depth_(depth) {}
+
+  // Suffix a of `x` against suffix b of `y` over at most depth() tokens (kEnd below every token,
+  // and two suffixes that end together are equal).
+  int compare(std::span<const Token> x, std::uint32_t a, std::span<const Token> y, std::uint32_t b) const {
+    for (std::size_t i = 0; i < depth_; ++i) {
+      const Token p = x[a + i], q = y[b + i];
+      if (p != q) return p < q ? -1 : 1;
+      if (p == kEnd) return 0;
+    }
+    return 0;
+  }
+  // The suffix at s against `pattern`: 0 when the suffix starts with it.
+  int compare_prefix(std::uint32_t s, std::span<const Token> pattern) const {
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+      const Token p = text_[s + i];
+      if (p != pattern[i]) return p < pattern[i] ? -1 : 1;
+    }
+    return 0;
+  }
+
+  std::size_t depth_;
+  std::vector<Token> text_;              // documents, each followed by kEnd
+  std::vector<std::uint32_t> suffixes_;  // [tokens] suffix starts in order
+  std::size_t documents_ = 0;
+};
+
+/// Settings of a ReferenceIndex.
+struct ReferenceIndexOptions {
+  /// Tokens kept at most: past it the oldest segments are dropped (each at most an eighth of it).
+  std::size_t max_tokens = std::size_t{1} << 26;
+  /// Suffixes are ordered by this many tokens: the longest match a query can find.
+  std::size_t depth = 64;
+};
+
+/// The shared, growing index (see the top of this file). Thread-safe: any number of readers
+/// (snapshot()) and writers (add(); one at a time, the others wait for it, readers never do).
+class ReferenceIndex {
+ public:
+  /// The segments at one moment, oldest first.
+  struct Snapshot {
+    std::vector<std::shared_ptr<const IndexSegment>> segments;
+    std::size_t tokens = 0;
+    std::size_t bytes = 0;
+  };
+
+  explicit ReferenceIndex(ReferenceIndexOptions options = {}) : opt_(options), current_(std::make_shared<const Snapshot>()) {
+    REFDEC_CHECK(opt_.max_tokens >= 1 && opt_.max_tokens <= (std::size_t{1} << 31),
+                 "reference index: max_tokens must be in [1, 2^31], got " << opt_.max_tokens);
+    REFDEC_CHECK(opt_.depth >= 1 && opt_.depth <= 1024, "reference index: depth must be in [1, 1024], got " << opt_.depth);
+  }
+
+  const ReferenceIndexOptions& options() const { return opt_; }
+
+  /// Adds one document (a finished output, or text an engine wants drafted from; token ids >= 0).
+  /// An empty one is ignored; one longer than max_tokens keeps its last max_tokens tokens.
+  void add(std::span<const Token> document) {
+    if (document.empty()) return;
+    if (document.size() > opt_.max_tokens) document = document.last(opt_.max_tokens);
+    auto segment = std::make_shared<const IndexSegment>(document, opt_.depth);  // validates, outside every lock
+    const std::lock_guard writer(writer_mutex_);
+    auto next = std::make_shared<Snapshot>();
+    next->segments = snapshot()->segments;
+    next->segments.push_back(std::move(segment));
+    auto& segs = next->segments;
+    const std::size_t cap = std::max<std::size_t>(opt_.max_tokens / 8, 1);
+    while (segs.size() >= 2) {
+      const IndexSegment& older = *segs[segs.size() - 2];
+      const IndexSegment& newer = *segs.back();
+      if (older.tokens() > 2 * newer.tokens() || older.tokens() + newer.tokens() > cap) break;
+      auto merged = IndexSegment::merge(older, newer);
+      segs.pop_back();
+      segs.back() = std::move(merged);
+    }
+    for (const auto& s : segs) next->tokens += s->tokens();
+    while (next->tokens > opt_.max_tokens) {
+      next->tokens -= segs.front()->tokens();
+      segs.erase(segs.begin());
+    }
+    for (const auto& s : segs) next->bytes += s->bytes();
+    std::shared_ptr<const Snapshot> published = std::move(next);
+    const std::lock_guard swap(snapshot_mutex_);
+    current_.swap(published);
+  }
+
+  /// The index as it is now; stays valid (and unchanged) while held.
+  std::shared_ptr<const Snapshot> snapshot() const {
+    const std::lock_guard lock(snapshot_mutex_);
+    return current_;
+  }
+
+  std::size_t tokens() const { return snapshot()->tokens; }
+  std::size_t bytes() const { return snapshot()->bytes; }
+
+ private:
+  ReferenceIndexOptions opt_;
+  std::mutex writer_mutex_;            // one add() at a time
+  mutable std::mutex snapshot_mutex_;  // held only to copy or swap current_
+  std::shared_ptr<const Snapshot> current_;
+};
+
+/// Settings of an IndexDrafter.
+struct IndexDrafterOptions {
+  std::size_t max_match = 16;     ///< longest context suffix searched
+  std::size_t continuation = 64;  ///< tokens read after each occurrence: a whole repeated answer drafts in few steps
+};
+
+/// A drafter over a shared ReferenceIndex: per step, the longest suffix of the sequence (prompt
+/// and accepted tokens; at most max_match, at most the index's depth) that occurs in the index,
+/// then its continuations best first by how many of its occurrences they continue, counted
+/// exactly from the suffix arrays (each node's score is that share: an estimate of its
+/// probability), at most `continuation` tokens deep (and the index's depth less the match). The
+/// sequence's accepted tokens become a document of the index when it ends (finish(), the next
+/// begin(), or the drafter's destruction). References are not indexed: they are the request's own
+/// (LLMA and the n-gram trie draft from them). One per sequence at a time; the index is shared.
+class IndexDrafter {
+ public:
+  IndexDrafter(std::shared_ptr<ReferenceIndex> index, IndexDrafterOptions options = {}) : index_(std::move(index)), opt_(options) {
+    REFDEC_CHECK(index_ != nullptr, "index drafter: needs a ReferenceIndex, got null");
+    REFDEC_CHECK(opt_.max_match >= 1 && opt_.continuation >= 1, "index drafter: max_match and continuation must be at least 1");
+  }
+  IndexDrafter(IndexDrafter&& o) noexcept = default;
+  IndexDrafter& operator=(IndexDrafter&& o) noexcept {
+    if (this != &o) {
+      finish_noexcept();
+      index_ = std::move(o.index_), opt_ = o.opt_, context_ = std::move(o.context_);
+      output_ = std::exchange(o.output_, {});
+      last_match_ = o.last_match_;
+    }
+    return *this;
+  }
+  IndexDrafter(const IndexDrafter&) = delete;
+  IndexDrafter& operator=(const IndexDrafter&) = delete;
+  ~IndexDrafter() { finish_noexcept(); }
+
+  std::string name() const { return "index"; }
+  const std::shared_ptr<ReferenceIndex>& index() const { return index_; }
+  /// The match length of the last proposal (0: none).
+  std::size_t last_match() const { return last_match_; }
+
+  /// Ends the previous sequence (finish()) and starts one on `prompt`.
+  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> /*references*/) {
+    REFDEC_CHECK(index_ != nullptr, "index drafter: used after it was moved from");
+    finish();
+    context_.assign(prompt.begin(), prompt.end());
+    last_match_ = 0;
+  }
+
+  void propose(std::size_t budget, DraftTree& out) {
+    last_match_ = 0;
+    if (budget == 0 || context_.empty()) return;
+    const auto snap = index_->snapshot();
+    if (snap->segments.empty()) return;
+    // The longest match: a suffix occurs whenever a longer one does, so the length is searched by
+    // halves, each probe a binary search per segment.
+    const std::size_t most = std::min({opt_.max_match, context_.size(), snap->segments.front()->depth()});
+    std::size_t lo = 0, hi = most;  // lo occurs (0 trivially); the answer is in [lo, hi]
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi + 1) / 2;
+      if (occurs(*snap, mid))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    if (lo == 0) return;
+    const std::size_t len = lo;
+    const auto pattern = std::span<const Token>(context_).last(len);
+    // Best-first over the occurrences' continuations, counted exactly: within a segment the
+    // occurrences' suffix array range is sorted by what follows the match (up to the index's
+    // depth), so each next token's occurrences are one run of it, found by galloping.
+    nodes_.clear();
+    runs_.clear();
+    heap_.clear();
+    Node root;
+    root.first_run = 0;
+    for (std::size_t si = 0; si < snap->segments.size(); ++si) {
+      const auto [a, b] = snap->segments[si]->find(pattern);
+      if (a < b) runs_.push_back(Run{static_cast<std::uint32_t>(si), a, b});
+    }
+    root.runs = static_cast<std::uint32_t>(runs_.size());
+    nodes_.push_back(root);
+    const std::size_t max_depth = std::min(opt_.continuation, snap->segments.front()->depth() - len);
+    std::size_t total = 0;  // occurrences with a continuation
+    expand(*snap, 0, len, total);
+    if (total == 0) return;
+    last_match_ = len;
+    std::size_t kept = 0;
+    while (kept < budget && !heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), heap_order);
+      const std::int32_t v = heap_.back().node;
+      heap_.pop_back();
+      Node& n = nodes_[static_cast<std::size_t>(v)];
+      n.out = out.add_child(nodes_[static_cast<std::size_t>(n.parent)].out, n.token);
+      out.set_score(n.out, static_cast<float>(n.count) / static_cast<float>(total));
+      ++kept;
+      if (kept < budget && static_cast<std::size_t>(n.depth) < max_depth) {
+        std::size_t unused = 0;
+        expand(*snap, v, len, unused);
+      }
+    }
+  }
+
+  void accept(std::span<const Token> tokens) {
+    context_.insert(context_.end(), tokens.begin(), tokens.end());
+    output_.insert(output_.end(), tokens.begin(), tokens.end());
+  }
+
+  /// Adds the tokens accepted since begin() to the index as one document (nothing if none).
+  void finish() {
+    if (!index_ || output_.empty()) return;
+    index_->add(output_);
+    output_.clear();
+  }
+
+ private:
+  // A node of the continuation trie: its occurrences are the runs [first_run, first_run + runs).
+  struct Node {
+    Token token = -1;
+    std::int32_t parent = -1;
+    std::int32_t depth = 0;  // tokens after the match
+    std::int32_t out = 0;    // its index in the DraftTree once kept
+    std::size_t count = 0;   // occurrences
+    std::size_t first_run = 0;
+    std::uint32_t runs = 0;
+  };
+  struct Run {
+    std::uint32_t segment;
+    std::size_t lo, hi;  // suffix array ranks
+  };
+  struct Candidate {
+    std::size_t count;
+    std::int32_t depth;
+    std::int32_t node;
+  };
+  // Most occurrences first, then shallower, then found first.
+  static bool heap_order(const Candidate& a, const Candidate& b) {
+    if (a.count != b.count) return a.count < b.count;
+    if (a.depth != b.depth) return a.depth > b.depth;
+    return a.node > b.node;
+  }
+
+  bool occurs(const ReferenceIndex::Snapshot& snap, std::size_t len) const {
+    const auto pattern = std::span<const Token>(context_).last(len);
+    for (const auto& s : snap.segments)
+      if (s->contains(pattern)) return true;
+    return false;
+  }
+
+  // Adds node v's children (one per next token, its runs in every segment) as candidates; `with_next`
+  // gets the occurrences that have a next token.
+  void expand(const ReferenceIndex::Snapshot& snap, std::int32_t v, std::size_t match, std::size_t& with_next) {
+    const Node parent = nodes_[static_cast<std::size_t>(v)];
+    const std::size_t offset = match + static_cast<std::size_t>(parent.depth);
+    found_.clear();
+    for (std::size_t r = parent.first_run; r < parent.first_run + parent.runs; ++r) {
+      const Run run = runs_[r];
+      const IndexSegment& seg = *snap.segments[run.segment];
+      const auto text = seg.text();
+      const auto sa = seg.suffixes();
+      auto next = [&](std::size_t rank) { return text[sa[rank] + offset]; };
+      for (std::size_t i = run.lo; i < run.hi;) {
+        const Token t = next(i);
+        // Galloping: the end of t's run.
+        std::size_t step = 1, j = i + 1;
+        while (j < run.hi && next(j) == t) j = i + (step *= 2);
+        std::size_t a = i + step / 2, b = std::min(j, run.hi);
+        while (a < b) {
+          const std::size_t m = a + (b - a) / 2;
+          if (next(m) == t)
+            a = m + 1;
+          else
+            b = m;
+        }
+        if (t != IndexSegment::kEnd) found_.push_back({t, Run{run.segment, i, a}});
+        i = a;
+      }
+    }
+    std::sort(found_.begin(), found_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (std::size_t i = 0; i < found_.size();) {
+      Node child;
+      child.token = found_[i].first;
+      child.parent = v;
+      child.depth = parent.depth + 1;
+      child.first_run = runs_.size();
+      for (; i < found_.size() && found_[i].first == child.token; ++i) {
+        runs_.push_back(found_[i].second);
+        child.count += found_[i].second.hi - found_[i].second.lo;
+        ++child.runs;
+      }
+      with_next += child.count;
+      nodes_.push_back(child);
+      heap_.push_back({child.count, child.depth, static_cast<std::int32_t>(nodes_.size() - 1)});
+      std::push_heap(heap_.begin(), heap_.end(), heap_order);
+    }
+  }
+
+  // A destructor must not throw: an output that cannot be stored (out of memory) is dropped.
+  void finish_noexcept() noexcept {
+    try {
+      finish();
+    } catch (...) {
+      output_.clear();
+    }
+  }
+
+  std::shared_ptr<ReferenceIndex> index_;
+  IndexDrafterOptions opt_;
+  std::vector<Token> context_;  // prompt and accepted tokens
+  std::vector<Token> output_;   // accepted since begin()
+  std::size_t last_match_ = 0;
+  // Scratch of propose().
+  std::vector<Node> nodes_;
+  std::vector<Run> runs_;
+  std::vector<Candidate> heap_;
+  std::vector<std::pair<Token, Run>> found_;
+};
+
+static_assert(Drafter<IndexDrafter>);
+static_assert(MatchReportingDrafter<IndexDrafter>);
+static_assert(SequenceEndingDrafter<IndexDrafter>);
+
+REFDEC_NAMESPACE_END

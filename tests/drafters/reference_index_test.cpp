@@ -1,0 +1,179 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The shared reference index: its segments' suffix arrays and occurrence counts against counting
+// directly over the documents (through merges and eviction), snapshots that do not change, and the
+// index drafter's proposals.
+
+#include "refdec/drafters/reference_index.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/expect_error.hpp"
+
+namespace {
+
+using refdec::DraftTree;
+using refdec::IndexDrafter;
+using refdec::IndexSegment;
+using refdec::ReferenceIndex;
+using refdec::ReferenceIndexOptions;
+using refdec::Token;
+using Tokens = std::vector<Token>;
+
+std::size_t count_in(const std::deque<Tokens>& docs, const Tokens& pattern) {
+  std::size_t n = 0;
+  for (const Tokens& d : docs)
+    for (std::size_t i = 0; i + pattern.size() <= d.size(); ++i)
+      n += std::equal(pattern.begin(), pattern.end(), d.begin() + static_cast<std::ptrdiff_t>(i));
+  return n;
+}
+
+std::size_t count_in(const ReferenceIndex::Snapshot& snap, const Tokens& pattern) {
+  std::size_t n = 0;
+  for (const auto& s : snap.segments) {
+    const auto [lo, hi] = s->find(pattern);
+    n += hi - lo;
+  }
+  return n;
+}
+
+// Documents of random lengths over a 3-token vocabulary, added one by one: every pattern of up to
+// 3 tokens occurs in the index as often as in the documents kept (the newest ones within the
+// bound), each segment's suffixes are in order, and the segments stay few.
+TEST(ReferenceIndex, CountsEveryPatternThroughMergesAndEviction) {
+  std::mt19937 rng(7);
+  ReferenceIndex index({.max_tokens = 400, .depth = 6});
+  std::deque<Tokens> kept;
+  std::size_t kept_tokens = 0;
+  for (int d = 0; d < 120; ++d) {
+    Tokens doc(1 + rng() % 12);
+    for (Token& t : doc) t = static_cast<Token>(rng() % 3);
+    index.add(doc);
+    kept.push_back(doc);
+    kept_tokens += doc.size();
+    const auto snap = index.snapshot();
+    // Eviction drops whole segments, oldest first: the kept documents are the newest snap->tokens.
+    while (kept_tokens > snap->tokens) {
+      kept_tokens -= kept.front().size();
+      kept.pop_front();
+    }
+    ASSERT_EQ(kept_tokens, snap->tokens) << "document " << d;
+    ASSERT_LE(snap->tokens, 400u);
+    ASSERT_LE(snap->segments.size(), 12u) << "document " << d;
+    for (Token a = 0; a < 3; ++a) {
+      ASSERT_EQ(count_in(*snap, {a}), count_in(kept, {a}));
+      for (Token b = 0; b < 3; ++b) {
+        ASSERT_EQ(count_in(*snap, {a, b}), count_in(kept, {a, b}));
+        for (Token c = 0; c < 3; ++c) ASSERT_EQ(count_in(*snap, {a, b, c}), count_in(kept, {a, b, c})) << "document " << d;
+      }
+    }
+    for (const auto& s : snap->segments) {
+      const auto text = s->text();
+      const auto sa = s->suffixes();
+      for (std::size_t r = 1; r < sa.size(); ++r) {
+        const Tokens x(text.begin() + sa[r - 1], std::find(text.begin() + sa[r - 1], text.end(), IndexSegment::kEnd));
+        const Tokens y(text.begin() + sa[r], std::find(text.begin() + sa[r], text.end(), IndexSegment::kEnd));
+        ASSERT_LE(Tokens(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(6, x.size()))),
+                  Tokens(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(6, y.size()))));
+      }
+    }
+  }
+  EXPECT_GT(index.bytes(), 0u);
+}
+
+TEST(ReferenceIndex, SnapshotsStayAsTheyWere) {
+  ReferenceIndex index;
+  index.add(Tokens{1, 2, 3});
+  const auto before = index.snapshot();
+  index.add(Tokens{1, 2, 4});
+  index.add(Tokens{});  // ignored
+  EXPECT_EQ(before->tokens, 3u);
+  EXPECT_EQ(count_in(*before, {1, 2}), 1u);
+  EXPECT_EQ(count_in(*index.snapshot(), {1, 2}), 2u);
+  EXPECT_EQ(index.tokens(), 6u);
+  refdec_test::expect_error([&] { index.add(Tokens{1, -2}); }, "non-negative");
+  refdec_test::expect_error([] { ReferenceIndex({.max_tokens = 0}); }, "max_tokens");
+  refdec_test::expect_error([] { ReferenceIndex({.depth = 0}); }, "depth");
+  // A document longer than the bound keeps its last max_tokens tokens.
+  ReferenceIndex small({.max_tokens = 2});
+  small.add(Tokens{7, 8, 9});
+  EXPECT_EQ(small.tokens(), 2u);
+  EXPECT_EQ(count_in(*small.snapshot(), {8, 9}), 1u);
+}
+
+// The score of the node at the end of `path`, or -1 when the tree has no such path.
+float score_of(const DraftTree& tree, const Tokens& path) {
+  std::int32_t node = 0;
+  for (const Token t : path) {
+    std::int32_t c = tree.node(node).first_child;
+    while (c >= 0 && tree.node(c).token != t) c = tree.node(c).next_sibling;
+    if (c < 0) return -1.0f;
+    node = c;
+  }
+  return tree.node(node).score;
+}
+
+// The drafter: earlier sequences' outputs are drafted from, with the share of occurrences each
+// continuation has; its own output joins the index when the sequence ends; no match, nothing.
+TEST(IndexDrafter, DraftsWhatFollowedTheContextInEarlierOutputs) {
+  auto index = std::make_shared<ReferenceIndex>();
+  IndexDrafter d(index, {.max_match = 4, .continuation = 3});
+  DraftTree tree;
+  d.begin(Tokens{1, 2}, {});
+  d.propose(8, tree);
+  EXPECT_EQ(tree.size(), 0u) << "an empty index";
+  d.accept(Tokens{5, 6, 7, 8});
+  d.accept(Tokens{5, 6, 9});
+  d.finish();
+  EXPECT_EQ(index->tokens(), 7u);
+  d.finish();  // nothing more
+  EXPECT_EQ(index->tokens(), 7u);
+  index->add(Tokens{3, 5, 6, 7, 1});
+  d.begin(Tokens{0, 5, 6}, {});
+  tree.clear();
+  d.propose(8, tree);
+  EXPECT_EQ(d.last_match(), 2u);
+  // "5 6" occurred 3 times: followed by 7 twice (then 8, then 1) and by 9 once.
+  EXPECT_FLOAT_EQ(score_of(tree, {7}), 2.0f / 3.0f);
+  EXPECT_FLOAT_EQ(score_of(tree, {7, 8}), 1.0f / 3.0f);
+  EXPECT_FLOAT_EQ(score_of(tree, {7, 1}), 1.0f / 3.0f);
+  EXPECT_FLOAT_EQ(score_of(tree, {9}), 1.0f / 3.0f);
+  EXPECT_EQ(tree.size(), 5u);  // and 7 8 5
+  tree.clear();
+  d.propose(1, tree);
+  EXPECT_EQ(tree.size(), 1u) << "the budget caps the nodes";
+  // begin() ends the previous sequence: its output (nothing accepted) adds nothing; a new one does.
+  d.accept(Tokens{42});
+  d.begin(Tokens{42}, {});
+  EXPECT_EQ(index->tokens(), 13u);
+  tree.clear();
+  d.propose(8, tree);
+  EXPECT_EQ(tree.size(), 0u) << "42 ends every document it is in";
+  refdec_test::expect_error([] { IndexDrafter(nullptr); }, "needs a ReferenceIndex");
+}
+
+TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {
+  auto index = std::make_shared<ReferenceIndex>();
+  {
+    IndexDrafter d(index);
+    d.begin(Tokens{1}, {});
+    d.accept(Tokens{2, 3});
+    IndexDrafter moved(std::move(d));
+  }
+  EXPECT_EQ(index->tokens(), 2u);
+  IndexDrafter a(index), b(index);
+  a.begin(Tokens{1}, {});
+  a.accept(Tokens{4});
+  b.begin(Tokens{1}, {});
+  b.accept(Tokens{5, 6});
+  a = std::move(b);  // a's own output is stored first
+  EXPECT_EQ(index->tokens(), 3u);
+  a.finish();
+  EXPECT_EQ(index->tokens(), 5u);
+}
+
+}  // namespace
