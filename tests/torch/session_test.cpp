@@ -29,7 +29,9 @@
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/rest.hpp"
+#include "refdec/drafters/suffix_decoding.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
@@ -47,10 +49,21 @@ constexpr std::int64_t kContext = 96;
 
 LlamaConfig session_config(std::int64_t kv_heads) { return refdec_test::tiny_llama_config(kv_heads, kVocab, kContext); }
 
-// The drafters of the schedules: every kind, the mixture and the lookahead window included.
-constexpr int kDrafterKinds = 7;
+// The drafters of the schedules: every kind, the mixture and the lookahead window included. The
+// SuffixDecoding baseline's global tree and the shared reference index grow over every request of
+// every schedule, as a server's would.
+constexpr int kDrafterKinds = 9;
 AnyDrafter make_drafter(int kind, const std::shared_ptr<const Datastore>& datastore) {
+  static const auto suffix_cache = std::make_shared<SuffixDecodingCache>();
+  static const auto index = std::make_shared<ReferenceIndex>();
   switch (kind) {
+    case 7: return AnyDrafter(SuffixDecodingDrafter(suffix_cache));
+    case 8: {
+      std::vector<AnyDrafter> sources;
+      sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
+      sources.emplace_back(IndexDrafter(index));
+      return AnyDrafter(MixtureDrafter(std::move(sources)));
+    }
     case 0: return AnyDrafter{};
     case 1: return AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .m = 2, .self_reference = true}));
     case 2: return AnyDrafter(PromptLookupDrafter{});
