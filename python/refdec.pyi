@@ -422,6 +422,36 @@ class OutputHistory:
     def __len__(self: OutputHistory) -> int:
         """Outputs held."""
 
+class ReferenceIndex:
+    """One index over every finished output (and any document added), shared by IndexDrafters and grown online: suffix-array segments read through snapshots; at most max_tokens tokens, the oldest dropped."""
+    def __init__(self: ReferenceIndex, max_tokens: int = 67108864, depth: int = 64) -> None:
+        ...
+    def add(self: ReferenceIndex, document: List[int]) -> None:
+        """Adds one document (an empty one is ignored)."""
+    @property
+    def tokens(self) -> int:
+        """Tokens indexed."""
+    @property
+    def bytes(self) -> int:
+        """Bytes held (text and suffix arrays)."""
+    @property
+    def segments(self) -> int:
+        """Segments now."""
+    @property
+    def max_tokens(self) -> int:
+        """The bound on tokens."""
+    @property
+    def depth(self) -> int:
+        """Tokens by which suffixes are ordered."""
+
+class SuffixDecodingCache:
+    """SuffixDecoding's global tree over earlier responses (the baseline's; ArcticInference's defaults)."""
+    def __init__(self: SuffixDecodingCache, max_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0, min_token_prob: float = 0.10000000149011612, max_cached_requests: int = 100000) -> None:
+        ...
+    @property
+    def tokens(self) -> int:
+        """Tokens of the cached responses."""
+
 class Datastore:
     """A read-only, memory-mapped suffix-array datastore; one instance serves any number of threads and drafters."""
     @staticmethod
@@ -894,6 +924,28 @@ class HistoryDrafter(Drafter):
     @property
     def history(self) -> OutputHistory:
         """The shared OutputHistory."""
+
+class IndexDrafter(Drafter):
+    """Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it, then its continuations best first by how many occurrences they continue; the tokens accepted in a sequence join the index when it ends."""
+    def __init__(self: IndexDrafter, index: ReferenceIndex, max_match: int = 16, continuation: int = 64) -> None:
+        ...
+    @property
+    def index(self) -> ReferenceIndex:
+        """The shared ReferenceIndex."""
+    @property
+    def max_match(self) -> int:
+        """Longest suffix searched."""
+    @property
+    def continuation(self) -> int:
+        """Deepest draft."""
+
+class SuffixDecodingDrafter(Drafter):
+    """The SuffixDecoding baseline: a path per step from the request's own suffix tree or the shared global one, whichever scores higher."""
+    def __init__(self: SuffixDecodingDrafter, cache: SuffixDecodingCache) -> None:
+        ...
+    @property
+    def cache(self) -> SuffixDecodingCache:
+        """The shared global tree."""
 
 class RestDrafter(Drafter):
     """REST retrieval from a shared Datastore: the longest suffix of the sequence (n_max down to 1 tokens) found in the datastore, the c most frequent m-token continuation prefixes."""

@@ -44,7 +44,9 @@
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/rest.hpp"
+#include "refdec/drafters/suffix_decoding.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/errors.hpp"
 #include "refdec/torch/llama.hpp"
@@ -203,6 +205,20 @@ struct PyHistoryDrafter : PyDrafter {
   PyHistoryDrafter(std::function<AnyDrafter()> inner, std::shared_ptr<OutputHistory> h)
       : PyDrafter([inner, h] { return AnyDrafter(HistoryDrafter(inner(), h)); }), history(std::move(h)) {}
   std::shared_ptr<OutputHistory> history;
+};
+
+// Fresh copies share the index: every sequence any of them serves adds its output to it.
+struct PyIndexDrafter : PyDrafter {
+  PyIndexDrafter(std::shared_ptr<ReferenceIndex> i, IndexDrafterOptions o)
+      : PyDrafter([i, o] { return AnyDrafter(IndexDrafter(i, o)); }), index(std::move(i)), options(o) {}
+  std::shared_ptr<ReferenceIndex> index;
+  IndexDrafterOptions options;
+};
+// Fresh copies share the global tree.
+struct PySuffixDecodingDrafter : PyDrafter {
+  explicit PySuffixDecodingDrafter(std::shared_ptr<SuffixDecodingCache> c)
+      : PyDrafter([c] { return AnyDrafter(SuffixDecodingDrafter(c)); }), cache(std::move(c)) {}
+  std::shared_ptr<SuffixDecodingCache> cache;
 };
 
 // The mixture keeps a handle on the statistics of the instance it holds (the handle follows the
@@ -844,6 +860,60 @@ PYBIND11_MODULE(refdec, m) {
            }),
            py::arg("inner"), py::arg("history"))
       .def_property_readonly("history", [](const PyHistoryDrafter& d) { return d.history; }, "The shared OutputHistory.");
+
+  py::class_<ReferenceIndex, std::shared_ptr<ReferenceIndex>>(m, "ReferenceIndex",
+                                                              "One index over every finished output (and any document added), "
+                                                              "shared by IndexDrafters and grown online: suffix-array segments "
+                                                              "read through snapshots; at most max_tokens tokens, the oldest dropped.")
+      .def(py::init([](std::size_t max_tokens, std::size_t depth) { return std::make_shared<ReferenceIndex>(ReferenceIndexOptions{max_tokens, depth}); }),
+           py::arg("max_tokens") = ReferenceIndexOptions{}.max_tokens, py::arg("depth") = ReferenceIndexOptions{}.depth)
+      .def("add", [](ReferenceIndex& i, const Tokens& document) {
+             py::gil_scoped_release release;
+             i.add(document);
+           }, py::arg("document"), "Adds one document (an empty one is ignored).")
+      .def_property_readonly("tokens", &ReferenceIndex::tokens, "Tokens indexed.")
+      .def_property_readonly("bytes", &ReferenceIndex::bytes, "Bytes held (text and suffix arrays).")
+      .def_property_readonly("segments", [](const ReferenceIndex& i) { return i.snapshot()->segments.size(); }, "Segments now.")
+      .def_property_readonly("max_tokens", [](const ReferenceIndex& i) { return i.options().max_tokens; }, "The bound on tokens.")
+      .def_property_readonly("depth", [](const ReferenceIndex& i) { return i.options().depth; }, "Tokens by which suffixes are ordered.");
+
+  py::class_<PyIndexDrafter, PyDrafter>(m, "IndexDrafter",
+                                        "Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it, then "
+                                        "its continuations best first by how many occurrences they continue; the tokens accepted in "
+                                        "a sequence join the index when it ends.")
+      .def(py::init([](std::shared_ptr<ReferenceIndex> index, std::size_t max_match, std::size_t continuation) {
+             REFDEC_CHECK(index != nullptr, "index drafter: index is None");
+             return std::make_unique<PyIndexDrafter>(std::move(index), IndexDrafterOptions{max_match, continuation});
+           }),
+           py::arg("index"), py::arg("max_match") = IndexDrafterOptions{}.max_match,
+           py::arg("continuation") = IndexDrafterOptions{}.continuation)
+      .def_property_readonly("index", [](const PyIndexDrafter& d) { return d.index; }, "The shared ReferenceIndex.")
+      .def_property_readonly("max_match", [](const PyIndexDrafter& d) { return d.options.max_match; }, "Longest suffix searched.")
+      .def_property_readonly("continuation", [](const PyIndexDrafter& d) { return d.options.continuation; }, "Deepest draft.");
+
+  py::class_<SuffixDecodingCache, std::shared_ptr<SuffixDecodingCache>>(m, "SuffixDecodingCache",
+                                                                        "SuffixDecoding's global tree over earlier responses (the "
+                                                                        "baseline's; ArcticInference's defaults).")
+      .def(py::init([](std::size_t max_depth, double max_spec_factor, double max_spec_offset, float min_token_prob,
+                       std::size_t max_cached_requests) {
+             return std::make_shared<SuffixDecodingCache>(
+                 SuffixDecodingOptions{max_depth, max_spec_factor, max_spec_offset, min_token_prob, max_cached_requests});
+           }),
+           py::arg("max_depth") = SuffixDecodingOptions{}.max_depth, py::arg("max_spec_factor") = SuffixDecodingOptions{}.max_spec_factor,
+           py::arg("max_spec_offset") = SuffixDecodingOptions{}.max_spec_offset,
+           py::arg("min_token_prob") = SuffixDecodingOptions{}.min_token_prob,
+           py::arg("max_cached_requests") = SuffixDecodingOptions{}.max_cached_requests)
+      .def_property_readonly("tokens", &SuffixDecodingCache::tokens, "Tokens of the cached responses.");
+
+  py::class_<PySuffixDecodingDrafter, PyDrafter>(m, "SuffixDecodingDrafter",
+                                                 "The SuffixDecoding baseline: a path per step from the request's own suffix tree "
+                                                 "or the shared global one, whichever scores higher.")
+      .def(py::init([](std::shared_ptr<SuffixDecodingCache> cache) {
+             REFDEC_CHECK(cache != nullptr, "suffix decoding: cache is None");
+             return std::make_unique<PySuffixDecodingDrafter>(std::move(cache));
+           }),
+           py::arg("cache"))
+      .def_property_readonly("cache", [](const PySuffixDecodingDrafter& d) { return d.cache; }, "The shared global tree.");
 
   py::class_<Datastore, std::shared_ptr<Datastore>>(m, "Datastore",
                                                     "A read-only, memory-mapped suffix-array datastore; one instance serves any "

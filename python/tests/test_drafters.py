@@ -142,6 +142,35 @@ def test_history_drafter_drafts_from_earlier_outputs():
     assert len(history) == 2 and history.outputs[-1] == [9, 9]  # the second sequence is still running
 
 
+def test_index_drafter_drafts_earlier_outputs_from_a_shared_index():
+    index = refdec.ReferenceIndex(max_tokens=1 << 16)
+    d = refdec.IndexDrafter(index)
+    assert d.index is index and d.max_match == 16 and d.continuation == 64
+    answer = text(200, 7, vocab=150)
+    first = replay(d, [1, 2, 3], answer)
+    d.begin([4, 5, 6])  # the first sequence ends: its output joins the index
+    assert index.tokens == 200 and index.segments == 1 and index.bytes > 0
+    second = replay(d, [4, 5, 6], answer)
+    assert second > first + 1.0
+    index.add([9, 9, 9])
+    assert index.tokens == 203
+    with pytest.raises(refdec.ArgumentError):
+        index.add([1, -1])
+    with pytest.raises(refdec.ArgumentError):
+        refdec.ReferenceIndex(max_tokens=0)
+
+
+def test_suffix_decoding_baseline_drafts_from_its_global_tree():
+    cache = refdec.SuffixDecodingCache()
+    d = refdec.SuffixDecodingDrafter(cache)
+    assert d.cache is cache and d.name == "suffix-decoding"
+    answer = text(200, 8, vocab=150)
+    first = replay(d, [1, 2, 3], answer)
+    assert cache.tokens == 200  # the response joined the global tree as it grew
+    second = replay(d, [4, 5, 6], answer)
+    assert second > first + 1.0
+
+
 def test_mixture_takes_the_small_budget_settings():
     mix = refdec.MixtureDrafter([refdec.LlmaDrafter(), refdec.NgramTrieDrafter()], source_budget=0, match_context=False,
                                 recent_rate=0.0, scorer_rate=0.0)
