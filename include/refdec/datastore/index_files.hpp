@@ -1,0 +1,113 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// A ReferenceIndex kept across restarts: each segment written as a datastore file (the checksummed
+// format REST's datastores use, refdec/datastore/format.hpp), and a directory of them read back
+// into a new index, a corrupt or truncated file refused with its reason while the others are
+// served. Link against refdec::datastore.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/file_io.hpp"
+#include "refdec/datastore/builder.hpp"
+#include "refdec/datastore/reader.hpp"
+#include "refdec/drafters/reference_index.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+namespace index_files_detail {
+inline bool is_segment_file(const std::filesystem::path& p) {
+  const std::string name = p.filename().string();
+  return name.size() > 11 && name.rfind("segment-", 0) == 0 && p.extension() == ".ds";
+}
+inline std::vector<std::filesystem::path> segment_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.is_regular_file() && is_segment_file(entry.path())) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+}  // namespace index_files_detail
+
+/// Writes the segments of `index` as it is now (one snapshot) into directory `dir` (created if
+/// missing), oldest first as segment-000000.ds, segment-000001.ds, ...; each is written under a
+/// temporary name and renamed, and segment files of an earlier save beyond the new ones are
+/// removed. Token ids must be below `vocab_size`. Returns the files written. Throws refdec::Error
+/// (nothing half-written under a segment's name) when a file cannot be written.
+inline std::vector<std::filesystem::path> save_reference_index(const ReferenceIndex& index, const std::filesystem::path& dir,
+                                                               std::int32_t vocab_size) {
+  std::filesystem::create_directories(dir);
+  const auto snap = index.snapshot();
+  std::vector<std::filesystem::path> written;
+  for (std::size_t i = 0; i < snap->segments.size(); ++i) {
+    std::vector<std::vector<Token>> documents(1);
+    for (const Token t : snap->segments[i]->text()) {
+      if (t == IndexSegment::kEnd)
+        documents.emplace_back();
+      else
+        documents.back().push_back(t);
+    }
+    documents.pop_back();  // the empty one after the last end
+    char name[32];
+    std::snprintf(name, sizeof name, "segment-%06zu.ds", i);
+    const auto path = dir / name;
+    const auto partial = dir / (std::string(name) + ".partial");
+    try {
+      build_datastore(documents, vocab_size, partial);
+      std::filesystem::rename(partial, path);
+    } catch (...) {
+      std::error_code ignored;
+      std::filesystem::remove(partial, ignored);
+      throw;
+    }
+    written.push_back(path);
+  }
+  for (const auto& old : index_files_detail::segment_files(dir))
+    if (std::find(written.begin(), written.end(), old) == written.end()) std::filesystem::remove(old);
+  return written;
+}
+
+/// What open_reference_index() read.
+struct ReferenceIndexFiles {
+  std::shared_ptr<ReferenceIndex> index;  ///< the documents of every file served
+  std::vector<std::filesystem::path> served;
+  std::vector<std::string> refused;  ///< one line per file refused: its path and why
+};
+
+/// A new index (with `options`) holding the documents of every segment file in `dir`, oldest
+/// first. A file that does not open as a datastore (corrupt, truncated, wrong version: the
+/// datastore's own checks, checksum included) is refused, named with the reason in `refused`, and
+/// the others are served. Throws refdec::IoError when `dir` is not a readable directory.
+inline ReferenceIndexFiles open_reference_index(const std::filesystem::path& dir, ReferenceIndexOptions options = {}) {
+  REFDEC_CHECK_IO(std::filesystem::is_directory(dir), "reference index: '" << dir.string() << "' is not a directory");
+  ReferenceIndexFiles out;
+  out.index = std::make_shared<ReferenceIndex>(options);
+  for (const auto& path : index_files_detail::segment_files(dir)) {
+    std::vector<std::vector<Token>> documents(1);
+    try {
+      const Datastore store = Datastore::open(path);
+      for (std::uint64_t pos = 0; pos < store.size(); ++pos) {
+        const Token t = store.token(pos);
+        if (t < 0)
+          documents.emplace_back();
+        else
+          documents.back().push_back(t);
+      }
+    } catch (const Error& e) {
+      out.refused.push_back(path.string() + ": " + e.what());
+      continue;
+    }
+    documents.pop_back();
+    for (const auto& d : documents) out.index->add(d);
+    out.served.push_back(path);
+  }
+  return out;
+}
+
+REFDEC_NAMESPACE_END

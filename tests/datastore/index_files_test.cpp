@@ -1,0 +1,115 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// A ReferenceIndex written as datastore segment files and read back after its process is gone:
+// the same drafts; a corrupt or truncated segment refused by name, the others served.
+
+#include "refdec/datastore/index_files.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/expect_error.hpp"
+#include "test_data.hpp"
+
+namespace {
+
+using namespace refdec;
+using Tokens = std::vector<Token>;
+
+Tokens random_text(std::mt19937& rng, std::size_t n) {
+  Tokens t;
+  while (t.size() < n) {
+    if (t.size() > 16 && rng() % 2 == 0) {
+      const std::size_t from = rng() % (t.size() - 8);
+      t.insert(t.end(), t.begin() + static_cast<std::ptrdiff_t>(from), t.begin() + static_cast<std::ptrdiff_t>(from + 8));
+    } else {
+      t.push_back(static_cast<Token>(rng() % 40));
+    }
+  }
+  return t;
+}
+
+// Every proposal of a fresh IndexDrafter over `index` for each context, as text.
+std::string drafts(const std::shared_ptr<ReferenceIndex>& index, const std::vector<Tokens>& contexts) {
+  std::ostringstream out;
+  IndexDrafter d(index);
+  for (const Tokens& c : contexts) {
+    DraftTree tree;
+    d.begin(c, {});
+    d.propose(24, tree);
+    for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i) {
+      const auto& n = tree.node(i);
+      out << '[' << n.token << ' ' << n.score << ' ' << n.depth << ' ' << n.first_child << ' ' << n.next_sibling << ']';
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+TEST(ReferenceIndexFiles, ReopenedIndexDraftsWhatTheOriginalDrafted) {
+  refdec_test::TempDir dir;
+  std::mt19937 rng(5);
+  std::vector<Tokens> contexts;
+  for (int i = 0; i < 20; ++i) contexts.push_back(random_text(rng, 30));
+  std::string before;
+  std::size_t tokens = 0;
+  {
+    auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 6000});
+    for (int d = 0; d < 60; ++d) index->add(random_text(rng, 50 + rng() % 100));  // some evicted
+    const auto files = save_reference_index(*index, dir.path(), 40);
+    EXPECT_EQ(files.size(), index->snapshot()->segments.size());
+    before = drafts(index, contexts);
+    tokens = index->tokens();
+  }
+  const auto reopened = open_reference_index(dir.path(), {.max_tokens = 6000});
+  EXPECT_TRUE(reopened.refused.empty());
+  EXPECT_EQ(reopened.index->tokens(), tokens);
+  EXPECT_EQ(drafts(reopened.index, contexts), before);
+  EXPECT_NE(before.find('['), std::string::npos) << "the contexts found something to draft";
+  // A second save with fewer segments leaves no stale file behind.
+  ReferenceIndex small;
+  small.add(Tokens{1, 2, 3});
+  EXPECT_EQ(save_reference_index(small, dir.path(), 40).size(), 1u);
+  EXPECT_EQ(open_reference_index(dir.path()).index->tokens(), 3u);
+}
+
+TEST(ReferenceIndexFiles, ACorruptOrTruncatedSegmentIsRefusedTheOthersServed) {
+  refdec_test::TempDir dir;
+  std::mt19937 rng(9);
+  ReferenceIndex index({.max_tokens = 1 << 20});
+  for (const std::size_t n : {400, 150, 60}) index.add(random_text(rng, n));  // each more than halves: three segments
+  const auto files = save_reference_index(index, dir.path(), 40);
+  ASSERT_EQ(files.size(), 3u);
+  const auto sizes = [&] {
+    std::vector<std::size_t> n;
+    for (const auto& s : index.snapshot()->segments) n.push_back(s->tokens());
+    return n;
+  }();
+  {  // flip a byte in the middle of the first segment's tokens
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(std::filesystem::file_size(files[0]) / 2));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(files[0]) / 2));
+    f.write(&c, 1);
+  }
+  std::filesystem::resize_file(files[1], std::filesystem::file_size(files[1]) - 7);  // truncated
+  const auto reopened = open_reference_index(dir.path());
+  ASSERT_EQ(reopened.refused.size(), 2u);
+  EXPECT_NE(reopened.refused[0].find(files[0].filename().string()), std::string::npos) << reopened.refused[0];
+  EXPECT_NE(reopened.refused[1].find(files[1].filename().string()), std::string::npos) << reopened.refused[1];
+  std::size_t rest = 0;
+  for (std::size_t i = 2; i < sizes.size(); ++i) rest += sizes[i];
+  EXPECT_EQ(reopened.index->tokens(), rest);
+  EXPECT_EQ(reopened.served.size(), files.size() - 2);
+  refdec_test::expect_error([&] { (void)open_reference_index(dir.path() / "missing"); }, "is not a directory");
+  refdec_test::expect_error([&] { (void)save_reference_index(index, dir.path(), 10); }, "outside the vocabulary [0, 10)");
+}
+
+}  // namespace
