@@ -102,16 +102,18 @@ void BM_IndexDraft(benchmark::State& state) {
 }
 BENCHMARK(BM_IndexDraft)->Unit(benchmark::kMicrosecond);
 
-// add() of 1,000-token documents into an index already at its bound.
+// add() of 1,000-token documents into an index already at its bound; the merges in add() (0) or
+// on the index's own thread (1: background_merge, the index settled before timing).
 void BM_IndexAdd(benchmark::State& state) {
-  ReferenceIndex index({.max_tokens = index_tokens()});
+  ReferenceIndex index({.max_tokens = index_tokens(), .background_merge = state.range(0) != 0});
   for (std::size_t t = 0, i = 0; t < index_tokens(); t += kDocument, ++i) index.add(documents()[i % documents().size()]);
+  index.wait_for_merges();
   std::size_t i = 0;
   for (auto _ : state) index.add(documents()[i++ % documents().size()]);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kDocument));
   report(state, index);
 }
-BENCHMARK(BM_IndexAdd)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_IndexAdd)->ArgName("background")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // `readers` threads drafting (budget 16) while one more thread adds documents all along, for 0.5 s
 // per iteration: drafts per second over all readers and tokens added per second.

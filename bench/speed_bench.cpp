@@ -42,6 +42,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/drafters/history.hpp"
+#include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
@@ -234,13 +235,14 @@ struct Timed {
 // The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST (with a
 // datastore); `variant` (--live-compare) also as it was before the small-budget defaults
 // ("table"), or with the model's earlier outputs as a source ("history": the traces replayed
-// before, which this mixture drafted too).
+// before, which this mixture drafted too; "index": the same outputs in a shared ReferenceIndex).
 AnyDrafter live_mixture(const std::shared_ptr<const Datastore>& datastore, const StepCost& prior, const std::string& variant = "") {
   std::vector<AnyDrafter> sources;
   sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
   sources.emplace_back(NgramTrieDrafter());
   if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
   if (variant == "history") sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter()), std::make_shared<OutputHistory>()));
+  if (variant == "index") sources.emplace_back(IndexDrafter(std::make_shared<ReferenceIndex>()));
   MixtureOptions options;
   options.cost = prior;
   if (variant == "table") {
@@ -445,9 +447,9 @@ int main(int argc, char** argv) {
   app.add_option("--datastore", live_datastore, "REST datastore of the live mixture (refdec-datastore build; none: no REST)");
   bool live_compare = false;
   app.add_flag("--live-compare", live_compare,
-               "two more live rows learned online from this run's calibration: the mixture with its per-source "
+               "three more live rows learned online from this run's calibration: the mixture with its per-source "
                "tables only (no source budget, contexts or learned scorer), and with the model's earlier outputs "
-               "as a fourth source (HistoryDrafter)");
+               "as a fourth source (HistoryDrafter; the shared ReferenceIndex)");
   app.add_option("--live-budget", live_budget, "the live mixture's largest budget")->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
   std::vector<std::int64_t> live_batches;
@@ -673,6 +675,8 @@ int main(int argc, char** argv) {
                           mixture(calibrated, "table"), StepCostTracker(calibrated)});
           rows.push_back({label + " + history live adaptive, learned online from this run's calibration",
                           mixture(calibrated, "history"), StepCostTracker(calibrated)});
+          rows.push_back({label + " + shared index live adaptive, learned online from this run's calibration",
+                          mixture(calibrated, "index"), StepCostTracker(calibrated)});
         }
         for (const std::string& f : live_priors)
           add_rows(read_step_cost(f, "--live-prior"), "the calibration of " + std::filesystem::path(f).filename().string());

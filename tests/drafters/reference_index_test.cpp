@@ -85,6 +85,32 @@ TEST(ReferenceIndex, CountsEveryPatternThroughMergesAndEviction) {
   EXPECT_GT(index.bytes(), 0u);
 }
 
+// With the merges on the index's own thread, every snapshot still counts every pattern right, and
+// once the merges settle the segments are as few as add() would have left them.
+TEST(ReferenceIndex, MergesInTheBackgroundWithoutChangingAnyCount) {
+  std::mt19937 rng(8);
+  ReferenceIndex index({.max_tokens = 1 << 20, .depth = 6, .background_merge = true});
+  std::deque<Tokens> kept;
+  for (int d = 0; d < 200; ++d) {
+    Tokens doc(1 + rng() % 12);
+    for (Token& t : doc) t = static_cast<Token>(rng() % 3);
+    index.add(doc);
+    kept.push_back(doc);
+    const auto snap = index.snapshot();
+    ASSERT_LE(snap->segments.size(), ReferenceIndex::kMaxSegments + 1);
+    for (Token a = 0; a < 3; ++a)
+      for (Token b = 0; b < 3; ++b) ASSERT_EQ(count_in(*snap, {a, b}), count_in(kept, {a, b})) << "document " << d;
+  }
+  index.wait_for_merges();
+  const auto settled = index.snapshot();
+  EXPECT_LE(settled->segments.size(), 12u);
+  for (std::size_t i = 1; i < settled->segments.size(); ++i)
+    EXPECT_GT(settled->segments[i - 1]->tokens(), 2 * settled->segments[i]->tokens()) << "a merge still due at " << i;
+  for (Token a = 0; a < 3; ++a)
+    for (Token b = 0; b < 3; ++b)
+      for (Token c = 0; c < 3; ++c) EXPECT_EQ(count_in(*settled, {a, b, c}), count_in(kept, {a, b, c}));
+}
+
 TEST(ReferenceIndex, SnapshotsStayAsTheyWere) {
   ReferenceIndex index;
   index.add(Tokens{1, 2, 3});

@@ -151,11 +151,12 @@ TEST(Threads, StepDriverDraftsOnItsThreads) {
   EXPECT_GT(driver.stats().tokens_per_step(), 2.0) << "the history and the sequences' own text were drafted from";
 }
 
-// One ReferenceIndex, read by seven threads' drafters while an eighth adds documents and the
-// readers' own outputs join it as their sequences end: every proposal's scores are shares of
-// occurrences, and every snapshot a reader takes holds at least what the one before it held.
+// One ReferenceIndex, merging on its own thread, read by seven threads' drafters while an eighth
+// adds documents and the readers' own outputs join it as their sequences end: every proposal's
+// scores are shares of occurrences, and every snapshot a reader takes holds at least what the one
+// before it held.
 TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
-  const auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 1 << 20, .depth = 16});
+  const auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 1 << 20, .depth = 16, .background_merge = true});
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
     std::mt19937 rng(99);
@@ -185,6 +186,8 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
       }
     });
   for (auto& t : threads) t.join();
+  index->wait_for_merges();
+  EXPECT_LE(index->snapshot()->segments.size(), 24u);
   for (int r = 0; r < kThreads - 1; ++r) {
     EXPECT_EQ(bad[static_cast<std::size_t>(r)], 0) << "reader " << r;
     EXPECT_GT(proposals[static_cast<std::size_t>(r)], 0) << "reader " << r << " never found a match";

@@ -10,17 +10,20 @@
 // merged while the older of the two is at most twice the newer (a merge of two suffix arrays,
 // since no suffix crosses a document's end), so the list stays logarithmic in the index's size,
 // and no segment grows past an eighth of the bound on tokens, so that dropping the oldest segment
-// when the index is full drops at most that much. Readers take the current list (a shared pointer
-// copied under a lock held for nothing else); the writer builds the next list aside and swaps it
-// in. Continuation counts come from the suffix array ranges: how often each next token followed
-// the matched context.
+// when the index is full drops at most that much. The merges run in add(), or on a thread of the
+// index's own (background_merge). Readers take the current list (a shared pointer copied under a
+// lock held for nothing else); a writer builds the next list aside and swaps it in. Continuation
+// counts come from the suffix array ranges: how often each next token followed the matched
+// context.
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -134,6 +137,9 @@ struct ReferenceIndexOptions {
   std::size_t max_tokens = std::size_t{1} << 26;
   /// Suffixes are ordered by this many tokens: the longest match a query can find.
   std::size_t depth = 64;
+  /// Merge segments on a thread of the index's own instead of in add(): add() then only sorts its
+  /// document's suffixes, and readers meanwhile search a few more (small) segments.
+  bool background_merge = false;
 };
 
 /// The shared, growing index (see the top of this file). Thread-safe: any number of readers
@@ -147,43 +153,66 @@ class ReferenceIndex {
     std::size_t bytes = 0;
   };
 
+  /// With background_merge, add() merges only past this many segments (the merging thread is
+  /// behind): readers never face more.
+  static constexpr std::size_t kMaxSegments = 64;
+
   explicit ReferenceIndex(ReferenceIndexOptions options = {}) : opt_(options), current_(std::make_shared<const Snapshot>()) {
     REFDEC_CHECK(opt_.max_tokens >= 1 && opt_.max_tokens <= (std::size_t{1} << 31),
                  "reference index: max_tokens must be in [1, 2^31], got " << opt_.max_tokens);
     REFDEC_CHECK(opt_.depth >= 1 && opt_.depth <= 1024, "reference index: depth must be in [1, 1024], got " << opt_.depth);
+    if (opt_.background_merge) merger_ = std::thread([this] { merge_loop(); });
+  }
+  ReferenceIndex(const ReferenceIndex&) = delete;
+  ReferenceIndex& operator=(const ReferenceIndex&) = delete;
+  ~ReferenceIndex() {
+    if (!merger_.joinable()) return;
+    {
+      const std::lock_guard writer(writer_mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    merger_.join();
   }
 
   const ReferenceIndexOptions& options() const { return opt_; }
 
   /// Adds one document (a finished output, or text an engine wants drafted from; token ids >= 0).
-  /// An empty one is ignored; one longer than max_tokens keeps its last max_tokens tokens.
+  /// An empty one is ignored; one longer than max_tokens keeps its last max_tokens tokens. It is
+  /// drafted from as soon as this returns.
   void add(std::span<const Token> document) {
     if (document.empty()) return;
     if (document.size() > opt_.max_tokens) document = document.last(opt_.max_tokens);
     auto segment = std::make_shared<const IndexSegment>(document, opt_.depth);  // validates, outside every lock
-    const std::lock_guard writer(writer_mutex_);
-    auto next = std::make_shared<Snapshot>();
-    next->segments = snapshot()->segments;
-    next->segments.push_back(std::move(segment));
-    auto& segs = next->segments;
-    const std::size_t cap = std::max<std::size_t>(opt_.max_tokens / 8, 1);
-    while (segs.size() >= 2) {
-      const IndexSegment& older = *segs[segs.size() - 2];
-      const IndexSegment& newer = *segs.back();
-      if (older.tokens() > 2 * newer.tokens() || older.tokens() + newer.tokens() > cap) break;
-      auto merged = IndexSegment::merge(older, newer);
-      segs.pop_back();
-      segs.back() = std::move(merged);
+    {
+      const std::lock_guard writer(writer_mutex_);
+      auto next = std::make_shared<Snapshot>();
+      next->segments = snapshot()->segments;
+      next->segments.push_back(std::move(segment));
+      auto& segs = next->segments;
+      if (!opt_.background_merge || segs.size() > kMaxSegments) {
+        // The newest pair while the rule holds: the candidates a merge leaves are at the end.
+        for (std::size_t i; (i = candidate(segs)) == segs.size() - 1 && i > 0;) {
+          auto merged = IndexSegment::merge(*segs[i - 1], *segs[i]);
+          segs.pop_back();
+          segs.back() = std::move(merged);
+        }
+      }
+      for (const auto& s : segs) next->tokens += s->tokens();
+      while (next->tokens > opt_.max_tokens) {
+        next->tokens -= segs.front()->tokens();
+        segs.erase(segs.begin());
+      }
+      publish(std::move(next));
     }
-    for (const auto& s : segs) next->tokens += s->tokens();
-    while (next->tokens > opt_.max_tokens) {
-      next->tokens -= segs.front()->tokens();
-      segs.erase(segs.begin());
-    }
-    for (const auto& s : segs) next->bytes += s->bytes();
-    std::shared_ptr<const Snapshot> published = std::move(next);
-    const std::lock_guard swap(snapshot_mutex_);
-    current_.swap(published);
+    if (opt_.background_merge) wake_.notify_all();
+  }
+
+  /// Returns once no merge is due (at once without background_merge): for tests and benchmarks
+  /// that want the settled shape.
+  void wait_for_merges() {
+    std::unique_lock writer(writer_mutex_);
+    settled_.wait(writer, [&] { return !opt_.background_merge || (!merging_ && candidate(snapshot()->segments) == 0); });
   }
 
   /// The index as it is now; stays valid (and unchanged) while held.
@@ -196,10 +225,66 @@ class ReferenceIndex {
   std::size_t bytes() const { return snapshot()->bytes; }
 
  private:
+  // The newest i >= 1 such that segments i - 1 and i are due for a merge (the older at most twice
+  // the newer, together within an eighth of the bound), or 0 for none.
+  std::size_t candidate(const std::vector<std::shared_ptr<const IndexSegment>>& segs) const {
+    const std::size_t cap = std::max<std::size_t>(opt_.max_tokens / 8, 1);
+    for (std::size_t i = segs.size(); i-- > 1;) {
+      const std::size_t older = segs[i - 1]->tokens(), newer = segs[i]->tokens();
+      if (older <= 2 * newer && older + newer <= cap) return i;
+    }
+    return 0;
+  }
+
+  // Swaps in `next` (its byte total computed here). Called with writer_mutex_ held.
+  void publish(std::shared_ptr<Snapshot> next) {
+    next->bytes = 0;
+    for (const auto& s : next->segments) next->bytes += s->bytes();
+    std::shared_ptr<const Snapshot> published = std::move(next);
+    const std::lock_guard swap(snapshot_mutex_);
+    current_.swap(published);
+  }
+
+  // The merging thread: merges the newest pair due, outside every lock, then puts the result in
+  // place of the pair if both are still there (an eviction may have dropped them meanwhile).
+  void merge_loop() {
+    std::unique_lock writer(writer_mutex_);
+    while (!stop_) {
+      const auto snap = snapshot();
+      const std::size_t i = candidate(snap->segments);
+      if (i == 0) {
+        merging_ = false;
+        settled_.notify_all();
+        wake_.wait(writer);
+        continue;
+      }
+      merging_ = true;
+      const auto older = snap->segments[i - 1], newer = snap->segments[i];
+      writer.unlock();
+      auto merged = IndexSegment::merge(*older, *newer);
+      writer.lock();
+      const auto now = snapshot();
+      for (std::size_t j = 1; j < now->segments.size(); ++j) {
+        if (now->segments[j - 1] != older || now->segments[j] != newer) continue;
+        auto next = std::make_shared<Snapshot>(*now);
+        next->segments[j - 1] = std::move(merged);
+        next->segments.erase(next->segments.begin() + static_cast<std::ptrdiff_t>(j));
+        publish(std::move(next));
+        break;
+      }
+    }
+  }
+
   ReferenceIndexOptions opt_;
-  std::mutex writer_mutex_;            // one add() at a time
+  std::mutex writer_mutex_;            // one change of the segment list at a time
   mutable std::mutex snapshot_mutex_;  // held only to copy or swap current_
   std::shared_ptr<const Snapshot> current_;
+  // background_merge only.
+  std::thread merger_;
+  std::condition_variable wake_;     // the list changed, or stop_
+  std::condition_variable settled_;  // no merge due
+  bool merging_ = false;
+  bool stop_ = false;
 };
 
 /// Settings of an IndexDrafter.
@@ -228,7 +313,7 @@ class IndexDrafter {
       finish_noexcept();
       index_ = std::move(o.index_), opt_ = o.opt_, context_ = std::move(o.context_);
       output_ = std::exchange(o.output_, {});
-      last_match_ = o.last_match_;
+      last_match_ = o.last_match_, last_match_seen_ = o.last_match_seen_, last_context_size_ = o.last_context_size_;
     }
     return *this;
   }
@@ -246,7 +331,8 @@ class IndexDrafter {
     REFDEC_CHECK(index_ != nullptr, "index drafter: used after it was moved from");
     finish();
     context_.assign(prompt.begin(), prompt.end());
-    last_match_ = 0;
+    last_match_ = last_match_seen_ = 0;
+    last_context_size_ = 0;  // the first probe is the longest match allowed
   }
 
   void propose(std::size_t budget, DraftTree& out) {
@@ -258,6 +344,15 @@ class IndexDrafter {
     // halves, each probe a binary search per segment.
     const std::size_t most = std::min({opt_.max_match, context_.size(), snap->segments.front()->depth()});
     std::size_t lo = 0, hi = most;  // lo occurs (0 trivially); the answer is in [lo, hi]
+    // First probe: the last match grown by the tokens accepted since, where the next match
+    // usually is (it cannot be longer unless the index grew).
+    const std::size_t hint = std::min(most, last_match_seen_ + (context_.size() - last_context_size_));
+    if (hint > 0) {
+      if (occurs(*snap, hint))
+        lo = hint;
+      else
+        hi = hint - 1;
+    }
     while (lo < hi) {
       const std::size_t mid = (lo + hi + 1) / 2;
       if (occurs(*snap, mid))
@@ -265,6 +360,7 @@ class IndexDrafter {
       else
         hi = mid - 1;
     }
+    last_match_seen_ = lo, last_context_size_ = context_.size();
     if (lo == 0) return;
     const std::size_t len = lo;
     const auto pattern = std::span<const Token>(context_).last(len);
@@ -361,8 +457,13 @@ class IndexDrafter {
       const auto text = seg.text();
       const auto sa = seg.suffixes();
       auto next = [&](std::size_t rank) { return text[sa[rank] + offset]; };
+      const Token last = next(run.hi - 1);
       for (std::size_t i = run.lo; i < run.hi;) {
         const Token t = next(i);
+        if (t == last) {  // sorted: the rest of the run is all t (often the whole run, deep in the trie)
+          if (t != IndexSegment::kEnd) found_.push_back({t, Run{run.segment, i, run.hi}});
+          break;
+        }
         // Galloping: the end of t's run.
         std::size_t step = 1, j = i + 1;
         while (j < run.hi && next(j) == t) j = i + (step *= 2);
@@ -411,6 +512,8 @@ class IndexDrafter {
   std::vector<Token> context_;  // prompt and accepted tokens
   std::vector<Token> output_;   // accepted since begin()
   std::size_t last_match_ = 0;
+  std::size_t last_match_seen_ = 0;    // the longest match found by the last proposal (0: none)
+  std::size_t last_context_size_ = 0;  // the context's length then
   // Scratch of propose().
   std::vector<Node> nodes_;
   std::vector<Run> runs_;
