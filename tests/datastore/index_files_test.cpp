@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
+#include "common/random_text.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -21,18 +22,6 @@ namespace {
 using namespace refdec;
 using Tokens = std::vector<Token>;
 
-Tokens random_text(std::mt19937& rng, std::size_t n) {
-  Tokens t;
-  while (t.size() < n) {
-    if (t.size() > 16 && rng() % 2 == 0) {
-      const std::size_t from = rng() % (t.size() - 8);
-      t.insert(t.end(), t.begin() + static_cast<std::ptrdiff_t>(from), t.begin() + static_cast<std::ptrdiff_t>(from + 8));
-    } else {
-      t.push_back(static_cast<Token>(rng() % 40));
-    }
-  }
-  return t;
-}
 
 // Every proposal of a fresh IndexDrafter over `index` for each context, as text.
 std::string drafts(const std::shared_ptr<ReferenceIndex>& index, const std::vector<Tokens>& contexts) {
@@ -55,12 +44,12 @@ TEST(ReferenceIndexFiles, ReopenedIndexDraftsWhatTheOriginalDrafted) {
   refdec_test::TempDir dir;
   std::mt19937 rng(5);
   std::vector<Tokens> contexts;
-  for (int i = 0; i < 20; ++i) contexts.push_back(random_text(rng, 30));
+  for (int i = 0; i < 20; ++i) contexts.push_back(refdec_test::random_text(rng, 30, 40));
   std::string before;
   std::size_t tokens = 0;
   {
     auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 6000});
-    for (int d = 0; d < 60; ++d) index->add(random_text(rng, 50 + rng() % 100));  // some evicted
+    for (int d = 0; d < 60; ++d) index->add(refdec_test::random_text(rng, 50 + rng() % 100, 40));  // some evicted
     const auto files = save_reference_index(*index, dir.path(), 40);
     EXPECT_EQ(files.size(), index->snapshot()->segments.size());
     before = drafts(index, contexts);
@@ -82,7 +71,7 @@ TEST(ReferenceIndexFiles, ACorruptOrTruncatedSegmentIsRefusedTheOthersServed) {
   refdec_test::TempDir dir;
   std::mt19937 rng(9);
   ReferenceIndex index({.max_tokens = 1 << 20});
-  for (const std::size_t n : {400, 150, 60}) index.add(random_text(rng, n));  // each more than halves: three segments
+  for (const std::size_t n : {400, 150, 60}) index.add(refdec_test::random_text(rng, n, 40));  // each more than halves: three segments
   const auto files = save_reference_index(index, dir.path(), 40);
   ASSERT_EQ(files.size(), 3u);
   const auto sizes = [&] {

@@ -23,6 +23,7 @@
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/rest.hpp"
+#include "common/random_text.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -31,31 +32,19 @@ using namespace refdec;
 
 constexpr int kThreads = 8;
 
-std::vector<Token> random_text(std::mt19937& rng, std::size_t n) {
-  std::vector<Token> t;
-  while (t.size() < n) {
-    if (t.size() > 16 && rng() % 2 == 0) {
-      const std::size_t from = rng() % (t.size() - 8);
-      t.insert(t.end(), t.begin() + static_cast<std::ptrdiff_t>(from), t.begin() + static_cast<std::ptrdiff_t>(from + 8));
-    } else {
-      t.push_back(static_cast<Token>(rng() % 50));
-    }
-  }
-  return t;
-}
 
 // One Datastore, eight threads each with its own REST and LLMA drafters drafting over it: every
 // thread gets what it gets alone.
 TEST(Threads, SharedDatastoreServesDraftersInEveryThread) {
   std::mt19937 rng(1);
   std::vector<std::vector<Token>> docs;
-  for (int d = 0; d < 6; ++d) docs.push_back(random_text(rng, 2000));
+  for (int d = 0; d < 6; ++d) docs.push_back(refdec_test::random_text(rng, 2000));
   refdec_test::TempDir dir;
   build_datastore(docs, 50, dir / "shared.ds");
   const auto store = Datastore::open_shared(dir / "shared.ds");
   const auto draft_all = [&](int t) {
     std::mt19937 local(100 + static_cast<unsigned>(t));
-    const auto prompt = random_text(local, 300);
+    const auto prompt = refdec_test::random_text(local, 300);
     RestDrafter rest(store);
     LlmaDrafter llma({.n = 1, .k = 8, .self_reference = true});
     const std::vector<std::vector<Token>> references = {docs[static_cast<std::size_t>(t) % docs.size()]};
@@ -160,7 +149,7 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
     std::mt19937 rng(99);
-    for (int d = 0; d < 300; ++d) index->add(random_text(rng, 64 + rng() % 64));
+    for (int d = 0; d < 300; ++d) index->add(refdec_test::random_text(rng, 64 + rng() % 64));
   });
   std::vector<int> bad(kThreads - 1, 0), proposals(kThreads - 1, 0);
   for (int r = 0; r < kThreads - 1; ++r)
@@ -170,7 +159,7 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
       DraftTree tree;
       std::size_t seen = 0;
       for (int sequence = 0; sequence < 20; ++sequence) {
-        drafter.begin(random_text(rng, 32), {});
+        drafter.begin(refdec_test::random_text(rng, 32), {});
         for (int step = 0; step < 20; ++step) {
           const std::size_t now = index->tokens();
           bad[static_cast<std::size_t>(r)] += now < seen;
