@@ -63,6 +63,18 @@ TEST(RemoveTree, RemovesNestedDirectoriesAndLinksNotTheirTargets) {
   EXPECT_FALSE(fs::exists(dir / "file"));
 }
 
+TEST(ListDirectory, NamesEveryEntryButDotAndDotDot) {
+  TempDir dir;
+  std::ofstream(dir / "a.ds") << "x";
+  std::filesystem::create_directory(dir / "sub");
+  std::filesystem::create_symlink(dir / "a.ds", dir / "link");
+  auto names = refdec::list_directory(dir.path());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.ds", "link", "sub"}));
+  EXPECT_TRUE(refdec::list_directory(dir / "sub").empty());
+  refdec_test::expect_error([&] { (void)refdec::list_directory(dir / "missing"); }, "cannot read directory");
+}
+
 TEST(InputFile, ReadsARegularFile) {
   TempDir dir;
   write_text(dir / "a.txt", "hello");

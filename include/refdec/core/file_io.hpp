@@ -9,6 +9,7 @@
 // not a regular file (/dev/null, a FIFO, a directory). A killed run leaves at most a hidden
 // `.<name>.<random>.tmp` beside the target, which no later run uses.
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
@@ -131,6 +132,21 @@ inline bool remove_tree(const std::filesystem::path& path) noexcept {
   if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT;
   constexpr auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : -1; };
   return ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0;
+}
+
+/// The names of the entries of directory `dir` ("." and ".." excluded), in no particular order.
+/// Throws refdec::IoError naming `dir` when it cannot be read. POSIX readdir() rather than
+/// std::filesystem::directory_iterator, for the reason remove_tree() gives.
+inline std::vector<std::string> list_directory(const std::filesystem::path& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  REFDEC_CHECK_IO(d != nullptr, "cannot read directory " << dir << ": " << std::strerror(errno));
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(d);
+  return names;
 }
 
 /// True when `a` and `b` both exist and are the same file (same device and inode; hard links and

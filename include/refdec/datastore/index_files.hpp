@@ -22,51 +22,49 @@
 REFDEC_NAMESPACE_BEGIN
 
 namespace index_files_detail {
-inline bool is_segment_file(const std::filesystem::path& p) {
-  const std::string name = p.filename().string();
-  return name.size() > 11 && name.rfind("segment-", 0) == 0 && p.extension() == ".ds";
-}
+// The segment files in `dir`, oldest (lowest number) first.
 inline std::vector<std::filesystem::path> segment_files(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir))
-    if (entry.is_regular_file() && is_segment_file(entry.path())) files.push_back(entry.path());
+  for (const std::string& name : list_directory(dir)) {
+    const std::filesystem::path p = dir / name;
+    if (name.rfind("segment-", 0) == 0 && p.extension() == ".ds" && std::filesystem::is_regular_file(p)) files.push_back(p);
+  }
   std::sort(files.begin(), files.end());
   return files;
+}
+// The documents of `n` tokens read by `token(i)`, each ended by a negative id (IndexSegment::kEnd,
+// a datastore's separator).
+template <class TokenAt>
+std::vector<std::vector<Token>> split_documents(std::uint64_t n, TokenAt token) {
+  std::vector<std::vector<Token>> documents(1);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const Token t = token(i);
+    if (t < 0)
+      documents.emplace_back();
+    else
+      documents.back().push_back(t);
+  }
+  documents.pop_back();  // the empty one after the last end
+  return documents;
 }
 }  // namespace index_files_detail
 
 /// Writes the segments of `index` as it is now (one snapshot) into directory `dir` (created if
-/// missing), oldest first as segment-000000.ds, segment-000001.ds, ...; each is written under a
-/// temporary name and renamed, and segment files of an earlier save beyond the new ones are
-/// removed. Token ids must be below `vocab_size`. Returns the files written. Throws refdec::Error
-/// (nothing half-written under a segment's name) when a file cannot be written.
+/// missing), oldest first as segment-000000.ds, segment-000001.ds, ... (each written atomically
+/// by build_datastore), and segment files of an earlier save beyond the new ones are removed. Token ids must be below `vocab_size`. Returns
+/// the files written. Throws refdec::Error (nothing half-written under a segment's name) when a file cannot be written.
 inline std::vector<std::filesystem::path> save_reference_index(const ReferenceIndex& index, const std::filesystem::path& dir,
                                                                std::int32_t vocab_size) {
   std::filesystem::create_directories(dir);
   const auto snap = index.snapshot();
   std::vector<std::filesystem::path> written;
   for (std::size_t i = 0; i < snap->segments.size(); ++i) {
-    std::vector<std::vector<Token>> documents(1);
-    for (const Token t : snap->segments[i]->text()) {
-      if (t == IndexSegment::kEnd)
-        documents.emplace_back();
-      else
-        documents.back().push_back(t);
-    }
-    documents.pop_back();  // the empty one after the last end
+    const auto text = snap->segments[i]->text();
     char name[32];
     std::snprintf(name, sizeof name, "segment-%06zu.ds", i);
-    const auto path = dir / name;
-    const auto partial = dir / (std::string(name) + ".partial");
-    try {
-      build_datastore(documents, vocab_size, partial);
-      std::filesystem::rename(partial, path);
-    } catch (...) {
-      std::error_code ignored;
-      std::filesystem::remove(partial, ignored);
-      throw;
-    }
-    written.push_back(path);
+    build_datastore(index_files_detail::split_documents(text.size(), [&](std::uint64_t k) { return text[k]; }), vocab_size,
+                    dir / name);  // written to a temporary and renamed, or not at all
+    written.push_back(dir / name);
   }
   for (const auto& old : index_files_detail::segment_files(dir))
     if (std::find(written.begin(), written.end(), old) == written.end()) std::filesystem::remove(old);
@@ -89,21 +87,14 @@ inline ReferenceIndexFiles open_reference_index(const std::filesystem::path& dir
   ReferenceIndexFiles out;
   out.index = std::make_shared<ReferenceIndex>(options);
   for (const auto& path : index_files_detail::segment_files(dir)) {
-    std::vector<std::vector<Token>> documents(1);
+    std::vector<std::vector<Token>> documents;
     try {
       const Datastore store = Datastore::open(path);
-      for (std::uint64_t pos = 0; pos < store.size(); ++pos) {
-        const Token t = store.token(pos);
-        if (t < 0)
-          documents.emplace_back();
-        else
-          documents.back().push_back(t);
-      }
+      documents = index_files_detail::split_documents(store.size(), [&](std::uint64_t k) { return store.token(k); });
     } catch (const Error& e) {
       out.refused.push_back(path.string() + ": " + e.what());
       continue;
     }
-    documents.pop_back();
     for (const auto& d : documents) out.index->add(d);
     out.served.push_back(path);
   }

@@ -52,7 +52,6 @@ class IndexSegment {
       const int c = compare(text_, a, text_, b);
       return c != 0 ? c < 0 : a < b;
     });
-    documents_ = 1;
   }
 
   /// The segment of `older`'s documents followed by `newer`'s (same depth).
@@ -73,13 +72,11 @@ class IndexSegment {
     }
     while (i < older.suffixes_.size()) m->suffixes_[k++] = older.suffixes_[i++];
     while (j < newer.suffixes_.size()) m->suffixes_[k++] = newer.suffixes_[j++] + shift;
-    m->documents_ = older.documents_ + newer.documents_;
     return m;
   }
 
   /// Tokens indexed (document ends excluded).
   std::size_t tokens() const { return suffixes_.size(); }
-  std::size_t documents() const { return documents_; }
   /// Bytes held: text and suffix array.
   std::size_t bytes() const { return text_.size() * sizeof(Token) + suffixes_.size() * sizeof(std::uint32_t); }
   /// The documents, each followed by kEnd.
@@ -128,7 +125,6 @@ class IndexSegment {
   std::size_t depth_;
   std::vector<Token> text_;              // documents, each followed by kEnd
   std::vector<std::uint32_t> suffixes_;  // [tokens] suffix starts in order
-  std::size_t documents_ = 0;
 };
 
 /// Settings of a ReferenceIndex.
@@ -290,7 +286,7 @@ class ReferenceIndex {
 /// Settings of an IndexDrafter.
 struct IndexDrafterOptions {
   std::size_t max_match = 16;     ///< longest context suffix searched
-  std::size_t continuation = 64;  ///< tokens read after each occurrence: a whole repeated answer drafts in few steps
+  std::size_t continuation = 64;  ///< deepest draft node, in tokens after the match: a whole repeated answer drafts in few steps
 };
 
 /// A drafter over a shared ReferenceIndex: per step, the longest suffix of the sequence (prompt

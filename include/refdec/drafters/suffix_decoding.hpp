@@ -65,11 +65,8 @@ class SuffixTrie {
     nodes_.push_back(Node{});
   }
 
-  std::size_t max_depth() const { return max_depth_; }
   /// Tokens appended, less those of removed sequences (the root's count).
   std::int64_t tokens() const { return nodes_[0].count; }
-  /// Nodes allocated, the root included (absent ones too).
-  std::size_t allocated_nodes() const { return nodes_.size(); }
 
   /// Appends `token` (>= 0) to sequence `seq` (a new id starts a sequence).
   void append(std::int64_t seq, Token token) {
