@@ -97,6 +97,44 @@ void run(StepDriver& driver, ToyEngine& engine, Outcome& out) {
   }
 }
 
+// complete_walk() with a lazy chooser (the target computed only at the rows the walk asks for):
+// each row asked at most once, tree rows with their depth, the lookahead window's auxiliary rows
+// with depth -1, prefilling sequences never; the outputs equal plain greedy decoding.
+TEST(StepDriver, CompleteWalkAsksEachRowOnceAndGivesPlainGreedyDecoding) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 64, .prefill_chunk = 2});
+  ToyEngine engine;
+  const std::vector<std::vector<Token>> prompts = {{1, 4, 5, 6, 4, 5}, {1, 9, 9}};
+  driver.add(prompts[0], {}, {.max_new_tokens = 24, .budget = 8}, LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+  driver.add(prompts[1], {}, {.max_new_tokens = 24, .budget = 8}, LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}));
+  engine.caches.resize(2);
+  Outcome out;
+  std::int64_t asked_aux = 0, asked_tree = 0;
+  while (!driver.idle()) {
+    if (driver.prepare()) {
+      const StepPlan& plan = driver.plan();
+      const std::vector<Token> choices = engine.forward(plan);
+      std::vector<int> asked(static_cast<std::size_t>(plan.rows()), 0);
+      driver.complete_walk([&](std::int32_t slot, std::int32_t row, std::int32_t depth) {
+        EXPECT_FALSE(driver.prefill()[static_cast<std::size_t>(slot)]) << "a prefilling sequence was asked";
+        EXPECT_GE(row, plan.indptr[static_cast<std::size_t>(slot)]);
+        EXPECT_LT(row, plan.indptr[static_cast<std::size_t>(slot) + 1]);
+        const bool aux = row - plan.indptr[static_cast<std::size_t>(slot)] >= plan.num_nodes[static_cast<std::size_t>(slot)];
+        EXPECT_EQ(depth < 0, aux) << "row " << row;
+        ++(aux ? asked_aux : asked_tree);
+        EXPECT_EQ(++asked[static_cast<std::size_t>(row)], 1) << "row " << row << " asked twice";
+        return choices[static_cast<std::size_t>(row)];
+      });
+      engine.commit(plan, driver.keep(), driver.left());
+    }
+    for (const RequestUpdate& u : driver.updates()) out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
+  }
+  for (std::size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(out.tokens[static_cast<RequestId>(i)], plain(prompts[i], 24)) << "sequence " << i;
+  EXPECT_GT(asked_aux, 0) << "the lookahead window's rows were never asked for";
+  EXPECT_GT(asked_tree, 0);
+  refdec_test::expect_error([&] { driver.complete_walk([](std::int32_t, std::int32_t, std::int32_t) { return Token{0}; }); },
+                            "no prepared step");
+}
+
 // Sequences with drafters of every kind (copying, lookahead window, none), chunked prefill,
 // joining and leaving at different times: each output equals plain greedy decoding.
 TEST(StepDriver, EveryDrafterGivesPlainGreedyDecoding) {

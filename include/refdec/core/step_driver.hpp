@@ -286,23 +286,34 @@ class StepDriver {
     stats_.draft_seconds += last_drafter_seconds_;
   }
 
+  /// Completes the prepared step by walking each sequence's tree with `choose(slot, row, depth)`,
+  /// the target's token at plan row `row` (of sequence `slot`, after `depth` accepted drafts; each
+  /// row asked at most once, root to leaf, so a chooser may sample lazily), and asking it for every
+  /// auxiliary row's greedy choice with depth -1; then complete(). Prefilling sequences are not
+  /// asked.
+  template <class Choose>
+  void complete_walk(Choose&& choose) {
+    const std::size_t B = active_.size();
+    REFDEC_CHECK(static_cast<std::int32_t>(B) == plan_.batch(), "complete_walk: no prepared step (call prepare() first)");
+    walked_.resize(B);
+    walked_aux_.resize(B);
+    for (std::size_t b = 0; b < B; ++b) {
+      const auto bi = static_cast<std::int32_t>(b);
+      const std::int32_t first = plan_.indptr[b];
+      walked_aux_[b].clear();
+      if (prefill_[b]) continue;
+      accept(plan_.tree(bi), [&](std::int32_t node, std::int32_t depth) { return choose(bi, first + node, depth); }, walked_[b]);
+      for (std::int32_t row = first + plan_.num_nodes[b]; row < plan_.indptr[b + 1]; ++row) walked_aux_[b].push_back(choose(bi, row, -1));
+    }
+    complete(walked_, walked_aux_);
+  }
+
   /// Completes the prepared step by greedy acceptance: `choices` holds the target's greedy token
-  /// at every row of the plan ([plan().rows()]); walks each tree with them and passes the
-  /// auxiliary rows' choices on (complete()).
+  /// at every row of the plan ([plan().rows()]); complete_walk() over them.
   void complete_greedy(std::span<const Token> choices) {
     REFDEC_CHECK(static_cast<std::int64_t>(choices.size()) == plan_.rows(),
                  "complete_greedy: " << choices.size() << " choices for a plan of " << plan_.rows() << " rows");
-    const std::size_t B = active_.size();
-    greedy_.resize(B);
-    greedy_aux_.resize(B);
-    for (std::size_t b = 0; b < B; ++b) {
-      const auto bi = static_cast<std::int32_t>(b);
-      const std::size_t first = static_cast<std::size_t>(plan_.indptr[b]);
-      if (!prefill_[b]) accept(plan_.tree(bi), ChoiceArray{choices.data() + first}, greedy_[b]);
-      greedy_aux_[b].assign(choices.begin() + static_cast<std::ptrdiff_t>(first + static_cast<std::size_t>(plan_.num_nodes[b])),
-                            choices.begin() + plan_.indptr[b + 1]);
-    }
-    complete(greedy_, greedy_aux_);
+    complete_walk([&](std::int32_t, std::int32_t row, std::int32_t) { return choices[static_cast<std::size_t>(row)]; });
   }
 
   /// What the last prepare() and complete() did per sequence: the sequences that left between
@@ -445,8 +456,8 @@ class StepDriver {
   std::vector<std::int64_t> lengths_;  // [B]
   StepPlan plan_;
   KeepPlan keep_;
-  std::vector<Acceptance> greedy_;              // [B] complete_greedy()'s walks
-  std::vector<std::vector<Token>> greedy_aux_;  // [B]
+  std::vector<Acceptance> walked_;              // [B] complete_walk()'s walks
+  std::vector<std::vector<Token>> walked_aux_;  // [B] their auxiliary rows' choices
 };
 
 REFDEC_NAMESPACE_END

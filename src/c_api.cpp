@@ -1,0 +1,462 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The C API (include/refdec/refdec.h) over the header-only library: handles own the C++ objects,
+// every entry point turns exceptions into a status and a per-thread message.
+
+#include "refdec/refdec.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_driver.hpp"
+#include "refdec/core/walk.hpp"
+#include "refdec/drafters/drafter.hpp"
+#include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/mixture.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
+#include "refdec/drafters/prompt_lookup.hpp"
+
+struct refdec_drafter {
+  refdec::AnyDrafter drafter;
+  std::string name;
+  refdec::DraftTree proposal;  // refdec_drafter_draft()'s scratch
+  refdec::LinearTree tree;     // its last tree, which the refdec_tree it returned points into
+  bool in_driver = false;      // borrowed by a driver's sequence (a mixture may not take it)
+};
+
+struct refdec_driver {
+  explicit refdec_driver(refdec::StepDriverOptions options) : driver(options) {}
+  refdec::StepDriver driver;
+  std::vector<refdec_drafter*> borrowed;  // the drafters of active sequences, by id
+  std::vector<refdec::RequestId> borrowed_ids;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+refdec_status fail(refdec_status status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+// Runs `body`, turning what it throws into a status and this thread's message.
+template <class F>
+refdec_status guarded(const char* who, F&& body) {
+  try {
+    body();
+    return REFDEC_OK;
+  } catch (const refdec::IoError& e) {
+    return fail(REFDEC_ERROR_IO, e.what());
+  } catch (const refdec::ArgumentError& e) {
+    return fail(REFDEC_ERROR_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(REFDEC_ERROR_MEMORY, std::string("refdec: ") + who + ": out of memory");
+  } catch (const std::exception& e) {
+    return fail(REFDEC_ERROR_INTERNAL, std::string("refdec: ") + who + ": " + e.what());
+  } catch (...) {
+    return fail(REFDEC_ERROR_INTERNAL, std::string("refdec: ") + who + ": unknown exception");
+  }
+}
+
+// A null pointer argument, refused with its name.
+[[noreturn]] void null_argument(const char* who, const char* what) {
+  throw refdec::ArgumentError(std::string("refdec: ") + who + ": " + what + " is NULL");
+}
+template <class T>
+T& deref(T* p, const char* who, const char* what) {
+  if (p == nullptr) null_argument(who, what);
+  return *p;
+}
+// `size` tokens at `data` (NULL allowed only when size is 0).
+std::span<const refdec::Token> tokens_of(const refdec_token* data, std::size_t size, const char* who, const char* what) {
+  if (data == nullptr && size > 0) null_argument(who, what);
+  return {data, size};
+}
+std::vector<std::vector<refdec::Token>> references_of(const refdec_token_span* refs, std::size_t count, const char* who) {
+  if (refs == nullptr && count > 0) null_argument(who, "references");
+  std::vector<std::vector<refdec::Token>> out;
+  out.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto span = tokens_of(refs[i].data, refs[i].size, who, "a reference's data");
+    out.emplace_back(span.begin(), span.end());
+  }
+  return out;
+}
+
+template <class D>
+refdec_status create(D drafter, refdec_drafter** out, const char* who) {
+  return guarded(who, [&] {
+    deref(out, who, "out");
+    auto* h = new refdec_drafter{refdec::AnyDrafter(std::move(drafter)), {}, {}, {}, false};
+    h->name = h->drafter.name();
+    *out = h;
+  });
+}
+
+refdec::TreeView view_of(const refdec_tree& t) { return {t.tokens, t.first_child, t.next_sibling, t.num_nodes}; }
+
+void check_tree(const refdec_tree* tree, const char* who) {
+  const refdec_tree& t = deref(tree, who, "tree");
+  REFDEC_CHECK(t.num_nodes > 0 && t.tokens != nullptr && t.first_child != nullptr && t.next_sibling != nullptr,
+               who << ": a tree needs its root and its tokens, first_child and next_sibling arrays");
+}
+
+}  // namespace
+
+extern "C" {
+
+int refdec_c_api_version(void) { return REFDEC_C_API_VERSION; }
+const char* refdec_last_error(void) { return last_error.c_str(); }
+
+void refdec_llma_options_init(refdec_llma_options* options) {
+  if (options == nullptr) return;
+  const refdec::LlmaOptions d;
+  *options = {d.n, d.k, d.m, d.self_reference ? 1 : 0};
+}
+void refdec_prompt_lookup_options_init(refdec_prompt_lookup_options* options) {
+  if (options == nullptr) return;
+  const refdec::PromptLookupOptions d;
+  *options = {d.max_ngram, d.min_ngram, d.k, d.full_span_only ? 1 : 0};
+}
+void refdec_ngram_trie_options_init(refdec_ngram_trie_options* options) {
+  if (options == nullptr) return;
+  const refdec::NgramTrieOptions d;
+  *options = {d.n, d.prefix_len, d.num_draft, d.grow ? 1 : 0};
+}
+
+refdec_status refdec_llma_create(const refdec_llma_options* options, refdec_drafter** out) {
+  refdec_llma_options o;
+  refdec_llma_options_init(&o);
+  if (options != nullptr) o = *options;
+  return create(refdec::LlmaDrafter({.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference != 0}), out, "refdec_llma_create");
+}
+refdec_status refdec_prompt_lookup_create(const refdec_prompt_lookup_options* options, refdec_drafter** out) {
+  refdec_prompt_lookup_options o;
+  refdec_prompt_lookup_options_init(&o);
+  if (options != nullptr) o = *options;
+  return create(
+      refdec::PromptLookupDrafter({.max_ngram = o.max_ngram, .min_ngram = o.min_ngram, .k = o.k, .full_span_only = o.full_span_only != 0}),
+      out, "refdec_prompt_lookup_create");
+}
+refdec_status refdec_ngram_trie_create(const refdec_ngram_trie_options* options, refdec_drafter** out) {
+  refdec_ngram_trie_options o;
+  refdec_ngram_trie_options_init(&o);
+  if (options != nullptr) o = *options;
+  return create(refdec::NgramTrieDrafter({.n = o.n, .prefix_len = o.prefix_len, .num_draft = o.num_draft, .grow = o.grow != 0}), out,
+                "refdec_ngram_trie_create");
+}
+
+refdec_status refdec_mixture_create(refdec_drafter** sources, size_t count, refdec_drafter** out) {
+  constexpr const char* who = "refdec_mixture_create";
+  return guarded(who, [&] {
+    deref(out, who, "out");
+    REFDEC_CHECK(count > 0, who << ": a mixture needs at least one source");
+    deref(sources, who, "sources");
+    for (std::size_t i = 0; i < count; ++i) {
+      REFDEC_CHECK(sources[i] != nullptr, who << ": source " << i << " is NULL");
+      REFDEC_CHECK(!sources[i]->in_driver, who << ": source " << i << " is in use by a driver's sequence");
+      for (std::size_t j = 0; j < i; ++j) REFDEC_CHECK(sources[j] != sources[i], who << ": source " << i << " is also source " << j);
+    }
+    std::vector<refdec::AnyDrafter> all;
+    all.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) all.push_back(std::move(sources[i]->drafter));
+    auto* h = new refdec_drafter{refdec::AnyDrafter(refdec::MixtureDrafter(std::move(all))), {}, {}, {}, false};
+    h->name = h->drafter.name();
+    for (std::size_t i = 0; i < count; ++i) {
+      delete sources[i];
+      sources[i] = nullptr;
+    }
+    *out = h;
+  });
+}
+
+void refdec_drafter_destroy(refdec_drafter* drafter) { delete drafter; }
+const char* refdec_drafter_name(const refdec_drafter* drafter) { return drafter != nullptr ? drafter->name.c_str() : ""; }
+
+refdec_status refdec_drafter_begin(refdec_drafter* drafter, const refdec_token* tokens, size_t num_tokens,
+                                   const refdec_token_span* references, size_t num_references) {
+  constexpr const char* who = "refdec_drafter_begin";
+  return guarded(who, [&] {
+    refdec_drafter& d = deref(drafter, who, "drafter");
+    REFDEC_CHECK(!d.in_driver, who << ": the drafter is in use by a driver's sequence");
+    const auto refs = references_of(references, num_references, who);
+    d.drafter.begin(tokens_of(tokens, num_tokens, who, "tokens"), refs);
+  });
+}
+
+refdec_status refdec_drafter_accept(refdec_drafter* drafter, const refdec_token* tokens, size_t num_tokens) {
+  constexpr const char* who = "refdec_drafter_accept";
+  return guarded(who, [&] {
+    refdec_drafter& d = deref(drafter, who, "drafter");
+    REFDEC_CHECK(!d.in_driver, who << ": the drafter is in use by a driver's sequence");
+    d.drafter.accept(tokens_of(tokens, num_tokens, who, "tokens"));
+  });
+}
+
+refdec_status refdec_drafter_draft(refdec_drafter* drafter, refdec_token root, size_t budget, int64_t vocab_size, refdec_tree* out) {
+  constexpr const char* who = "refdec_drafter_draft";
+  return guarded(who, [&] {
+    refdec_drafter& d = deref(drafter, who, "drafter");
+    deref(out, who, "out");
+    REFDEC_CHECK(!d.in_driver, who << ": the drafter is in use by a driver's sequence");
+    REFDEC_CHECK(vocab_size > 0 && root >= 0 && root < vocab_size,
+                 who << ": the root token " << root << " must lie in [0, vocab_size) with vocab_size " << vocab_size << " > 0");
+    d.proposal.clear();
+    d.drafter.propose(budget, d.proposal);
+    d.proposal.linearize(root, budget, d.tree);
+    d.drafter.record_proposal(d.tree);
+    for (std::int32_t i = 1; i < d.tree.size(); ++i)
+      REFDEC_CHECK(d.tree.tokens[static_cast<std::size_t>(i)] < vocab_size, who << ": drafter '" << d.name << "' proposed token id "
+                                                                                << d.tree.tokens[static_cast<std::size_t>(i)]
+                                                                                << " outside the vocabulary [0, " << vocab_size << ")");
+    const refdec::LinearTree& t = d.tree;
+    *out = {t.size(), t.tokens.data(), t.parent.data(), t.depth.data(), t.first_child.data(), t.next_sibling.data(), t.score.data()};
+  });
+}
+
+refdec_status refdec_tree_best_chain(const refdec_tree* tree, refdec_token* out, size_t capacity, size_t* count) {
+  constexpr const char* who = "refdec_tree_best_chain";
+  return guarded(who, [&] {
+    check_tree(tree, who);
+    deref(count, who, "count");
+    if (capacity > 0) deref(out, who, "out");
+    REFDEC_CHECK(tree->score != nullptr, who << ": the tree has no scores");
+    std::size_t n = 0;
+    // Bounded by the node count, so that a malformed tree (a cycle of links) cannot loop.
+    for (std::int32_t node = 0, steps = 0; n < capacity && steps < tree->num_nodes; ++steps) {
+      std::int32_t best = -1;
+      for (std::int32_t c = tree->first_child[node], seen = 0; c >= 0 && c < tree->num_nodes && seen < tree->num_nodes;
+           c = tree->next_sibling[c], ++seen)
+        if (best < 0 || tree->score[c] > tree->score[best]) best = c;
+      if (best < 0) break;
+      out[n++] = tree->tokens[best];
+      node = best;
+    }
+    *count = n;
+  });
+}
+
+refdec_status refdec_tree_to_sglang(const refdec_tree* tree, int32_t num_draft, refdec_token pad_token, refdec_token* draft_tokens,
+                                    int64_t* next_token, int64_t* next_sibling) {
+  constexpr const char* who = "refdec_tree_to_sglang";
+  return guarded(who, [&] {
+    check_tree(tree, who);
+    deref(draft_tokens, who, "draft_tokens");
+    deref(next_token, who, "next_token");
+    deref(next_sibling, who, "next_sibling");
+    REFDEC_CHECK(tree->num_nodes <= num_draft, who << ": a tree of " << tree->num_nodes << " nodes does not fit " << num_draft
+                                                   << " slots (draft with budget <= num_draft - 1)");
+    for (std::int32_t i = 0; i < num_draft; ++i) {
+      const bool node = i < tree->num_nodes;
+      draft_tokens[i] = node ? tree->tokens[i] : pad_token;
+      next_token[i] = node ? tree->first_child[i] : -1;
+      next_sibling[i] = node ? tree->next_sibling[i] : -1;
+    }
+  });
+}
+
+refdec_status refdec_tree_walk(const refdec_tree* tree, refdec_tree_chooser choose, void* user, int32_t* path, int32_t* num_accepted,
+                               refdec_token* bonus) {
+  constexpr const char* who = "refdec_tree_walk";
+  return guarded(who, [&] {
+    check_tree(tree, who);
+    REFDEC_CHECK(choose != nullptr, who << ": choose is NULL");
+    deref(num_accepted, who, "num_accepted");
+    deref(bonus, who, "bonus");
+    if (tree->num_nodes > 1) deref(path, who, "path");
+    refdec::Token b = -1;
+    const std::int32_t n = refdec::walk(
+        view_of(*tree), [&](std::int32_t node, std::int32_t depth) { return choose(user, node, depth); }, path, b);
+    *num_accepted = n;
+    *bonus = b;
+  });
+}
+
+void refdec_driver_options_init(refdec_driver_options* options) {
+  if (options == nullptr) return;
+  const refdec::StepDriverOptions d;
+  *options = {d.vocab_size, d.max_context, d.prefill_chunk, d.drafting_threads};
+}
+
+refdec_status refdec_driver_create(const refdec_driver_options* options, refdec_driver** out) {
+  constexpr const char* who = "refdec_driver_create";
+  return guarded(who, [&] {
+    const refdec_driver_options& o = deref(options, who, "options");
+    deref(out, who, "out");
+    *out = new refdec_driver({.vocab_size = o.vocab_size,
+                              .max_context = o.max_context,
+                              .prefill_chunk = o.prefill_chunk,
+                              .drafting_threads = o.drafting_threads});
+  });
+}
+
+void refdec_driver_destroy(refdec_driver* driver) {
+  if (driver == nullptr) return;
+  for (refdec_drafter* d : driver->borrowed) d->in_driver = false;
+  delete driver;
+}
+
+void refdec_sequence_limits_init(refdec_sequence_limits* limits) {
+  if (limits == nullptr) return;
+  const refdec::SequenceLimits d;
+  *limits = {d.max_new_tokens, nullptr, 0, d.budget};
+}
+
+refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* prompt, size_t prompt_size, const refdec_token_span* references,
+                                size_t num_references, const refdec_sequence_limits* limits, refdec_drafter* drafter, int64_t* id) {
+  constexpr const char* who = "refdec_driver_add";
+  return guarded(who, [&] {
+    refdec_driver& d = deref(driver, who, "driver");
+    const refdec_sequence_limits& l = deref(limits, who, "limits");
+    deref(id, who, "id");
+    const auto p = tokens_of(prompt, prompt_size, who, "prompt");
+    const auto stops = tokens_of(l.stop_tokens, l.num_stop_tokens, who, "stop_tokens");
+    const auto refs = references_of(references, num_references, who);
+    const refdec::SequenceLimits limits_cpp{
+        .max_new_tokens = l.max_new_tokens, .stop_tokens = {stops.begin(), stops.end()}, .budget = l.budget};
+    std::vector<refdec::Token> prompt_cpp(p.begin(), p.end());
+    if (drafter == nullptr) {
+      *id = d.driver.add(std::move(prompt_cpp), refs, limits_cpp);
+      return;
+    }
+    REFDEC_CHECK(!drafter->in_driver, who << ": the drafter is in use by another sequence (a drafter follows one sequence at a time)");
+    d.borrowed.reserve(d.borrowed.size() + 1);
+    d.borrowed_ids.reserve(d.borrowed_ids.size() + 1);
+    *id = d.driver.add(std::move(prompt_cpp), refs, limits_cpp, &drafter->drafter);
+    drafter->in_driver = true;
+    d.borrowed.push_back(drafter);
+    d.borrowed_ids.push_back(*id);
+  });
+}
+
+namespace {
+// Gives back the drafters of the sequences that left (the updates name them).
+void release_left(refdec_driver& d) {
+  for (const refdec::RequestUpdate& u : d.driver.updates()) {
+    if (!u.finished) continue;
+    const auto it = std::find(d.borrowed_ids.begin(), d.borrowed_ids.end(), u.id);
+    if (it == d.borrowed_ids.end()) continue;
+    const auto i = static_cast<std::size_t>(it - d.borrowed_ids.begin());
+    d.borrowed[i]->in_driver = false;
+    d.borrowed.erase(d.borrowed.begin() + static_cast<std::ptrdiff_t>(i));
+    d.borrowed_ids.erase(it);
+  }
+}
+}  // namespace
+
+refdec_status refdec_driver_cancel(refdec_driver* driver, int64_t id, int64_t* slot) {
+  constexpr const char* who = "refdec_driver_cancel";
+  return guarded(who, [&] {
+    refdec_driver& d = deref(driver, who, "driver");
+    deref(slot, who, "slot");
+    const std::optional<std::size_t> s = d.driver.cancel(id);
+    *slot = s ? static_cast<int64_t>(*s) : -1;
+  });
+}
+
+refdec_status refdec_driver_prepare(refdec_driver* driver, int* has_step) {
+  constexpr const char* who = "refdec_driver_prepare";
+  return guarded(who, [&] {
+    refdec_driver& d = deref(driver, who, "driver");
+    deref(has_step, who, "has_step");
+    *has_step = d.driver.prepare() ? 1 : 0;
+    release_left(d);  // cancelled sequences are reported here
+  });
+}
+
+refdec_status refdec_driver_plan(const refdec_driver* driver, refdec_step_plan* out) {
+  constexpr const char* who = "refdec_driver_plan";
+  return guarded(who, [&] {
+    const refdec_driver& d = deref(driver, who, "driver");
+    deref(out, who, "out");
+    const refdec::StepPlan& p = d.driver.plan();
+    *out = {p.batch(),
+            p.rows(),
+            p.indptr.data(),
+            p.num_nodes.data(),
+            p.lengths.data(),
+            p.tokens.data(),
+            p.positions.data(),
+            p.first_child.data(),
+            p.next_sibling.data(),
+            p.mask_indptr.data(),
+            p.mask.data(),
+            d.driver.prefill().data()};
+  });
+}
+
+refdec_status refdec_driver_complete_greedy(refdec_driver* driver, const refdec_token* choices, size_t num_rows) {
+  constexpr const char* who = "refdec_driver_complete_greedy";
+  return guarded(who, [&] {
+    refdec_driver& d = deref(driver, who, "driver");
+    d.driver.complete_greedy(tokens_of(choices, num_rows, who, "choices"));
+    release_left(d);
+  });
+}
+
+refdec_status refdec_driver_complete_walk(refdec_driver* driver, refdec_row_chooser choose, void* user) {
+  constexpr const char* who = "refdec_driver_complete_walk";
+  return guarded(who, [&] {
+    refdec_driver& d = deref(driver, who, "driver");
+    REFDEC_CHECK(choose != nullptr, who << ": choose is NULL");
+    d.driver.complete_walk([&](std::int32_t slot, std::int32_t row, std::int32_t depth) { return choose(user, slot, row, depth); });
+    release_left(d);
+  });
+}
+
+refdec_status refdec_driver_keep(const refdec_driver* driver, refdec_keep_plan* out) {
+  constexpr const char* who = "refdec_driver_keep";
+  return guarded(who, [&] {
+    const refdec_driver& d = deref(driver, who, "driver");
+    deref(out, who, "out");
+    const refdec::KeepPlan& k = d.driver.keep();
+    *out = {k.batch(), k.indptr.data(), k.rows.data(), k.lengths.data()};
+  });
+}
+
+refdec_status refdec_driver_left(const refdec_driver* driver, const size_t** slots, size_t* count) {
+  constexpr const char* who = "refdec_driver_left";
+  return guarded(who, [&] {
+    const refdec_driver& d = deref(driver, who, "driver");
+    deref(slots, who, "slots");
+    deref(count, who, "count");
+    const auto left = d.driver.left();
+    *slots = left.data();
+    *count = left.size();
+  });
+}
+
+size_t refdec_driver_num_updates(const refdec_driver* driver) { return driver != nullptr ? driver->driver.updates().size() : 0; }
+
+refdec_status refdec_driver_update(const refdec_driver* driver, size_t index, refdec_update* out) {
+  constexpr const char* who = "refdec_driver_update";
+  return guarded(who, [&] {
+    const refdec_driver& d = deref(driver, who, "driver");
+    deref(out, who, "out");
+    const auto& updates = d.driver.updates();
+    REFDEC_CHECK(index < updates.size(), who << ": update " << index << " of " << updates.size());
+    const refdec::RequestUpdate& u = updates[index];
+    refdec_finish_reason reason = REFDEC_RUNNING;
+    if (u.finished) switch (*u.finished) {
+        case refdec::FinishReason::kStopToken: reason = REFDEC_FINISH_STOP; break;
+        case refdec::FinishReason::kMaxNewTokens: reason = REFDEC_FINISH_LENGTH; break;
+        case refdec::FinishReason::kMaxContext: reason = REFDEC_FINISH_CONTEXT; break;
+        case refdec::FinishReason::kCancelled: reason = REFDEC_FINISH_CANCELLED; break;
+      }
+    *out = {u.id, u.tokens.data(), u.tokens.size(), reason};
+  });
+}
+
+int refdec_driver_idle(const refdec_driver* driver) { return driver == nullptr || driver->driver.idle() ? 1 : 0; }
+size_t refdec_driver_active(const refdec_driver* driver) { return driver != nullptr ? driver->driver.active() : 0; }
+
+}  // extern "C"
