@@ -104,6 +104,15 @@ refdec_status create(D drafter, refdec_drafter** out, const char* who) {
 
 refdec::TreeView view_of(const refdec_tree& t) { return {t.tokens, t.first_child, t.next_sibling, t.num_nodes}; }
 
+// A read-only view of `driver` written to `out` by `view`.
+template <class Out, class View>
+refdec_status query(const refdec_driver* driver, Out* out, const char* who, View&& view) {
+  return guarded(who, [&] {
+    const refdec_driver& d = deref(driver, who, "driver");
+    deref(out, who, "out") = view(d.driver);
+  });
+}
+
 void check_tree(const refdec_tree* tree, const char* who) {
   const refdec_tree& t = deref(tree, who, "tree");
   REFDEC_CHECK(t.num_nodes > 0 && t.tokens != nullptr && t.first_child != nullptr && t.next_sibling != nullptr,
@@ -374,23 +383,11 @@ refdec_status refdec_driver_prepare(refdec_driver* driver, int* has_step) {
 }
 
 refdec_status refdec_driver_plan(const refdec_driver* driver, refdec_step_plan* out) {
-  constexpr const char* who = "refdec_driver_plan";
-  return guarded(who, [&] {
-    const refdec_driver& d = deref(driver, who, "driver");
-    deref(out, who, "out");
-    const refdec::StepPlan& p = d.driver.plan();
-    *out = {p.batch(),
-            p.rows(),
-            p.indptr.data(),
-            p.num_nodes.data(),
-            p.lengths.data(),
-            p.tokens.data(),
-            p.positions.data(),
-            p.first_child.data(),
-            p.next_sibling.data(),
-            p.mask_indptr.data(),
-            p.mask.data(),
-            d.driver.prefill().data()};
+  return query(driver, out, "refdec_driver_plan", [](const refdec::StepDriver& d) -> refdec_step_plan {
+    const refdec::StepPlan& p = d.plan();
+    return {p.batch(),       p.rows(),           p.indptr.data(),      p.num_nodes.data(),    p.lengths.data(),
+            p.tokens.data(), p.positions.data(), p.first_child.data(), p.next_sibling.data(), p.mask_indptr.data(),
+            p.mask.data(),   d.prefill().data()};
   });
 }
 
@@ -414,12 +411,9 @@ refdec_status refdec_driver_complete_walk(refdec_driver* driver, refdec_row_choo
 }
 
 refdec_status refdec_driver_keep(const refdec_driver* driver, refdec_keep_plan* out) {
-  constexpr const char* who = "refdec_driver_keep";
-  return guarded(who, [&] {
-    const refdec_driver& d = deref(driver, who, "driver");
-    deref(out, who, "out");
-    const refdec::KeepPlan& k = d.driver.keep();
-    *out = {k.batch(), k.indptr.data(), k.rows.data(), k.lengths.data()};
+  return query(driver, out, "refdec_driver_keep", [](const refdec::StepDriver& d) -> refdec_keep_plan {
+    const refdec::KeepPlan& k = d.keep();
+    return {k.batch(), k.indptr.data(), k.rows.data(), k.lengths.data()};
   });
 }
 

@@ -6,6 +6,7 @@ set(prefix ${BINARY_DIR}/prefix)
 refdec_step("configuring refdec" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BINARY_DIR}/refdec -DREFDEC_BUILD_TESTS=OFF
             -DREFDEC_BUILD_BENCHMARKS=OFF -DREFDEC_BUILD_EXAMPLES=OFF -DREFDEC_BUILD_TOOLS=OFF -DREFDEC_BUILD_PYTHON=OFF -DREFDEC_WITH_CUDA=OFF
             -DCMAKE_INSTALL_PREFIX=${prefix})
+refdec_step("building refdec (the C API's library)" ${CMAKE_COMMAND} --build ${BINARY_DIR}/refdec)
 refdec_step("installing refdec" ${CMAKE_COMMAND} --install ${BINARY_DIR}/refdec)
 # The exported targets must not point into this machine's library paths.
 file(GLOB targets ${prefix}/lib*/cmake/refdec/refdecTargets*.cmake)
@@ -22,6 +23,7 @@ refdec_step("the consumer program" ${BINARY_DIR}/project/consumer)
 if(EXISTS ${BINARY_DIR}/project/consumer_torch)
   refdec_step("the consumer's Session" ${BINARY_DIR}/project/consumer_torch)
 endif()
+refdec_step("the consumer's C program" ${BINARY_DIR}/project/consumer_c)
 
 # configure(<name> <expect: ok|fail> <needle> <args>...): configures the consumer project in a tree
 # of its own with <args>; it must succeed, or fail with <needle> in its output.

@@ -302,7 +302,8 @@ class StepDriver {
       const std::int32_t first = plan_.indptr[b];
       walked_aux_[b].clear();
       if (prefill_[b]) continue;
-      accept(plan_.tree(bi), [&](std::int32_t node, std::int32_t depth) { return choose(bi, first + node, depth); }, walked_[b]);
+      accept(
+          plan_.tree(bi), [&](std::int32_t node, std::int32_t depth) { return choose(bi, first + node, depth); }, walked_[b]);
       for (std::int32_t row = first + plan_.num_nodes[b]; row < plan_.indptr[b + 1]; ++row) walked_aux_[b].push_back(choose(bi, row, -1));
     }
     complete(walked_, walked_aux_);
