@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <span>
@@ -23,6 +24,7 @@
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/reference_index.hpp"
 
 struct refdec_drafter {
   refdec::AnyDrafter drafter;
@@ -30,6 +32,10 @@ struct refdec_drafter {
   refdec::DraftTree proposal;  // refdec_drafter_draft()'s scratch
   refdec::LinearTree tree;     // its last tree, which the refdec_tree it returned points into
   bool in_driver = false;      // borrowed by a driver's sequence (a mixture may not take it)
+};
+
+struct refdec_reference_index {
+  std::shared_ptr<refdec::ReferenceIndex> index;
 };
 
 struct refdec_driver {
@@ -92,11 +98,13 @@ std::vector<std::vector<refdec::Token>> references_of(const refdec_token_span* r
   return out;
 }
 
-template <class D>
-refdec_status create(D drafter, refdec_drafter** out, const char* who) {
+// A drafter handle around what `make` returns, made inside the guard: a constructor that refuses
+// its options throws there.
+template <class Make>
+refdec_status create(refdec_drafter** out, const char* who, Make&& make) {
   return guarded(who, [&] {
     deref(out, who, "out");
-    auto* h = new refdec_drafter{refdec::AnyDrafter(std::move(drafter)), {}, {}, {}, false};
+    auto* h = new refdec_drafter{refdec::AnyDrafter(make()), {}, {}, {}, false};
     h->name = h->drafter.name();
     *out = h;
   });
@@ -146,22 +154,68 @@ refdec_status refdec_llma_create(const refdec_llma_options* options, refdec_draf
   refdec_llma_options o;
   refdec_llma_options_init(&o);
   if (options != nullptr) o = *options;
-  return create(refdec::LlmaDrafter({.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference != 0}), out, "refdec_llma_create");
+  return create(out, "refdec_llma_create",
+                [&] { return refdec::LlmaDrafter({.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference != 0}); });
 }
 refdec_status refdec_prompt_lookup_create(const refdec_prompt_lookup_options* options, refdec_drafter** out) {
   refdec_prompt_lookup_options o;
   refdec_prompt_lookup_options_init(&o);
   if (options != nullptr) o = *options;
-  return create(
-      refdec::PromptLookupDrafter({.max_ngram = o.max_ngram, .min_ngram = o.min_ngram, .k = o.k, .full_span_only = o.full_span_only != 0}),
-      out, "refdec_prompt_lookup_create");
+  return create(out, "refdec_prompt_lookup_create", [&] {
+    return refdec::PromptLookupDrafter(
+        {.max_ngram = o.max_ngram, .min_ngram = o.min_ngram, .k = o.k, .full_span_only = o.full_span_only != 0});
+  });
 }
 refdec_status refdec_ngram_trie_create(const refdec_ngram_trie_options* options, refdec_drafter** out) {
   refdec_ngram_trie_options o;
   refdec_ngram_trie_options_init(&o);
   if (options != nullptr) o = *options;
-  return create(refdec::NgramTrieDrafter({.n = o.n, .prefix_len = o.prefix_len, .num_draft = o.num_draft, .grow = o.grow != 0}), out,
-                "refdec_ngram_trie_create");
+  return create(out, "refdec_ngram_trie_create", [&] {
+    return refdec::NgramTrieDrafter({.n = o.n, .prefix_len = o.prefix_len, .num_draft = o.num_draft, .grow = o.grow != 0});
+  });
+}
+
+void refdec_reference_index_options_init(refdec_reference_index_options* options) {
+  if (options == nullptr) return;
+  const refdec::ReferenceIndexOptions d;
+  *options = {d.max_tokens, d.depth, d.background_merge ? 1 : 0};
+}
+
+refdec_status refdec_reference_index_create(const refdec_reference_index_options* options, refdec_reference_index** out) {
+  constexpr const char* who = "refdec_reference_index_create";
+  return guarded(who, [&] {
+    deref(out, who, "out");
+    refdec_reference_index_options o;
+    refdec_reference_index_options_init(&o);
+    if (options != nullptr) o = *options;
+    *out = new refdec_reference_index{std::make_shared<refdec::ReferenceIndex>(
+        refdec::ReferenceIndexOptions{.max_tokens = o.max_tokens, .depth = o.depth, .background_merge = o.background_merge != 0})};
+  });
+}
+
+refdec_status refdec_reference_index_add(refdec_reference_index* index, const refdec_token* tokens, size_t num_tokens) {
+  constexpr const char* who = "refdec_reference_index_add";
+  return guarded(who, [&] { deref(index, who, "index").index->add(tokens_of(tokens, num_tokens, who, "tokens")); });
+}
+
+size_t refdec_reference_index_tokens(const refdec_reference_index* index) { return index != nullptr ? index->index->tokens() : 0; }
+void refdec_reference_index_destroy(refdec_reference_index* index) { delete index; }
+
+void refdec_index_drafter_options_init(refdec_index_drafter_options* options) {
+  if (options == nullptr) return;
+  const refdec::IndexDrafterOptions d;
+  *options = {d.max_match, d.continuation};
+}
+
+refdec_status refdec_index_drafter_create(refdec_reference_index* index, const refdec_index_drafter_options* options,
+                                          refdec_drafter** out) {
+  constexpr const char* who = "refdec_index_drafter_create";
+  refdec_index_drafter_options o;
+  refdec_index_drafter_options_init(&o);
+  if (options != nullptr) o = *options;
+  return create(out, who, [&] {
+    return refdec::IndexDrafter(deref(index, who, "index").index, {.max_match = o.max_match, .continuation = o.continuation});
+  });
 }
 
 refdec_status refdec_mixture_create(refdec_drafter** sources, size_t count, refdec_drafter** out) {

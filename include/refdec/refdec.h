@@ -9,7 +9,8 @@
  *   refdec_last_error() holds the message (per thread, until the thread's next failing call) and
  *   the out-parameters are unchanged.
  * - Handles are opaque and created by *_create functions; each has one *_destroy (NULL is ignored).
- *   A handle is used by one thread at a time; different handles may be used from different threads.
+ *   A handle is used by one thread at a time (a refdec_reference_index by any number at once);
+ *   different handles may be used from different threads.
  * - Arrays a function returns (plan, keep plan, updates, trees) point into the handle's memory and
  *   stay valid until the next call that changes that handle; copy what must outlive it.
  * - Token ids are refdec_token (int32_t); counts are size_t or int64_t as named. */
@@ -95,6 +96,34 @@ REFDEC_C_EXPORT void refdec_ngram_trie_options_init(refdec_ngram_trie_options* o
 REFDEC_C_EXPORT refdec_status refdec_llma_create(const refdec_llma_options* options, refdec_drafter** out);
 REFDEC_C_EXPORT refdec_status refdec_prompt_lookup_create(const refdec_prompt_lookup_options* options, refdec_drafter** out);
 REFDEC_C_EXPORT refdec_status refdec_ngram_trie_create(const refdec_ngram_trie_options* options, refdec_drafter** out);
+/* The shared index of documents and earlier outputs (refdec::ReferenceIndex): one per server,
+ * thread-safe (any number of threads may add to it and draft from it at once). */
+typedef struct refdec_reference_index refdec_reference_index;
+typedef struct refdec_reference_index_options {
+  size_t max_tokens;    /**< tokens kept at most; past it the oldest documents are dropped */
+  size_t depth;         /**< suffixes are ordered by this many tokens: the longest match found */
+  int background_merge; /**< nonzero: merge on a thread of the index's own instead of in add() */
+} refdec_reference_index_options;
+REFDEC_C_EXPORT void refdec_reference_index_options_init(refdec_reference_index_options* options);
+REFDEC_C_EXPORT refdec_status refdec_reference_index_create(const refdec_reference_index_options* options, refdec_reference_index** out);
+/** Adds a document (e.g. a corpus text, a cached answer); index drafters add their sequences' outputs themselves. */
+REFDEC_C_EXPORT refdec_status refdec_reference_index_add(refdec_reference_index* index, const refdec_token* tokens, size_t num_tokens);
+/** Tokens indexed now. */
+REFDEC_C_EXPORT size_t refdec_reference_index_tokens(const refdec_reference_index* index);
+/** Releases the caller's handle; the index lives on while index drafters use it. */
+REFDEC_C_EXPORT void refdec_reference_index_destroy(refdec_reference_index* index);
+
+/** A drafter over a shared index: the sequence's longest suffix found there, then its continuations
+ *  best first by how many occurrences they continue. Adds its sequence's output to the index when
+ *  the sequence ends. */
+typedef struct refdec_index_drafter_options {
+  size_t max_match;    /**< longest suffix of the sequence searched */
+  size_t continuation; /**< deepest draft node, in tokens after the match */
+} refdec_index_drafter_options;
+REFDEC_C_EXPORT void refdec_index_drafter_options_init(refdec_index_drafter_options* options);
+REFDEC_C_EXPORT refdec_status refdec_index_drafter_create(refdec_reference_index* index, const refdec_index_drafter_options* options,
+                                                          refdec_drafter** out);
+
 /** A mixture of `count` drafters with learned per-source scores and an adaptive budget. It takes
  *  the sources over: on success each sources[i] is destroyed into the mixture and set to NULL; a
  *  call refused by its checks leaves them as they were. A source may not be in use by a driver. */

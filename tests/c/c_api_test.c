@@ -1,6 +1,7 @@
 /* Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0 */
 /* The C API from C: the drafting calls and the exports on a hand-made reference, the error codes,
- * then stories260K decoded through refdec_driver (LLMA, and a mixture walked by a chooser) by a
+ * then stories260K decoded through refdec_driver (LLMA; a mixture walked by a chooser; LLMA with a
+ * shared index of earlier outputs, twice, the second round drafting the first's answers) by a
  * plain C Llama forward pass, the outputs compared token for token with plain greedy decoding by
  * the same forward pass without refdec. The forward pass reads, for every row, the cached entries
  * then its ancestors in the step in entry order, as plain decoding reads its context, so both
@@ -105,6 +106,30 @@ static void test_drafting_and_exports(void) {
     CHECK_OK(refdec_drafter_draft(mixture, 11, 8, 32, &tree));
     CHECK(tree.num_nodes >= 1 && tree.num_nodes <= 9);
     refdec_drafter_destroy(mixture);
+  }
+  /* The shared index drafts a document's continuation; its drafters keep it alive. */
+  {
+    const refdec_token document[] = {20, 21, 22, 23, 24, 25};
+    const refdec_token start[] = {1, 20, 21};
+    refdec_reference_index* index = NULL;
+    refdec_drafter* drafter = NULL;
+    refdec_index_drafter_options io;
+    CHECK_OK(refdec_reference_index_create(NULL, &index));
+    CHECK_OK(refdec_reference_index_add(index, document, 6));
+    CHECK(refdec_reference_index_tokens(index) == 6);
+    CHECK(refdec_index_drafter_create(NULL, NULL, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
+    CHECK(strstr(refdec_last_error(), "index is NULL") != NULL);
+    refdec_index_drafter_options_init(&io);
+    CHECK(io.max_match == 16 && io.continuation == 64);
+    io.max_match = 0;
+    CHECK(refdec_index_drafter_create(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
+    CHECK_OK(refdec_index_drafter_create(index, NULL, &drafter));
+    refdec_reference_index_destroy(index);
+    CHECK_OK(refdec_drafter_begin(drafter, start, 3, NULL, 0));
+    CHECK_OK(refdec_drafter_draft(drafter, 21, 8, 32, &tree));
+    CHECK_OK(refdec_tree_best_chain(&tree, chain, 16, &n));
+    CHECK(n == 4 && chain[0] == 22 && chain[3] == 25);
+    refdec_drafter_destroy(drafter);
   }
   refdec_drafter_destroy(d);
   refdec_drafter_destroy(NULL);
@@ -373,8 +398,11 @@ static refdec_token choose_row(void* user, int32_t slot, int32_t row, int32_t de
   return argmax(&s->logits[(size_t)row * s->vocab], s->vocab);
 }
 
-/* The three prompts decoded at once through a driver; `mixture` selects the drafter and the walk. */
-static void driver_decode(const Model* m, int mixture, refdec_token out[kSequences][kMaxNew], size_t counts[kSequences], int64_t* steps) {
+/* The three prompts decoded at once through a driver: with `index` a mixture of LLMA and an index
+ * drafter over it, else with `mixture` a mixture of LLMA and the n-gram trie walked by a chooser,
+ * else LLMA. */
+static void driver_decode(const Model* m, int mixture, refdec_reference_index* index, refdec_token out[kSequences][kMaxNew],
+                          size_t counts[kSequences], int64_t* steps) {
   refdec_driver_options o;
   refdec_driver* driver = NULL;
   refdec_sequence_limits limits;
@@ -392,13 +420,16 @@ static void driver_decode(const Model* m, int mixture, refdec_token out[kSequenc
   limits.max_new_tokens = kMaxNew, limits.stop_tokens = stops, limits.num_stop_tokens = 2, limits.budget = 12;
   for (s = 0; s < kSequences; ++s) {
     int64_t id = -1;
-    if (mixture) {
+    if (mixture || index != NULL) {
       refdec_drafter* sources[2];
       refdec_llma_options lo;
       refdec_llma_options_init(&lo);
       lo.self_reference = 1;
       CHECK_OK(refdec_llma_create(&lo, &sources[0]));
-      CHECK_OK(refdec_ngram_trie_create(NULL, &sources[1]));
+      if (index != NULL)
+        CHECK_OK(refdec_index_drafter_create(index, NULL, &sources[1]));
+      else
+        CHECK_OK(refdec_ngram_trie_create(NULL, &sources[1]));
       CHECK_OK(refdec_mixture_create(sources, 2, &drafters[s]));
     } else {
       refdec_llma_options lo;
@@ -485,7 +516,9 @@ int main(int argc, char** argv) {
   Model model;
   refdec_token plain[kSequences][kMaxNew], spec[kSequences][kMaxNew];
   size_t plain_counts[kSequences], spec_counts[kSequences], s, total = 0;
-  int mixture;
+  int round;
+  int64_t first_round_steps = 0;
+  refdec_reference_index* index = NULL;
 
   test_drafting_and_exports();
   test_errors();
@@ -506,16 +539,24 @@ int main(int argc, char** argv) {
     plain_counts[s] = plain_decode(&model, kPrompts[s], kPromptSizes[s], plain[s]);
     total += plain_counts[s];
   }
-  for (mixture = 0; mixture <= 1; ++mixture) {
+  CHECK_OK(refdec_reference_index_create(NULL, &index));
+  for (round = 0; round < 4; ++round) {
+    static const char* const names[4] = {"llma, greedy", "mixture, walked", "llma + index, first round", "llma + index, second round"};
     int64_t steps = 0;
-    driver_decode(&model, mixture, spec, spec_counts, &steps);
+    driver_decode(&model, round == 1, round >= 2 ? index : NULL, spec, spec_counts, &steps);
     for (s = 0; s < kSequences; ++s) {
       CHECK(spec_counts[s] == plain_counts[s]);
       CHECK(memcmp(spec[s], plain[s], sizeof(refdec_token) * (spec_counts[s] < plain_counts[s] ? spec_counts[s] : plain_counts[s])) == 0);
     }
-    printf("%s: %zu tokens in %lld verification steps, equal to plain greedy decoding: %s\n", mixture ? "mixture, walked" : "llma, greedy",
-           total, (long long)steps, failures == 0 ? "yes" : "NO");
+    if (round == 2) {
+      first_round_steps = steps;
+      CHECK(refdec_reference_index_tokens(index) >= total); /* the first round's outputs, added as each sequence ended */
+    }
+    if (round == 3) CHECK(steps < first_round_steps / 2); /* the answers are in the index now: drafted whole */
+    printf("%s: %zu tokens in %lld verification steps, equal to plain greedy decoding: %s\n", names[round], total, (long long)steps,
+           failures == 0 ? "yes" : "NO");
   }
+  refdec_reference_index_destroy(index);
   free(model.data);
   if (failures > 0) fprintf(stderr, "%d checks failed\n", failures);
   return failures > 0 ? 1 : 0;
