@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <ostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -111,4 +116,50 @@ TEST(Errors, StandardHandlersCatchThem) {
   EXPECT_THROW(check_file(false), std::exception);
 }
 
+
+// The messages' own number formatting (no iostreams) writes what an ostream writes, for every kind
+// of value a check streams: integers of every width and sign, floating-point values (%g, 6
+// digits, infinities and NaN), strings, characters, booleans, paths and types with an operator<<.
+struct Streamable {
+  int id;
+};
+std::ostream& operator<<(std::ostream& os, const Streamable& s) { return os << "streamable #" << s.id; }
+
+template <class T>
+void expect_as_ostream(const T& value) {
+  std::ostringstream os;
+  os << value;
+  detail::Message m;
+  m << value;
+  EXPECT_EQ(m.str(), os.str());
+}
+
+TEST(Errors, MessagesWriteValuesAsAnOstreamDoes) {
+  for (const std::int64_t v : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{42}, std::numeric_limits<std::int64_t>::min(),
+                               std::numeric_limits<std::int64_t>::max()})
+    expect_as_ostream(v);
+  expect_as_ostream(std::numeric_limits<std::uint64_t>::max());
+  expect_as_ostream(std::numeric_limits<std::int32_t>::min());
+  expect_as_ostream(std::size_t{123456789});
+  expect_as_ostream(std::int16_t{-7});
+  expect_as_ostream(std::uint8_t{65});  // a character to an ostream: 'A'
+  for (const double v : {0.0, -0.0, 0.1, 1.0 / 3.0, 3.0, 1e-5, 123456.0, 1234567.0, 1e20, -2.5e-300, 0.000123456789,
+                         std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                         std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::max()})
+    expect_as_ostream(v);
+  for (const float v : {0.1f, 2.5f, 1e-7f, 16777216.0f, std::numeric_limits<float>::lowest()}) expect_as_ostream(v);
+  expect_as_ostream(true);
+  expect_as_ostream(false);
+  expect_as_ostream('x');
+  expect_as_ostream("text");
+  expect_as_ostream(std::string("a string"));
+  expect_as_ostream(std::string_view("a view"));
+  expect_as_ostream(std::filesystem::path("/tmp/some file.bin"));
+  expect_as_ostream(Streamable{7});
+  // And a whole check's message, as REFDEC_CHECK builds it.
+  const std::string msg = message_of<ArgumentError>([] {
+    REFDEC_CHECK(false, "budget " << std::size_t{16} << " of " << -3 << ", ratio " << 0.25 << ", " << Streamable{2} << ", ok " << true);
+  });
+  EXPECT_EQ(msg.substr(0, msg.find(" (")), "refdec: budget 16 of -3, ratio 0.25, streamable #2, ok 1");
+}
 }  // namespace

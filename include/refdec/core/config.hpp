@@ -3,11 +3,14 @@
 // Common definitions for every refdec header: the namespace, the token type, the error family
 // and its check macros, and the host/device qualifier. Plain C++20, also compiled by nvcc.
 
+#include <charconv>
+#include <concepts>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 /// The inline ABI namespace: bump it when a public struct changes layout.
 #define REFDEC_ABI v1
@@ -52,12 +55,56 @@ class IoError : public Error {
 };
 
 namespace detail {
+// An error message built with <<, as an ostream would write it, but with numbers written by
+// std::to_chars: no locale, so no numeric facet is looked up. A Python module loaded after
+// PyTorch's wheels (which carry standard-library code of their own) crashed formatting a number
+// through an ostream (docs/gpu.md); strings and numbers, what nearly every message holds, never
+// touch iostreams here. Anything else (a path, an enum with its own operator<<) goes through one.
+// Numbers Message writes itself: integers wider than a character, and floating-point values.
+template <class T>
+concept MessageNumber = (std::integral<T> && sizeof(T) > 1 && !std::same_as<T, wchar_t>) || std::floating_point<T>;
+
+class Message {
+ public:
+  Message& operator<<(std::string_view text) {
+    text_ += text;
+    return *this;
+  }
+  Message& operator<<(const char* text) { return *this << std::string_view(text); }
+  Message& operator<<(const std::string& text) { return *this << std::string_view(text); }
+  Message& operator<<(char c) {
+    text_ += c;
+    return *this;
+  }
+  Message& operator<<(bool b) { return *this << (b ? '1' : '0'); }  // as an ostream writes it
+  template <MessageNumber T>
+  Message& operator<<(T value) {
+    char buf[64];
+    std::to_chars_result r;
+    if constexpr (std::floating_point<T>)
+      r = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::general, 6);  // an ostream's default, %g
+    else
+      r = std::to_chars(buf, buf + sizeof buf, value);
+    return *this << std::string_view(buf, static_cast<std::size_t>(r.ptr - buf));
+  }
+  template <class T>
+  requires(!MessageNumber<T> && !std::same_as<T, bool> && !std::same_as<T, char> &&
+           !std::is_convertible_v<const T&, std::string_view>) Message&
+  operator<<(const T& value) {
+    std::ostringstream os;
+    os << value;
+    return *this << os.str();
+  }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
 // Throws `E` with `msg` and the throwing site, so that a message points at the check that failed.
 template <class E>
 [[noreturn]] void fail(const char* file, int line, const std::string& msg) {
-  std::ostringstream os;
-  os << "refdec: " << msg << " (" << file << ":" << line << ")";
-  throw E(os.str());
+  throw E("refdec: " + msg + " (" + file + ":" + std::to_string(line) + ")");
 }
 
 // The message of a refdec error without its "refdec: " prefix, for nesting it in another message.
@@ -81,13 +128,13 @@ inline std::string message_of(const Error& e) {
 REFDEC_NAMESPACE_END
 
 // Throws `error_type` carrying `msg` when `cond` is false; the macros below name the kind.
-#define REFDEC_DETAIL_CHECK(error_type, cond, msg)                                    \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::ostringstream refdec_check_os_;                                            \
-      refdec_check_os_ << msg;                                                        \
-      ::refdec::detail::fail<error_type>(__FILE__, __LINE__, refdec_check_os_.str()); \
-    }                                                                                 \
+#define REFDEC_DETAIL_CHECK(error_type, cond, msg)                                     \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      ::refdec::detail::Message refdec_check_msg_;                                     \
+      refdec_check_msg_ << msg;                                                        \
+      ::refdec::detail::fail<error_type>(__FILE__, __LINE__, refdec_check_msg_.str()); \
+    }                                                                                  \
   } while (0)
 
 /// Rejects an invalid argument or input value: throws refdec::ArgumentError carrying `msg`
