@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <optional>
@@ -41,6 +42,7 @@ struct refdec_reference_index {
 struct refdec_driver {
   explicit refdec_driver(refdec::StepDriverOptions options) : driver(options) {}
   refdec::StepDriver driver;
+  bool step_open = false;                 // prepared and not yet completed: plan and complete allowed, add and cancel not
   std::vector<refdec_drafter*> borrowed;  // the drafters of active sequences, by id
   std::vector<refdec::RequestId> borrowed_ids;
 };
@@ -49,27 +51,34 @@ namespace {
 
 thread_local std::string last_error;
 
-refdec_status fail(refdec_status status, std::string message) {
-  last_error = std::move(message);
+// Sets this thread's message: `parts` joined. Never throws: without memory for the message, the
+// status alone says what happened.
+refdec_status fail(refdec_status status, std::initializer_list<const char*> parts) noexcept {
+  try {
+    last_error.clear();
+    for (const char* p : parts) last_error += p;
+  } catch (...) {
+    last_error.clear();
+  }
   return status;
 }
 
-// Runs `body`, turning what it throws into a status and this thread's message.
+// Runs `body`, turning what it throws into a status and this thread's message: nothing leaves.
 template <class F>
-refdec_status guarded(const char* who, F&& body) {
+refdec_status guarded(const char* who, F&& body) noexcept {
   try {
     body();
     return REFDEC_OK;
   } catch (const refdec::IoError& e) {
-    return fail(REFDEC_ERROR_IO, e.what());
+    return fail(REFDEC_ERROR_IO, {e.what()});
   } catch (const refdec::ArgumentError& e) {
-    return fail(REFDEC_ERROR_ARGUMENT, e.what());
+    return fail(REFDEC_ERROR_ARGUMENT, {e.what()});
   } catch (const std::bad_alloc&) {
-    return fail(REFDEC_ERROR_MEMORY, std::string("refdec: ") + who + ": out of memory");
+    return fail(REFDEC_ERROR_MEMORY, {"refdec: ", who, ": out of memory"});
   } catch (const std::exception& e) {
-    return fail(REFDEC_ERROR_INTERNAL, std::string("refdec: ") + who + ": " + e.what());
+    return fail(REFDEC_ERROR_INTERNAL, {"refdec: ", who, ": ", e.what()});
   } catch (...) {
-    return fail(REFDEC_ERROR_INTERNAL, std::string("refdec: ") + who + ": unknown exception");
+    return fail(REFDEC_ERROR_INTERNAL, {"refdec: ", who, ": unknown exception"});
   }
 }
 
@@ -104,9 +113,9 @@ template <class Make>
 refdec_status create(refdec_drafter** out, const char* who, Make&& make) {
   return guarded(who, [&] {
     deref(out, who, "out");
-    auto* h = new refdec_drafter{refdec::AnyDrafter(make()), {}, {}, {}, false};
+    auto h = std::make_unique<refdec_drafter>(refdec_drafter{refdec::AnyDrafter(make()), {}, {}, {}, false});
     h->name = h->drafter.name();
-    *out = h;
+    *out = h.release();
   });
 }
 
@@ -117,7 +126,7 @@ template <class Out, class View>
 refdec_status query(const refdec_driver* driver, Out* out, const char* who, View&& view) {
   return guarded(who, [&] {
     const refdec_driver& d = deref(driver, who, "driver");
-    deref(out, who, "out") = view(d.driver);
+    deref(out, who, "out") = view(d);
   });
 }
 
@@ -198,7 +207,13 @@ refdec_status refdec_reference_index_add(refdec_reference_index* index, const re
   return guarded(who, [&] { deref(index, who, "index").index->add(tokens_of(tokens, num_tokens, who, "tokens")); });
 }
 
-size_t refdec_reference_index_tokens(const refdec_reference_index* index) { return index != nullptr ? index->index->tokens() : 0; }
+size_t refdec_reference_index_tokens(const refdec_reference_index* index) {
+  try {
+    return index != nullptr ? index->index->tokens() : 0;
+  } catch (...) {  // the snapshot's lock could not be taken
+    return 0;
+  }
+}
 void refdec_reference_index_destroy(refdec_reference_index* index) { delete index; }
 
 void refdec_index_drafter_options_init(refdec_index_drafter_options* options) {
@@ -229,16 +244,18 @@ refdec_status refdec_mixture_create(refdec_drafter** sources, size_t count, refd
       REFDEC_CHECK(!sources[i]->in_driver, who << ": source " << i << " is in use by a driver's sequence");
       for (std::size_t j = 0; j < i; ++j) REFDEC_CHECK(sources[j] != sources[i], who << ": source " << i << " is also source " << j);
     }
+    // What can fail for lack of memory before the sources are taken, is done first.
+    auto h = std::make_unique<refdec_drafter>();
     std::vector<refdec::AnyDrafter> all;
     all.reserve(count);
     for (std::size_t i = 0; i < count; ++i) all.push_back(std::move(sources[i]->drafter));
-    auto* h = new refdec_drafter{refdec::AnyDrafter(refdec::MixtureDrafter(std::move(all))), {}, {}, {}, false};
+    h->drafter = refdec::AnyDrafter(refdec::MixtureDrafter(std::move(all)));
     h->name = h->drafter.name();
     for (std::size_t i = 0; i < count; ++i) {
       delete sources[i];
       sources[i] = nullptr;
     }
-    *out = h;
+    *out = h.release();
   });
 }
 
@@ -276,11 +293,11 @@ refdec_status refdec_drafter_draft(refdec_drafter* drafter, refdec_token root, s
     d.proposal.clear();
     d.drafter.propose(budget, d.proposal);
     d.proposal.linearize(root, budget, d.tree);
-    d.drafter.record_proposal(d.tree);
     for (std::int32_t i = 1; i < d.tree.size(); ++i)
       REFDEC_CHECK(d.tree.tokens[static_cast<std::size_t>(i)] < vocab_size, who << ": drafter '" << d.name << "' proposed token id "
                                                                                 << d.tree.tokens[static_cast<std::size_t>(i)]
                                                                                 << " outside the vocabulary [0, " << vocab_size << ")");
+    d.drafter.record_proposal(d.tree);  // only a tree that reaches the caller counts
     const refdec::LinearTree& t = d.tree;
     *out = {t.size(), t.tokens.data(), t.parent.data(), t.depth.data(), t.first_child.data(), t.next_sibling.data(), t.score.data()};
   });
@@ -374,6 +391,32 @@ void refdec_sequence_limits_init(refdec_sequence_limits* limits) {
   *limits = {d.max_new_tokens, nullptr, 0, d.budget};
 }
 
+namespace {
+// Gives back the drafters of the sequences that are no longer active (finished, cancelled, or
+// given no tokens to generate): the driver no longer touches them. Allocates nothing, so it also
+// runs while an error unwinds (SyncOnExit).
+void sync_borrowed(refdec_driver& d) noexcept {
+  for (std::size_t i = d.borrowed.size(); i-- > 0;) {
+    bool active = false;
+    for (std::size_t slot = 0; slot < d.driver.active() && !active; ++slot) active = d.driver.id(slot) == d.borrowed_ids[i];
+    if (active) continue;
+    d.borrowed[i]->in_driver = false;
+    d.borrowed.erase(d.borrowed.begin() + static_cast<std::ptrdiff_t>(i));
+    d.borrowed_ids.erase(d.borrowed_ids.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+struct SyncOnExit {
+  refdec_driver& d;
+  ~SyncOnExit() { sync_borrowed(d); }
+};
+void check_no_open_step(const refdec_driver& d, const char* who) {
+  REFDEC_CHECK(!d.step_open, who << ": a step is prepared; complete it first");
+}
+void check_open_step(const refdec_driver& d, const char* who) {
+  REFDEC_CHECK(d.step_open, who << ": no prepared step (refdec_driver_prepare first; each step completes once)");
+}
+}  // namespace
+
 refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* prompt, size_t prompt_size, const refdec_token_span* references,
                                 size_t num_references, const refdec_sequence_limits* limits, refdec_drafter* drafter, int64_t* id) {
   constexpr const char* who = "refdec_driver_add";
@@ -381,6 +424,8 @@ refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* promp
     refdec_driver& d = deref(driver, who, "driver");
     const refdec_sequence_limits& l = deref(limits, who, "limits");
     deref(id, who, "id");
+    check_no_open_step(d, who);
+    const SyncOnExit sync{d};  // a sequence given no tokens leaves at once
     const auto p = tokens_of(prompt, prompt_size, who, "prompt");
     const auto stops = tokens_of(l.stop_tokens, l.num_stop_tokens, who, "stop_tokens");
     const auto refs = references_of(references, num_references, who);
@@ -401,26 +446,13 @@ refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* promp
   });
 }
 
-namespace {
-// Gives back the drafters of the sequences that left (the updates name them).
-void release_left(refdec_driver& d) {
-  for (const refdec::RequestUpdate& u : d.driver.updates()) {
-    if (!u.finished) continue;
-    const auto it = std::find(d.borrowed_ids.begin(), d.borrowed_ids.end(), u.id);
-    if (it == d.borrowed_ids.end()) continue;
-    const auto i = static_cast<std::size_t>(it - d.borrowed_ids.begin());
-    d.borrowed[i]->in_driver = false;
-    d.borrowed.erase(d.borrowed.begin() + static_cast<std::ptrdiff_t>(i));
-    d.borrowed_ids.erase(it);
-  }
-}
-}  // namespace
-
 refdec_status refdec_driver_cancel(refdec_driver* driver, int64_t id, int64_t* slot) {
   constexpr const char* who = "refdec_driver_cancel";
   return guarded(who, [&] {
     refdec_driver& d = deref(driver, who, "driver");
     deref(slot, who, "slot");
+    check_no_open_step(d, who);
+    const SyncOnExit sync{d};  // its drafter is free again at once
     const std::optional<std::size_t> s = d.driver.cancel(id);
     *slot = s ? static_cast<int64_t>(*s) : -1;
   });
@@ -431,13 +463,17 @@ refdec_status refdec_driver_prepare(refdec_driver* driver, int* has_step) {
   return guarded(who, [&] {
     refdec_driver& d = deref(driver, who, "driver");
     deref(has_step, who, "has_step");
-    *has_step = d.driver.prepare() ? 1 : 0;
-    release_left(d);  // cancelled sequences are reported here
+    const SyncOnExit sync{d};
+    d.step_open = false;
+    d.step_open = d.driver.prepare();
+    *has_step = d.step_open ? 1 : 0;
   });
 }
 
 refdec_status refdec_driver_plan(const refdec_driver* driver, refdec_step_plan* out) {
-  return query(driver, out, "refdec_driver_plan", [](const refdec::StepDriver& d) -> refdec_step_plan {
+  return query(driver, out, "refdec_driver_plan", [](const refdec_driver& h) -> refdec_step_plan {
+    check_open_step(h, "refdec_driver_plan");
+    const refdec::StepDriver& d = h.driver;
     const refdec::StepPlan& p = d.plan();
     return {p.batch(),       p.rows(),           p.indptr.data(),      p.num_nodes.data(),    p.lengths.data(),
             p.tokens.data(), p.positions.data(), p.first_child.data(), p.next_sibling.data(), p.mask_indptr.data(),
@@ -449,8 +485,10 @@ refdec_status refdec_driver_complete_greedy(refdec_driver* driver, const refdec_
   constexpr const char* who = "refdec_driver_complete_greedy";
   return guarded(who, [&] {
     refdec_driver& d = deref(driver, who, "driver");
+    check_open_step(d, who);
+    const SyncOnExit sync{d};
     d.driver.complete_greedy(tokens_of(choices, num_rows, who, "choices"));
-    release_left(d);
+    d.step_open = false;
   });
 }
 
@@ -459,14 +497,16 @@ refdec_status refdec_driver_complete_walk(refdec_driver* driver, refdec_row_choo
   return guarded(who, [&] {
     refdec_driver& d = deref(driver, who, "driver");
     REFDEC_CHECK(choose != nullptr, who << ": choose is NULL");
+    check_open_step(d, who);
+    const SyncOnExit sync{d};
     d.driver.complete_walk([&](std::int32_t slot, std::int32_t row, std::int32_t depth) { return choose(user, slot, row, depth); });
-    release_left(d);
+    d.step_open = false;
   });
 }
 
 refdec_status refdec_driver_keep(const refdec_driver* driver, refdec_keep_plan* out) {
-  return query(driver, out, "refdec_driver_keep", [](const refdec::StepDriver& d) -> refdec_keep_plan {
-    const refdec::KeepPlan& k = d.keep();
+  return query(driver, out, "refdec_driver_keep", [](const refdec_driver& h) -> refdec_keep_plan {
+    const refdec::KeepPlan& k = h.driver.keep();
     return {k.batch(), k.indptr.data(), k.rows.data(), k.lengths.data()};
   });
 }

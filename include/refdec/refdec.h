@@ -20,7 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
+#if defined(_WIN32) && defined(REFDEC_C_BUILDING)
+#define REFDEC_C_EXPORT __declspec(dllexport)
+#elif defined(_WIN32)
 #define REFDEC_C_EXPORT __declspec(dllimport)
 #elif defined(__GNUC__)
 #define REFDEC_C_EXPORT __attribute__((visibility("default")))
@@ -126,7 +128,8 @@ REFDEC_C_EXPORT refdec_status refdec_index_drafter_create(refdec_reference_index
 
 /** A mixture of `count` drafters with learned per-source scores and an adaptive budget. It takes
  *  the sources over: on success each sources[i] is destroyed into the mixture and set to NULL; a
- *  call refused by its checks leaves them as they were. A source may not be in use by a driver. */
+ *  call refused by its checks leaves them as they were (out of memory may leave them empty:
+ *  destroy them then). A source may not be in use by a driver. */
 REFDEC_C_EXPORT refdec_status refdec_mixture_create(refdec_drafter** sources, size_t count, refdec_drafter** out);
 REFDEC_C_EXPORT void refdec_drafter_destroy(refdec_drafter* drafter);
 /** The drafter's name (e.g. "llma"), valid while the drafter lives. */
@@ -215,13 +218,15 @@ typedef struct refdec_sequence_limits {
 } refdec_sequence_limits;
 REFDEC_C_EXPORT void refdec_sequence_limits_init(refdec_sequence_limits* limits);
 
-/** Adds a sequence. `drafter` (NULL: plain decoding) stays the caller's and must outlive the
- *  sequence; it follows one sequence at a time. Prompt and references are copied. Writes the
- *  sequence's id to `*id`. */
+/** Adds a sequence (not while a step is prepared). `drafter` (NULL: plain decoding) stays the
+ *  caller's and must outlive the sequence; it follows one sequence at a time and is free again as
+ *  soon as the sequence has left (finished, cancelled). Prompt and references are copied. Writes
+ *  the sequence's id to `*id`. */
 REFDEC_C_EXPORT refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* prompt, size_t prompt_size,
                                                 const refdec_token_span* references, size_t num_references,
                                                 const refdec_sequence_limits* limits, refdec_drafter* drafter, int64_t* id);
-/** Ends sequence `id` now; writes the slot the engine drops to `*slot`, or -1 for a sequence that has left. */
+/** Ends sequence `id` now (not while a step is prepared); writes the slot the engine drops to
+ *  `*slot`, or -1 for a sequence that has left. */
 REFDEC_C_EXPORT refdec_status refdec_driver_cancel(refdec_driver* driver, int64_t id, int64_t* slot);
 /** Prepares the next step (prefill or drafting per sequence); `*has_step` 0 when no sequence is active. */
 REFDEC_C_EXPORT refdec_status refdec_driver_prepare(refdec_driver* driver, int* has_step);
@@ -244,6 +249,7 @@ typedef struct refdec_step_plan {
   const uint64_t* mask;
   const uint8_t* prefill; /**< [batch] nonzero: the sequence prefills its prompt this step (its outputs are not read) */
 } refdec_step_plan;
+/** The prepared step's plan: between a prepare that set has_step and the step's completion. */
 REFDEC_C_EXPORT refdec_status refdec_driver_plan(const refdec_driver* driver, refdec_step_plan* out);
 
 /** Completes the step by greedy acceptance: `choices[r]` is the target's greedy token at plan row r. */

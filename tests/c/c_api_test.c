@@ -100,11 +100,12 @@ static void test_drafting_and_exports(void) {
     CHECK_OK(refdec_prompt_lookup_create(NULL, &sources[0]));
     CHECK_OK(refdec_ngram_trie_create(NULL, &sources[1]));
     CHECK(refdec_mixture_create(sources, 0, &mixture) == REFDEC_ERROR_ARGUMENT && mixture == NULL);
+    CHECK(sources[0] != NULL && sources[1] != NULL); /* refused: still the caller's */
     CHECK_OK(refdec_mixture_create(sources, 2, &mixture));
     CHECK(sources[0] == NULL && sources[1] == NULL && mixture != NULL);
     CHECK_OK(refdec_drafter_begin(mixture, reference, 7, NULL, 0));
     CHECK_OK(refdec_drafter_draft(mixture, 11, 8, 32, &tree));
-    CHECK(tree.num_nodes >= 1 && tree.num_nodes <= 9);
+    CHECK(strstr(refdec_drafter_name(mixture), "mixture") != NULL && tree.tokens[0] == 11);
     refdec_drafter_destroy(mixture);
   }
   /* The shared index drafts a document's continuation; its drafters keep it alive. */
@@ -167,6 +168,64 @@ static void test_errors(void) {
   CHECK(strstr(refdec_last_error(), "4 choices for a plan of 1 rows") != NULL); /* the prompt but its last token */
   CHECK(refdec_driver_complete_walk(driver, NULL, NULL) == REFDEC_ERROR_ARGUMENT);
   refdec_driver_destroy(driver);
+}
+
+/* The order of calls and the drafters a driver borrows: a step completes once, nothing is added
+ * or cancelled while one is prepared, a drafter is refused elsewhere while its sequence runs and
+ * free again the moment it leaves (cancelled, or given no tokens). */
+static void test_driver_lifecycle(void) {
+  refdec_driver_options o;
+  refdec_driver* driver = NULL;
+  refdec_sequence_limits limits;
+  refdec_drafter* llma = NULL;
+  refdec_drafter* other = NULL;
+  refdec_drafter* sources[1];
+  refdec_drafter* mixture = NULL;
+  refdec_step_plan plan;
+  const refdec_token prompt[] = {1, 3, 4, 3};
+  refdec_token choices[64];
+  int64_t id = -1, second = -1, slot = -2;
+  int has_step = 0, i;
+  for (i = 0; i < 64; ++i) choices[i] = 3;
+  refdec_driver_options_init(&o);
+  o.vocab_size = 16, o.max_context = 64;
+  CHECK_OK(refdec_driver_create(&o, &driver));
+  refdec_sequence_limits_init(&limits);
+  CHECK_OK(refdec_llma_create(NULL, &llma));
+  CHECK_OK(refdec_llma_create(NULL, &other));
+  CHECK(refdec_driver_plan(driver, &plan) == REFDEC_ERROR_ARGUMENT);
+  CHECK(strstr(refdec_last_error(), "no prepared step") != NULL);
+  CHECK_OK(refdec_driver_add(driver, prompt, 4, NULL, 0, &limits, llma, &id));
+  /* In use: refused by another sequence, by a mixture and by drafting by hand. */
+  CHECK(refdec_driver_add(driver, prompt, 4, NULL, 0, &limits, llma, &second) == REFDEC_ERROR_ARGUMENT && second == -1);
+  sources[0] = llma;
+  CHECK(refdec_mixture_create(sources, 1, &mixture) == REFDEC_ERROR_ARGUMENT && sources[0] == llma && mixture == NULL);
+  CHECK(refdec_drafter_begin(llma, prompt, 4, NULL, 0) == REFDEC_ERROR_ARGUMENT);
+  /* A step completes once; nothing joins or leaves meanwhile. */
+  CHECK_OK(refdec_driver_prepare(driver, &has_step));
+  CHECK(has_step == 1);
+  CHECK_OK(refdec_driver_plan(driver, &plan));
+  CHECK(refdec_driver_add(driver, prompt, 4, NULL, 0, &limits, other, &second) == REFDEC_ERROR_ARGUMENT);
+  CHECK(strstr(refdec_last_error(), "a step is prepared") != NULL);
+  CHECK(refdec_driver_cancel(driver, id, &slot) == REFDEC_ERROR_ARGUMENT && slot == -2);
+  CHECK_OK(refdec_driver_complete_greedy(driver, choices, (size_t)plan.rows));
+  CHECK(refdec_driver_complete_greedy(driver, choices, (size_t)plan.rows) == REFDEC_ERROR_ARGUMENT);
+  CHECK(refdec_driver_plan(driver, &plan) == REFDEC_ERROR_ARGUMENT);
+  /* Cancelled: its slot, and the drafter is free at once. */
+  CHECK_OK(refdec_driver_cancel(driver, id, &slot));
+  CHECK(slot == 0 && refdec_driver_active(driver) == 0);
+  CHECK_OK(refdec_drafter_begin(llma, prompt, 4, NULL, 0));
+  CHECK_OK(refdec_driver_cancel(driver, id, &slot));
+  CHECK(slot == -1);
+  /* Given no tokens to generate: it leaves at once, and so does its hold on the drafter. */
+  limits.max_new_tokens = 0;
+  CHECK_OK(refdec_driver_add(driver, prompt, 4, NULL, 0, &limits, other, &second));
+  CHECK_OK(refdec_drafter_begin(other, prompt, 4, NULL, 0));
+  CHECK_OK(refdec_driver_prepare(driver, &has_step));
+  CHECK(has_step == 0 && refdec_driver_num_updates(driver) == 2); /* the cancelled one and the empty one */
+  refdec_driver_destroy(driver);
+  refdec_drafter_destroy(llma);
+  refdec_drafter_destroy(other);
 }
 
 /* ---- a llama2.c model in plain C ---- */
@@ -390,11 +449,13 @@ typedef struct WalkState {
   const float* logits;
   int vocab;
   int64_t asked;
+  int* asked_rows; /* [plan rows] asks per row this step: at most one each */
 } WalkState;
 static refdec_token choose_row(void* user, int32_t slot, int32_t row, int32_t depth) {
   WalkState* s = (WalkState*)user;
   (void)slot, (void)depth;
   ++s->asked;
+  CHECK(++s->asked_rows[row] == 1);
   return argmax(&s->logits[(size_t)row * s->vocab], s->vocab);
 }
 
@@ -412,7 +473,7 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
   size_t active = 0, s, u;
   float* logits = NULL;
   refdec_token* choices = NULL;
-  WalkState walk = {NULL, 0, 0};
+  WalkState walk = {NULL, 0, 0, NULL};
   refdec_driver_options_init(&o);
   o.vocab_size = m->vocab, o.max_context = m->seq_len, o.prefill_chunk = 0;
   CHECK_OK(refdec_driver_create(&o, &driver));
@@ -464,6 +525,8 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
       forward(m, caches, &plan, logits);
       if (mixture) {
         walk.logits = logits, walk.vocab = m->vocab;
+        walk.asked_rows = (int*)realloc(walk.asked_rows, sizeof(int) * (size_t)plan.rows);
+        memset(walk.asked_rows, 0, sizeof(int) * (size_t)plan.rows);
         CHECK_OK(refdec_driver_complete_walk(driver, choose_row, &walk));
       } else {
         choices = (refdec_token*)realloc(choices, sizeof(refdec_token) * (size_t)plan.rows);
@@ -496,6 +559,7 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
       refdec_update up;
       CHECK_OK(refdec_driver_update(driver, u, &up));
       CHECK(up.id >= 0 && up.id < kSequences);
+      if (up.id < 0 || up.id >= kSequences) continue;
       CHECK(counts[up.id] + up.num_tokens <= kMaxNew);
       if (counts[up.id] + up.num_tokens > kMaxNew) continue;
       memcpy(&out[up.id][counts[up.id]], up.tokens, sizeof(refdec_token) * up.num_tokens);
@@ -508,6 +572,7 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
   refdec_driver_destroy(driver);
   free(logits);
   free(choices);
+  free(walk.asked_rows);
 }
 
 int main(int argc, char** argv) {
@@ -522,6 +587,7 @@ int main(int argc, char** argv) {
 
   test_drafting_and_exports();
   test_errors();
+  test_driver_lifecycle();
   if (failures > 0) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
