@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_driver.hpp"
 #include "refdec/core/walk.hpp"
+#include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/mixture.hpp"
@@ -30,9 +32,10 @@
 struct refdec_drafter {
   refdec::AnyDrafter drafter;
   std::string name;
-  refdec::DraftTree proposal;  // refdec_drafter_draft()'s scratch
-  refdec::LinearTree tree;     // its last tree, which the refdec_tree it returned points into
-  bool in_driver = false;      // borrowed by a driver's sequence (a mixture may not take it)
+  refdec::DraftScratch scratch;  // refdec_drafter_draft()'s
+  refdec::AuxBlock aux;          // none of the C API's drafters adds auxiliary rows
+  refdec::LinearTree tree;       // its last tree, which the refdec_tree it returned points into
+  bool in_driver = false;        // borrowed by a driver's sequence (a mixture may not take it)
 };
 
 struct refdec_reference_index {
@@ -113,7 +116,7 @@ template <class Make>
 refdec_status create(refdec_drafter** out, const char* who, Make&& make) {
   return guarded(who, [&] {
     deref(out, who, "out");
-    auto h = std::make_unique<refdec_drafter>(refdec_drafter{refdec::AnyDrafter(make()), {}, {}, {}, false});
+    auto h = std::make_unique<refdec_drafter>(refdec_drafter{refdec::AnyDrafter(make()), {}, {}, {}, {}, false});
     h->name = h->drafter.name();
     *out = h.release();
   });
@@ -290,14 +293,7 @@ refdec_status refdec_drafter_draft(refdec_drafter* drafter, refdec_token root, s
     REFDEC_CHECK(!d.in_driver, who << ": the drafter is in use by a driver's sequence");
     REFDEC_CHECK(vocab_size > 0 && root >= 0 && root < vocab_size,
                  who << ": the root token " << root << " must lie in [0, vocab_size) with vocab_size " << vocab_size << " > 0");
-    d.proposal.clear();
-    d.drafter.propose(budget, d.proposal);
-    d.proposal.linearize(root, budget, d.tree);
-    for (std::int32_t i = 1; i < d.tree.size(); ++i)
-      REFDEC_CHECK(d.tree.tokens[static_cast<std::size_t>(i)] < vocab_size, who << ": drafter '" << d.name << "' proposed token id "
-                                                                                << d.tree.tokens[static_cast<std::size_t>(i)]
-                                                                                << " outside the vocabulary [0, " << vocab_size << ")");
-    d.drafter.record_proposal(d.tree);  // only a tree that reaches the caller counts
+    refdec::draft_step(d.drafter, root, budget, vocab_size, 0, std::numeric_limits<std::int64_t>::max(), d.scratch, d.tree, d.aux);
     const refdec::LinearTree& t = d.tree;
     *out = {t.size(), t.tokens.data(), t.parent.data(), t.depth.data(), t.first_child.data(), t.next_sibling.data(), t.score.data()};
   });
