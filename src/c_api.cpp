@@ -38,6 +38,10 @@ struct refdec_drafter {
   bool in_driver = false;        // borrowed by a driver's sequence (a mixture may not take it)
 };
 
+struct refdec_llma_index {
+  std::shared_ptr<const refdec::LlmaIndex> index;
+};
+
 struct refdec_reference_index {
   std::shared_ptr<refdec::ReferenceIndex> index;
 };
@@ -99,14 +103,12 @@ std::span<const refdec::Token> tokens_of(const refdec_token* data, std::size_t s
   if (data == nullptr && size > 0) null_argument(who, what);
   return {data, size};
 }
-std::vector<std::vector<refdec::Token>> references_of(const refdec_token_span* refs, std::size_t count, const char* who) {
+// Views of the caller's references (no copy of their tokens).
+std::vector<std::span<const refdec::Token>> references_of(const refdec_token_span* refs, std::size_t count, const char* who) {
   if (refs == nullptr && count > 0) null_argument(who, "references");
-  std::vector<std::vector<refdec::Token>> out;
+  std::vector<std::span<const refdec::Token>> out;
   out.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const auto span = tokens_of(refs[i].data, refs[i].size, who, "a reference's data");
-    out.emplace_back(span.begin(), span.end());
-  }
+  for (std::size_t i = 0; i < count; ++i) out.push_back(tokens_of(refs[i].data, refs[i].size, who, "a reference's data"));
   return out;
 }
 
@@ -184,6 +186,26 @@ refdec_status refdec_ngram_trie_create(const refdec_ngram_trie_options* options,
   if (options != nullptr) o = *options;
   return create(out, "refdec_ngram_trie_create", [&] {
     return refdec::NgramTrieDrafter({.n = o.n, .prefix_len = o.prefix_len, .num_draft = o.num_draft, .grow = o.grow != 0});
+  });
+}
+
+refdec_status refdec_llma_index_create(const refdec_token_span* documents, size_t num_documents, refdec_llma_index** out) {
+  constexpr const char* who = "refdec_llma_index_create";
+  return guarded(who, [&] {
+    deref(out, who, "out");
+    *out = new refdec_llma_index{std::make_shared<const refdec::LlmaIndex>(references_of(documents, num_documents, who))};
+  });
+}
+size_t refdec_llma_index_tokens(const refdec_llma_index* index) { return index == nullptr ? 0 : index->index->tokens(); }
+void refdec_llma_index_destroy(refdec_llma_index* index) { delete index; }
+
+refdec_status refdec_llma_create_shared(const refdec_llma_index* index, const refdec_llma_options* options, refdec_drafter** out) {
+  constexpr const char* who = "refdec_llma_create_shared";
+  refdec_llma_options o;
+  refdec_llma_options_init(&o);
+  if (options != nullptr) o = *options;
+  return create(out, who, [&] {
+    return refdec::LlmaDrafter(deref(index, who, "index").index, {.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference != 0});
   });
 }
 

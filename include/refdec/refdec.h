@@ -98,6 +98,21 @@ REFDEC_C_EXPORT void refdec_ngram_trie_options_init(refdec_ngram_trie_options* o
 REFDEC_C_EXPORT refdec_status refdec_llma_create(const refdec_llma_options* options, refdec_drafter** out);
 REFDEC_C_EXPORT refdec_status refdec_prompt_lookup_create(const refdec_prompt_lookup_options* options, refdec_drafter** out);
 REFDEC_C_EXPORT refdec_status refdec_ngram_trie_create(const refdec_ngram_trie_options* options, refdec_drafter** out);
+/* LLMA's index of a document set (refdec::LlmaIndex), built once and shared by the LLMA drafters of
+ * every sequence that draws from those documents: immutable, any number of threads may draft from
+ * it at once. */
+typedef struct refdec_llma_index refdec_llma_index;
+/** Indexes `num_documents` documents (read during the call only; token ids >= 0). */
+REFDEC_C_EXPORT refdec_status refdec_llma_index_create(const refdec_token_span* documents, size_t num_documents, refdec_llma_index** out);
+/** Tokens indexed, over all documents. */
+REFDEC_C_EXPORT size_t refdec_llma_index_tokens(const refdec_llma_index* index);
+/** Releases the caller's handle; the index lives on while drafters use it. */
+REFDEC_C_EXPORT void refdec_llma_index_destroy(refdec_llma_index* index);
+/** An LLMA drafter over a shared index (`options` NULL: the defaults): the references given to
+ *  refdec_drafter_begin or refdec_driver_add are not read, the index holds the drafter's references. */
+REFDEC_C_EXPORT refdec_status refdec_llma_create_shared(const refdec_llma_index* index, const refdec_llma_options* options,
+                                                        refdec_drafter** out);
+
 /* The shared index of documents and earlier outputs (refdec::ReferenceIndex): one per server,
  * thread-safe (any number of threads may add to it and draft from it at once). */
 typedef struct refdec_reference_index refdec_reference_index;
@@ -138,7 +153,8 @@ REFDEC_C_EXPORT const char* refdec_drafter_name(const refdec_drafter* drafter);
 /* Drafting one sequence by hand (an engine that runs its own protocol). A refdec_driver does all
  * of this for a batch. */
 
-/** Starts a sequence: its tokens so far and the references it may copy from. */
+/** Starts a sequence: its tokens so far and the references it may copy from (read during the call
+ *  only: the engine's buffers, not copies; what the drafter keeps it copies or indexes). */
 REFDEC_C_EXPORT refdec_status refdec_drafter_begin(refdec_drafter* drafter, const refdec_token* tokens, size_t num_tokens,
                                                    const refdec_token_span* references, size_t num_references);
 /** Tells the drafter the tokens appended to the sequence since the last call (accepted drafts and the bonus token). */
@@ -220,7 +236,8 @@ REFDEC_C_EXPORT void refdec_sequence_limits_init(refdec_sequence_limits* limits)
 
 /** Adds a sequence (not while a step is prepared). `drafter` (NULL: plain decoding) stays the
  *  caller's and must outlive the sequence; it follows one sequence at a time and is free again as
- *  soon as the sequence has left (finished, cancelled). Prompt and references are copied. Writes
+ *  soon as the sequence has left (finished, cancelled). Prompt and references are read during the
+ *  call only (the prompt is copied, the references go to the drafter's begin). Writes
  *  the sequence's id to `*id`. */
 REFDEC_C_EXPORT refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* prompt, size_t prompt_size,
                                                 const refdec_token_span* references, size_t num_references,

@@ -149,6 +149,17 @@ static void test_errors(void) {
   CHECK(refdec_c_api_version() == REFDEC_C_API_VERSION);
   CHECK(refdec_llma_create(NULL, NULL) == REFDEC_ERROR_ARGUMENT);
   CHECK(strstr(refdec_last_error(), "refdec_llma_create: out is NULL") != NULL);
+  {
+    refdec_drafter* d = NULL;
+    refdec_llma_index* li = NULL;
+    const refdec_token negative[2] = {1, -3};
+    const refdec_token_span doc = {negative, 2};
+    CHECK(refdec_llma_create_shared(NULL, NULL, &d) == REFDEC_ERROR_ARGUMENT && d == NULL);
+    CHECK(strstr(refdec_last_error(), "refdec_llma_create_shared: index is NULL") != NULL);
+    CHECK(refdec_llma_index_create(&doc, 1, &li) == REFDEC_ERROR_ARGUMENT && li == NULL);
+    CHECK(strstr(refdec_last_error(), "non-negative") != NULL);
+    CHECK(refdec_llma_index_create(NULL, 1, &li) == REFDEC_ERROR_ARGUMENT && li == NULL);
+  }
   refdec_driver_options_init(&o);
   CHECK(o.prefill_chunk == 512 && o.drafting_threads == 1);
   CHECK(refdec_driver_create(&o, &driver) == REFDEC_ERROR_ARGUMENT && driver == NULL);
@@ -461,9 +472,9 @@ static refdec_token choose_row(void* user, int32_t slot, int32_t row, int32_t de
 
 /* The three prompts decoded at once through a driver: with `index` a mixture of LLMA and an index
  * drafter over it, else with `mixture` a mixture of LLMA and the n-gram trie walked by a chooser,
- * else LLMA. */
-static void driver_decode(const Model* m, int mixture, refdec_reference_index* index, refdec_token out[kSequences][kMaxNew],
-                          size_t counts[kSequences], int64_t* steps) {
+ * else LLMA (over `llma_index` when given). */
+static void driver_decode(const Model* m, int mixture, refdec_reference_index* index, const refdec_llma_index* llma_index,
+                          refdec_token out[kSequences][kMaxNew], size_t counts[kSequences], int64_t* steps) {
   refdec_driver_options o;
   refdec_driver* driver = NULL;
   refdec_sequence_limits limits;
@@ -496,7 +507,10 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
       refdec_llma_options lo;
       refdec_llma_options_init(&lo);
       lo.self_reference = 1;
-      CHECK_OK(refdec_llma_create(&lo, &drafters[s]));
+      if (llma_index != NULL)
+        CHECK_OK(refdec_llma_create_shared(llma_index, &lo, &drafters[s]));
+      else
+        CHECK_OK(refdec_llma_create(&lo, &drafters[s]));
     }
     CHECK_OK(refdec_driver_add(driver, kPrompts[s], kPromptSizes[s], NULL, 0, &limits, drafters[s], &id));
     CHECK(id == (int64_t)s);
@@ -584,6 +598,8 @@ int main(int argc, char** argv) {
   int round;
   int64_t first_round_steps = 0;
   refdec_reference_index* index = NULL;
+  refdec_llma_index* llma_index = NULL;
+  refdec_token_span answers[kSequences];
 
   test_drafting_and_exports();
   test_errors();
@@ -606,10 +622,15 @@ int main(int argc, char** argv) {
     total += plain_counts[s];
   }
   CHECK_OK(refdec_reference_index_create(NULL, &index));
-  for (round = 0; round < 4; ++round) {
-    static const char* const names[4] = {"llma, greedy", "mixture, walked", "llma + index, first round", "llma + index, second round"};
+  /* One LLMA index over the plain answers, shared by the three sequences' drafters. */
+  for (s = 0; s < kSequences; ++s) answers[s].data = plain[s], answers[s].size = plain_counts[s];
+  CHECK_OK(refdec_llma_index_create(answers, kSequences, &llma_index));
+  CHECK(refdec_llma_index_tokens(llma_index) == total);
+  for (round = 0; round < 5; ++round) {
+    static const char* const names[5] = {"llma, greedy", "mixture, walked", "llma + index, first round", "llma + index, second round",
+                                          "llma over a shared index of the answers"};
     int64_t steps = 0;
-    driver_decode(&model, round == 1, round >= 2 ? index : NULL, spec, spec_counts, &steps);
+    driver_decode(&model, round == 1, round == 2 || round == 3 ? index : NULL, round == 4 ? llma_index : NULL, spec, spec_counts, &steps);
     for (s = 0; s < kSequences; ++s) {
       CHECK(spec_counts[s] == plain_counts[s]);
       CHECK(memcmp(spec[s], plain[s], sizeof(refdec_token) * (spec_counts[s] < plain_counts[s] ? spec_counts[s] : plain_counts[s])) == 0);
@@ -618,11 +639,12 @@ int main(int argc, char** argv) {
       first_round_steps = steps;
       CHECK(refdec_reference_index_tokens(index) >= total); /* the first round's outputs, added as each sequence ended */
     }
-    if (round == 3) CHECK(steps < first_round_steps / 2); /* the answers are in the index now: drafted whole */
+    if (round == 3 || round == 4) CHECK(steps < first_round_steps / 2); /* the answers are in the index: drafted whole */
     printf("%s: %zu tokens in %lld verification steps, equal to plain greedy decoding: %s\n", names[round], total, (long long)steps,
            failures == 0 ? "yes" : "NO");
   }
   refdec_reference_index_destroy(index);
+  refdec_llma_index_destroy(llma_index);
   free(model.data);
   if (failures > 0) fprintf(stderr, "%d checks failed\n", failures);
   return failures > 0 ? 1 : 0;

@@ -203,7 +203,7 @@ TEST(StepDriver, FinishesSequencesWithTheirReasons) {
 // A drafter told when its sequence ends; the caller's drafter keeps its statistics.
 struct EndingDrafter {
   std::shared_ptr<std::vector<std::string>> calls = std::make_shared<std::vector<std::string>>();
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { calls->push_back("begin"); }
+  void begin(std::span<const Token>, References) { calls->push_back("begin"); }
   void propose(std::size_t, DraftTree&) {}
   void accept(std::span<const Token>) { calls->push_back("accept"); }
   void finish() { calls->push_back("finish"); }
@@ -229,7 +229,7 @@ TEST(StepDriver, EndsDraftersSequencesAndKeepsCallerStatistics) {
 // A drafter that throws from propose() once its sequence has `fail_after` output tokens.
 struct FailingDrafter {
   std::size_t fail_after = 0, seen = 0;
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { seen = 0; }
+  void begin(std::span<const Token>, References) { seen = 0; }
   void propose(std::size_t, DraftTree&) {
     if (seen >= fail_after) throw Error("failing drafter: out of ideas");
   }
@@ -297,7 +297,7 @@ TEST(StepDriver, ReportsADrafterErrorFromAThread) {
 struct ScoredChain {
   float p = 1.0f;
   std::shared_ptr<std::vector<bool>> given_flat = std::make_shared<std::vector<bool>>();
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t budget, DraftTree& out) {
     const std::vector<Token> chain{5, 6, 7, 8};
     out.insert(std::span<const Token>(chain).first(std::min<std::size_t>(budget, chain.size())), p);

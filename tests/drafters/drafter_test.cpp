@@ -16,7 +16,7 @@ using namespace refdec;
 struct FixedDrafter {
   std::vector<Token> chain;
   std::vector<Token>* seen;
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>>) { seen->assign(prompt.begin(), prompt.end()); }
+  void begin(std::span<const Token> prompt, References) { seen->assign(prompt.begin(), prompt.end()); }
   void propose(std::size_t budget, DraftTree& out) {
     out.insert(std::span<const Token>(chain).first(std::min(budget, chain.size())), 1.0f);
   }
@@ -107,7 +107,7 @@ TEST(AnyDrafter, EmptyAcceptIsIgnored) {
 // seconds (a stand-in for a budget choice), so the test sees which cost arrived.
 struct CostSizedDrafter {
   StepCost cost = StepCost::flat();
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t budget, DraftTree& out) {
     const std::vector<Token> chain(std::min(budget, static_cast<std::size_t>(cost.seconds(1))), 3);
     out.insert(chain, 1.0f);

@@ -78,8 +78,9 @@ TEST(OutputHistory, IsSharedByThreadsThatAddAndRead) {
 struct RecordingDrafter {
   std::shared_ptr<std::vector<Texts>> begun = std::make_shared<std::vector<Texts>>();
   std::shared_ptr<std::vector<Token>> accepted = std::make_shared<std::vector<Token>>();
-  void begin(std::span<const Token>, std::span<const std::vector<Token>> references) {
-    begun->emplace_back(references.begin(), references.end());
+  void begin(std::span<const Token>, References references) {
+    Texts& texts = begun->emplace_back();
+    for (const std::span<const Token> r : references) texts.emplace_back(r.begin(), r.end());
   }
   void propose(std::size_t budget, DraftTree& out) {
     out.insert(std::vector<Token>{7, 8}, 1.0f);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "refdec/core/greedy_accept.hpp"
+#include "refdec/core/references.hpp"
 #include "refdec/drafters/drafter.hpp"
 
 namespace {
@@ -227,12 +229,32 @@ struct DecodeCounts {
   int branched = 0;       // steps that proposed more than one span
 };
 
+// How a decode hands LlmaDrafter its references: each must draft the same.
+enum class Given {
+  kVectors,     // begin() with the scenario's vectors
+  kSpans,       // begin() with spans over one buffer holding them all
+  kSharedIndex  // an LlmaIndex built beforehand, begin() given no references
+};
+
 // Greedy decoding of `s.truth` with LlmaDrafter proposing, the brute force shadowing it, and the
 // two proposals compared at every step.
-DecodeCounts decode(const LlmaOptions& opt, const Scenario& s, std::mt19937& rng, std::size_t steps_until) {
-  LlmaDrafter drafter(opt);
+DecodeCounts decode(const LlmaOptions& opt, const Scenario& s, std::mt19937& rng, std::size_t steps_until,
+                    Given given = Given::kVectors) {
+  LlmaDrafter drafter = given == Given::kSharedIndex ? LlmaDrafter(std::make_shared<const LlmaIndex>(s.references), opt)
+                                                     : LlmaDrafter(opt);
   BruteLlma brute(opt);
-  drafter.begin(s.prompt, s.references);
+  Tokens buffer;
+  for (const Tokens& r : s.references) buffer.insert(buffer.end(), r.begin(), r.end());
+  std::vector<std::span<const Token>> spans;
+  for (std::size_t at = 0; const Tokens& r : s.references) {
+    spans.push_back(std::span<const Token>(buffer).subspan(at, r.size()));
+    at += r.size();
+  }
+  switch (given) {
+    case Given::kVectors: drafter.begin(s.prompt, s.references); break;
+    case Given::kSpans: drafter.begin(s.prompt, spans); break;
+    case Given::kSharedIndex: drafter.begin(s.prompt, {}); break;
+  }
   brute.begin(s.prompt, s.references);
   const std::size_t budgets[] = {0, 1, 2, opt.k > 1 ? opt.k - 1 : 1, opt.k, opt.k + 3, 64};
   DecodeCounts counts;
@@ -279,10 +301,10 @@ TEST_P(LlmaVersusBruteForce, SameProposalsWhileDecoding) {
   std::mt19937 rng(1000 * vocab + 100 * static_cast<unsigned>(n) + 10 * static_cast<unsigned>(k) +
                    static_cast<unsigned>(m) + (self_reference ? 7 : 0));
   DecodeCounts total;
-  for (int trial = 0; trial < 3; ++trial) {
-    SCOPED_TRACE("trial " + std::to_string(trial));
+  for (const Given given : {Given::kVectors, Given::kSpans, Given::kSharedIndex}) {
+    SCOPED_TRACE("references given as " + std::to_string(static_cast<int>(given)));
     const Scenario s = make_scenario(vocab, 260, rng);
-    const DecodeCounts c = decode(opt, s, rng, 200);
+    const DecodeCounts c = decode(opt, s, rng, 200, given);
     if (HasFailure()) return;
     total.steps += c.steps;
     total.proposals += c.proposals;
@@ -490,6 +512,51 @@ TEST(LlmaDrafter, BeginResetsEverything) {
     reused.accept(one);
     fresh.accept(one);
   }
+}
+
+TEST(LlmaDrafter, SharedIndexServesManyDraftersAndIgnoresBeginsReferences) {
+  const std::vector<Tokens> docs = {{7, 1, 4, 4, 4}, {0, 8, 7, 1, 5, 6}};
+  const auto index = std::make_shared<const LlmaIndex>(docs);
+  EXPECT_EQ(index->tokens(), 11u);
+  EXPECT_EQ(index->documents(), 2u);
+  LlmaDrafter a(index, LlmaOptions{.n = 1, .k = 3});
+  LlmaDrafter b(index, LlmaOptions{.n = 1, .k = 3});
+  EXPECT_EQ(a.shared_index(), index);
+  EXPECT_EQ(LlmaDrafter().shared_index(), nullptr);
+  a.begin(Tokens{3, 8, 7, 1}, {});
+  b.begin(Tokens{3, 7, 1}, std::vector<Tokens>{{7, 1, 9, 9}});  // not read: the index is b's reference set
+  EXPECT_EQ(primary(a), (Tokens{5, 6}));
+  EXPECT_EQ(primary(b), (Tokens{4, 4, 4}));
+  // A shared index with self reference: the sequence's own past joins the index's documents.
+  LlmaDrafter self(index, LlmaOptions{.n = 2, .k = 3, .self_reference = true});
+  self.begin(Tokens{20, 21, 22, 20, 21}, {});
+  EXPECT_EQ(primary(self), (Tokens{22, 20, 21}));
+  self.accept(Tokens{8});  // [.. 21 8] nowhere; [8] is shorter than n
+  EXPECT_TRUE(primary(self).empty());
+  self.accept(Tokens{7});  // [8 7] is in the index
+  EXPECT_EQ(primary(self), (Tokens{1, 5, 6}));
+  EXPECT_THROW(LlmaDrafter(nullptr), Error);
+  EXPECT_THROW(LlmaIndex(std::vector<Tokens>{{1, -2}}), Error);
+}
+
+TEST(References, ViewVectorsAndSpansAlike) {
+  const std::vector<Tokens> vectors = {{1, 2, 3}, {}, {4}};
+  const Tokens buffer = {1, 2, 3, 4};
+  const std::vector<std::span<const Token>> spans = {std::span<const Token>(buffer).first(3), {}, std::span<const Token>(buffer).last(1)};
+  for (const References refs : {References(vectors), References(spans)}) {
+    ASSERT_EQ(refs.size(), 3u);
+    EXPECT_FALSE(refs.empty());
+    EXPECT_EQ(refs.total_tokens(), 4u);
+    std::vector<Tokens> seen;
+    for (const std::span<const Token> r : refs) seen.emplace_back(r.begin(), r.end());
+    EXPECT_EQ(seen, vectors);
+  }
+  // A view: no copy of the tokens.
+  EXPECT_EQ(References(spans)[0].data(), buffer.data());
+  EXPECT_EQ(References(vectors)[0].data(), vectors[0].data());
+  const References none;
+  EXPECT_TRUE(none.empty());
+  EXPECT_TRUE(none.begin() == none.end());
 }
 
 }  // namespace

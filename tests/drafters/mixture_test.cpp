@@ -26,7 +26,7 @@ using namespace refdec;
 struct PathsDrafter {
   std::vector<std::pair<std::vector<Token>, float>> paths;
   std::string label = "paths";
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t budget, DraftTree& out) {
     for (const auto& [path, score] : paths) out.insert(path, score);
     out.prune(budget);
@@ -40,7 +40,7 @@ struct AuxDrafter {
   std::int32_t count;
   Token first;
   std::shared_ptr<std::vector<std::vector<Token>>> observed = std::make_shared<std::vector<std::vector<Token>>>();
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t, DraftTree&) {}
   void accept(std::span<const Token>) {}
   std::string name() const { return "aux"; }
@@ -594,7 +594,7 @@ struct ScriptedDrafter {
   std::vector<Token> path;
   std::shared_ptr<std::vector<std::size_t>> budgets = std::make_shared<std::vector<std::size_t>>();
   std::shared_ptr<std::size_t> match = std::make_shared<std::size_t>(0);
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t budget, DraftTree& out) {
     budgets->push_back(budget);
     out.insert(path, 1.0f);
@@ -769,7 +769,7 @@ TEST(MixtureDrafter, ScorerLearnsWhatThePerSourceEstimatesCannotTell) {
 // that may follow, and the next proposal is whole.
 struct ThrowingDrafter {
   std::shared_ptr<bool> fail = std::make_shared<bool>(false);
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t, DraftTree& out) {
     if (*fail) throw Error("source failed");
     out.insert(std::vector<Token>{5, 6}, 1.0f);

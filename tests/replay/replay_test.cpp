@@ -21,7 +21,7 @@ class OracleDrafter {
  public:
   OracleDrafter(std::vector<Token> output, std::size_t k, std::size_t wrong_at)
       : output_(std::move(output)), k_(k), wrong_at_(wrong_at) {}
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { pos_ = 0; }
+  void begin(std::span<const Token>, References) { pos_ = 0; }
   void propose(std::size_t budget, DraftTree& out) {
     std::vector<Token> path;
     for (std::size_t i = 0; i < std::min(k_, budget); ++i) {
@@ -263,7 +263,7 @@ TEST(Replay, AcceptanceCalibrationBinsEstimatesAgainstTheWalk) {
 
   struct Scored {  // proposes the true next two tokens, each scored 0.35
     OracleDrafter inner;
-    void begin(std::span<const Token> p, std::span<const std::vector<Token>> r) { inner.begin(p, r); }
+    void begin(std::span<const Token> p, References r) { inner.begin(p, r); }
     void propose(std::size_t budget, DraftTree& out) {
       DraftTree tmp;
       inner.propose(budget, tmp);

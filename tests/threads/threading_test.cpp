@@ -1,13 +1,15 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // What refdec shares across threads, exercised from several threads at once; built and run under
 // ThreadSanitizer by tests/tsan.cmake (the `tsan_threading_tests` CTest). Shared: a Datastore
-// (queried by REST drafters, one per thread), const DraftTrees (linearised with per-thread
+// (queried by REST drafters, one per thread), an LlmaIndex (read by LLMA drafters, one per
+// thread), const DraftTrees (linearised with per-thread
 // scratch), const StepPlans (walked), an OutputHistory (written and read by the drafters a
 // StepDriver runs on its drafting threads), a ReferenceIndex (read by drafters while others add
 // to it); per thread: drafters, sessions of plans.
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -33,8 +35,8 @@ using namespace refdec;
 constexpr int kThreads = 8;
 
 
-// One Datastore, eight threads each with its own REST and LLMA drafters drafting over it: every
-// thread gets what it gets alone.
+// One Datastore and one LlmaIndex over the same documents, eight threads each with its own REST
+// and LLMA drafters drafting over them: every thread gets what it gets alone.
 TEST(Threads, SharedDatastoreServesDraftersInEveryThread) {
   std::mt19937 rng(1);
   std::vector<std::vector<Token>> docs;
@@ -42,24 +44,30 @@ TEST(Threads, SharedDatastoreServesDraftersInEveryThread) {
   refdec_test::TempDir dir;
   build_datastore(docs, 50, dir / "shared.ds");
   const auto store = Datastore::open_shared(dir / "shared.ds");
+  const auto index = std::make_shared<const LlmaIndex>(docs);
   const auto draft_all = [&](int t) {
     std::mt19937 local(100 + static_cast<unsigned>(t));
     const auto prompt = refdec_test::random_text(local, 300);
     RestDrafter rest(store);
     LlmaDrafter llma({.n = 1, .k = 8, .self_reference = true});
+    LlmaDrafter shared_llma(index, {.n = 1, .k = 8, .self_reference = true});
     const std::vector<std::vector<Token>> references = {docs[static_cast<std::size_t>(t) % docs.size()]};
     rest.begin(prompt, {});
     llma.begin(prompt, references);
+    shared_llma.begin(prompt, {});
     std::vector<std::vector<Token>> out;
     for (int step = 0; step < 200; ++step) {
-      DraftTree a, b;
+      DraftTree a, b, c;
       rest.propose(32, a);
       llma.propose(32, b);
+      shared_llma.propose(32, c);
       out.push_back(a.linearize(0, 32).tokens);
       out.push_back(b.linearize(0, 32).tokens);
+      out.push_back(c.linearize(0, 32).tokens);
       const std::vector<Token> next = {static_cast<Token>(local() % 50)};
       rest.accept(next);
       llma.accept(next);
+      shared_llma.accept(next);
     }
     return out;
   };

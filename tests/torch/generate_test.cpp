@@ -522,7 +522,7 @@ TEST(Generate, MixtureIsLosslessOnRandomModels) {
 // clear error; a lookahead window that would reach past the context sits those steps out.
 struct BadAuxDrafter {
   int mode = 0;
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t, DraftTree&) {}
   void accept(std::span<const Token>) {}
   void auxiliary(AuxBlock& out) const {

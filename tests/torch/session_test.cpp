@@ -291,7 +291,7 @@ TEST(Session, RejectsBadRequestsAndTheOthersGoOn) {
 // A drafter that proposes a token outside the vocabulary stops the step with an error naming the
 // request, before anything reaches the model.
 struct OutOfVocabularyDrafter {
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t budget, DraftTree& out) {
     if (budget > 0) out.insert(std::vector<Token>{500});
   }
@@ -330,7 +330,7 @@ TEST(Session, PassesDraftersErrorsOnAsTheirOwnKind) {
 // A drafter that counts its calls and takes time in them: propose() 1 ms, accept() 4 ms.
 struct SlowCountingDrafter {
   std::shared_ptr<std::vector<std::string>> calls = std::make_shared<std::vector<std::string>>();
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) { calls->push_back("begin"); }
+  void begin(std::span<const Token>, References) { calls->push_back("begin"); }
   void propose(std::size_t, DraftTree&) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
   void accept(std::span<const Token>) {
     calls->push_back("accept");
@@ -465,7 +465,7 @@ TEST(Session, PrefillsLongPromptsInChunks) {
 // Records the step cost it is given and drafts a fixed chain.
 struct CostRecorder {
   std::shared_ptr<std::vector<double>> given = std::make_shared<std::vector<double>>();  // seconds(4) of each cost
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t budget, DraftTree& out) {
     const std::vector<Token> chain{5, 6, 7};
     out.insert(std::span<const Token>(chain).first(std::min<std::size_t>(budget, 3)), 1.0f);

@@ -113,8 +113,7 @@ class StepDriver {
   /// first (prompt non-empty and shorter than the context, prompt and reference ids in the
   /// vocabulary, limits) and throws refdec::ArgumentError without changing the driver when
   /// something is wrong; then begins the drafter on the prompt and references. Returns its id.
-  RequestId add(std::vector<Token> prompt, std::span<const std::vector<Token>> references, const SequenceLimits& limits,
-                AnyDrafter drafter = {}) {
+  RequestId add(std::vector<Token> prompt, References references, const SequenceLimits& limits, AnyDrafter drafter = {}) {
     auto owned = std::make_unique<AnyDrafter>(std::move(drafter));
     AnyDrafter* borrowed = owned.get();
     return add(std::move(prompt), references, limits, borrowed, std::move(owned));
@@ -123,8 +122,7 @@ class StepDriver {
   /// (its statistics and learned state stay with the caller: the driver adds to them and never
   /// resets them). Throws ArgumentError for a drafter an active sequence is using: a drafter
   /// follows one sequence at a time.
-  RequestId add(std::vector<Token> prompt, std::span<const std::vector<Token>> references, const SequenceLimits& limits,
-                AnyDrafter* drafter) {
+  RequestId add(std::vector<Token> prompt, References references, const SequenceLimits& limits, AnyDrafter* drafter) {
     REFDEC_CHECK(drafter != nullptr, "add: null drafter");
     for (const Sequence& s : active_)
       REFDEC_CHECK(s.drafter != drafter, "add: the drafter is in use by request " << s.id << " (a drafter follows one sequence at a time)");
@@ -369,8 +367,8 @@ class StepDriver {
     }
   };
 
-  RequestId add(std::vector<Token> prompt, std::span<const std::vector<Token>> references, const SequenceLimits& limits,
-                AnyDrafter* drafter, std::unique_ptr<AnyDrafter> owned) {
+  RequestId add(std::vector<Token> prompt, References references, const SequenceLimits& limits, AnyDrafter* drafter,
+                std::unique_ptr<AnyDrafter> owned) {
     const std::int64_t vocab = options_.vocab_size;
     REFDEC_CHECK(!prompt.empty(), "add: the prompt is empty (start it with BOS)");
     REFDEC_CHECK(static_cast<std::int64_t>(prompt.size()) < options_.max_context,

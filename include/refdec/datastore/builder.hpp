@@ -30,6 +30,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/core/mapped_file.hpp"
+#include "refdec/core/references.hpp"
 #include "refdec/datastore/format.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -62,8 +63,8 @@ struct DatastoreBuildStats {
 /// `options.inputs`, or an existing path that is not a regular file (a device, a FIFO, a
 /// directory). The file is written to a unique temporary beside `path` and renamed over it, so
 /// concurrent builds of the same path never mix and a killed build leaves `path` untouched.
-inline DatastoreBuildStats build_datastore(std::span<const std::vector<Token>> documents, std::int32_t vocab_size,
-                                           const std::filesystem::path& path, const DatastoreBuildOptions& options = {}) {
+inline DatastoreBuildStats build_datastore(References documents, std::int32_t vocab_size, const std::filesystem::path& path,
+                                           const DatastoreBuildOptions& options = {}) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   REFDEC_CHECK(vocab_size >= 1, "datastore vocab_size must be at least 1, got " << vocab_size);

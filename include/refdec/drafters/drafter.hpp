@@ -16,12 +16,14 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/references.hpp"
 #include "refdec/core/step_cost.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
 /// A drafter proposes continuations of one sequence. Its life:
-/// - `begin(prompt, references)`: a new sequence; `references` are token sequences it may draw from.
+/// - `begin(prompt, references)`: a new sequence; `references` are token sequences it may draw from
+///   (a view of the engine's buffers: read during begin() only, what the drafter keeps it copies).
 /// - `propose(budget, out)`: add candidate continuations of the current sequence (prompt plus every
 ///   accepted token so far) to `out`, at most `budget` nodes; `out` arrives empty.
 /// - `accept(tokens)`: the tokens the step appended (accepted draft tokens, then the bonus token).
@@ -29,8 +31,7 @@ REFDEC_NAMESPACE_BEGIN
 /// - `finish()`, optional (SequenceEndingDrafter): the sequence has ended (a stop token, a limit,
 ///   a cancellation); called once, after its last accept() and before the next begin().
 template <class D>
-concept Drafter = requires(D& d, std::span<const Token> tokens, std::span<const std::vector<Token>> references, std::size_t budget,
-                           DraftTree& out) {
+concept Drafter = requires(D& d, std::span<const Token> tokens, References references, std::size_t budget, DraftTree& out) {
   d.begin(tokens, references);
   d.propose(budget, out);
   d.accept(tokens);
@@ -158,7 +159,7 @@ struct DrafterStats {
 /// A drafter that never proposes anything: plain decoding.
 class NoDrafter {
  public:
-  void begin(std::span<const Token>, std::span<const std::vector<Token>>) {}
+  void begin(std::span<const Token>, References) {}
   void propose(std::size_t, DraftTree&) {}
   void accept(std::span<const Token>) {}
   std::string name() const { return "none"; }
@@ -175,7 +176,7 @@ class AnyDrafter {
   requires(!std::same_as<std::remove_cvref_t<D>, AnyDrafter>) AnyDrafter(D drafter)
       : impl_(std::make_unique<Model<D>>(std::move(drafter))) {}  // NOLINT: implicit on purpose
 
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+  void begin(std::span<const Token> prompt, References references) {
     const auto t0 = Clock::now();
     impl_->begin(prompt, references);
     stats_.accept_seconds += seconds_since(t0);
@@ -232,7 +233,7 @@ class AnyDrafter {
   static double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
   struct Concept {
     virtual ~Concept() = default;
-    virtual void begin(std::span<const Token>, std::span<const std::vector<Token>>) = 0;
+    virtual void begin(std::span<const Token>, References) = 0;
     virtual void propose(std::size_t, DraftTree&) = 0;
     virtual void accept(std::span<const Token>) = 0;
     virtual void finish() = 0;
@@ -247,7 +248,7 @@ class AnyDrafter {
   template <class D>
   struct Model final : Concept {
     explicit Model(D d) : drafter(std::move(d)) {}
-    void begin(std::span<const Token> p, std::span<const std::vector<Token>> r) override { drafter.begin(p, r); }
+    void begin(std::span<const Token> p, References r) override { drafter.begin(p, r); }
     void propose(std::size_t b, DraftTree& out) override { drafter.propose(b, out); }
     void accept(std::span<const Token> t) override { drafter.accept(t); }
     void finish() override {

@@ -56,14 +56,15 @@ class OutputHistory {
     outputs_.push_back(std::move(copy));
   }
 
-  /// A copy of the outputs, oldest first, appended to `out`. Only the handles are taken under the
-  /// lock: copying the tokens does not hold up the other threads.
+  /// The outputs, oldest first: handles on immutable token vectors, which stay valid while held
+  /// whatever the history drops meanwhile. Only the handles are taken under the lock.
+  std::vector<std::shared_ptr<const std::vector<Token>>> outputs() const {
+    const std::lock_guard lock(mutex_);
+    return {outputs_.begin(), outputs_.end()};
+  }
+  /// A copy of the outputs, oldest first, appended to `out` (copied outside the lock).
   void append_to(std::vector<std::vector<Token>>& out) const {
-    std::vector<std::shared_ptr<const std::vector<Token>>> held;
-    {
-      const std::lock_guard lock(mutex_);
-      held.assign(outputs_.begin(), outputs_.end());
-    }
+    const auto held = outputs();
     out.reserve(out.size() + held.size());
     for (const auto& o : held) out.push_back(*o);
   }
@@ -108,7 +109,6 @@ class HistoryDrafter {
       : inner_(std::move(o.inner_)),
         history_(std::move(o.history_)),
         output_(std::exchange(o.output_, {})),
-        references_(std::move(o.references_)),
         in_sequence_(std::exchange(o.in_sequence_, false)) {}
   HistoryDrafter& operator=(HistoryDrafter&& o) noexcept {
     if (this != &o) {
@@ -116,7 +116,6 @@ class HistoryDrafter {
       inner_ = std::move(o.inner_);
       history_ = std::move(o.history_);
       output_ = std::exchange(o.output_, {});
-      references_ = std::move(o.references_);
       in_sequence_ = std::exchange(o.in_sequence_, false);
     }
     return *this;
@@ -133,12 +132,15 @@ class HistoryDrafter {
 
   /// Ends the previous sequence (finish()) and starts the inner drafter on `prompt` with
   /// `references` followed by the history's outputs.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+  void begin(std::span<const Token> prompt, References references) {
     REFDEC_CHECK(history_ != nullptr, "history drafter: used after it was moved from");
     finish();
-    references_.assign(references.begin(), references.end());
-    history_->append_to(references_);
-    inner_.begin(prompt, references_);
+    // The inner drafter reads views: the request's references and the history's outputs where they
+    // are (held for the call), nothing copied here.
+    const auto held = history_->outputs();
+    std::vector<std::span<const Token>> views(references.begin(), references.end());
+    for (const auto& o : held) views.emplace_back(*o);
+    inner_.begin(prompt, views);
     in_sequence_ = true;
   }
   /// The inner drafter's proposal.
@@ -184,9 +186,8 @@ class HistoryDrafter {
 
   AnyDrafter inner_;
   std::shared_ptr<OutputHistory> history_;
-  std::vector<Token> output_;                   // tokens accepted since begin() or the last finish()
-  std::vector<std::vector<Token>> references_;  // the request's references, then the history's outputs
-  bool in_sequence_ = false;                    // begun and not finished: the inner drafter is owed a finish()
+  std::vector<Token> output_;  // tokens accepted since begin() or the last finish()
+  bool in_sequence_ = false;   // begun and not finished: the inner drafter is owed a finish()
 };
 
 static_assert(Drafter<HistoryDrafter>);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -14,6 +15,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/references.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -26,119 +28,19 @@ struct LlmaOptions {
   bool self_reference = false;  ///< also search the sequence itself (prompt and output so far)
 };
 
-/// LLMA span copy. The references (and, with `self_reference`, the sequence itself) are indexed in
-/// a suffix automaton that grows online, and the sequence's longest suffix match is tracked by
-/// a cursor that moves in amortised constant time per appended token, so nothing is rescanned.
-/// The copy comes from the earliest occurrence of the longest match of at least `n` tokens; a span
-/// that was fully accepted (and whose next reference token was the bonus token) simply continues.
-/// With the prompt as its only reference, or with `self_reference` and no references, this is
-/// prompt-lookup decoding. One per sequence: not for sharing across threads.
-class LlmaDrafter {
+namespace detail {
+
+/// A suffix automaton (Blumer et al.) over a text that grows at its end, amortised O(1) per token:
+/// every substring of the text is a path from state 0, each state keeps the end of its strings'
+/// first occurrence, and its suffix link leads to the state of its longest suffix that occurs
+/// elsewhere. Negative tokens in the text act as separators: unique per boundary, no path crosses
+/// them twice.
+class SuffixAutomaton {
  public:
-  explicit LlmaDrafter(LlmaOptions options = {}) : opt_(options) {
-    REFDEC_CHECK(opt_.n >= 1, "LLMA: n (match length) must be at least 1, got " << opt_.n);
-    REFDEC_CHECK(opt_.k >= 1, "LLMA: k (span length) must be at least 1, got " << opt_.k);
-    REFDEC_CHECK(opt_.m >= 1, "LLMA: m (number of spans) must be at least 1, got " << opt_.m);
-  }
-
-  const LlmaOptions& options() const { return opt_; }
-  std::string name() const { return "llma"; }
-  /// Length of the sequence suffix matched in the references for the last proposal (a continued
-  /// span counts its current match, at least 1); 0 when it proposed nothing.
-  std::size_t last_match() const { return last_match_; }
-
-  /// Starts a sequence: indexes `references` and consumes `prompt`.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
-    std::size_t total = prompt.size() + references.size() + 1;
-    for (const auto& r : references) total += r.size();
-    text_.clear();
-    text_.reserve(total);
-    states_.clear();
-    states_.reserve(2 * total + 2);
-    edges_.clear();
-    next_.clear();
-    next_.reserve(3 * total + 8);
-    states_.push_back(State{0, -1, -1, -1});
-    last_ = 0;
-    cursor_ = 0;
-    cursor_len_ = 0;
-    cont_pos_ = -1;
-    span_pos_ = -1;
-    span_len_ = 0;
-    Token separator = -1;  // unique per boundary, so no match crosses one
-    for (const auto& ref : references) {
-      for (const Token t : ref) {
-        REFDEC_CHECK(t >= 0, "LLMA: reference token ids must be non-negative, got " << t);
-        extend(t);
-      }
-      extend(separator--);
-    }
-    for (const Token t : prompt) REFDEC_CHECK(t >= 0, "LLMA: prompt token ids must be non-negative, got " << t);
-    consume(prompt);
-  }
-
-  /// Adds up to `budget` draft nodes (more only with m > 1; the verifier cuts to its budget).
-  void propose(std::size_t budget, DraftTree& out) {
-    span_pos_ = -1;
-    span_len_ = 0;
-    last_match_ = 0;
-    if (budget == 0) return;
-    const auto [state, len] = match();
-    std::int64_t pos = cont_pos_;
-    if (pos < 0 && len >= static_cast<std::int64_t>(opt_.n))
-      pos = static_cast<std::int64_t>(states_[static_cast<std::size_t>(state)].firstpos) + 1;
-    if (pos < 0) return;
-    span_.clear();
-    for (std::int64_t i = pos; i < static_cast<std::int64_t>(text_.size()) && span_.size() < std::min(opt_.k, budget); ++i) {
-      if (text_[static_cast<std::size_t>(i)] < 0) break;
-      span_.push_back(text_[static_cast<std::size_t>(i)]);
-    }
-    if (span_.empty()) return;
-    span_pos_ = pos;
-    span_len_ = static_cast<std::int64_t>(span_.size());
-    last_match_ = static_cast<std::size_t>(std::max<std::int64_t>(len, 1));
-    out.insert(span_, 1.0f);
-    if (opt_.m == 1 || len < static_cast<std::int64_t>(opt_.n)) return;
-    // Other spans: the continuations after the matched suffix that start with another token.
-    // span_ is reused for them, so remember the primary's first token.
-    const Token primary_first = span_.front();
-    float score = 0.5f;
-    std::size_t extra = 0;
-    for (std::int32_t e = states_[static_cast<std::size_t>(state)].edges; e >= 0 && extra + 1 < opt_.m;
-         e = edges_[static_cast<std::size_t>(e)].next) {
-      const Token c = edges_[static_cast<std::size_t>(e)].token;
-      if (c < 0 || c == primary_first) continue;
-      const std::int32_t w = next_.at(key(state, c));
-      span_.assign(1, c);
-      for (std::size_t i = static_cast<std::size_t>(states_[static_cast<std::size_t>(w)].firstpos) + 1;
-           i < text_.size() && span_.size() < opt_.k; ++i) {
-        if (text_[i] < 0) break;
-        span_.push_back(text_[i]);
-      }
-      out.insert(span_, score);
-      score *= 0.5f;
-      ++extra;
-    }
-  }
-
-  /// Consumes the tokens the step appended.
-  void accept(std::span<const Token> tokens) {
-    // The span continues when all of it was accepted and the bonus token is the reference's next.
-    bool fully = span_pos_ >= 0 && static_cast<std::int64_t>(tokens.size()) == span_len_ + 1;
-    for (std::int64_t i = 0; fully && i <= span_len_; ++i) {
-      const auto p = static_cast<std::size_t>(span_pos_ + i);
-      fully = p < text_.size() && text_[p] == tokens[static_cast<std::size_t>(i)];
-    }
-    consume(tokens);
-    cont_pos_ = fully ? span_pos_ + span_len_ + 1 : -1;
-    span_pos_ = -1;
-  }
-
- private:
   struct State {
     std::int32_t len;       // length of the longest string of this state
     std::int32_t link;      // suffix link, -1 for the initial state
-    std::int32_t firstpos;  // end index in text_ of the first occurrence
+    std::int32_t firstpos;  // end index in text() of the first occurrence
     std::int32_t edges;     // head of this state's edge list, -1 if none
   };
   struct Edge {
@@ -146,20 +48,26 @@ class LlmaDrafter {
     std::int32_t next;  // next edge of the same state
   };
 
-  static std::uint64_t key(std::int32_t state, Token t) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(state)) << 32) | static_cast<std::uint32_t>(t);
+  SuffixAutomaton() { states_.push_back(State{0, -1, -1, -1}); }
+
+  /// Room for a text of `tokens` tokens.
+  void reserve(std::size_t tokens) {
+    text_.reserve(tokens);
+    states_.reserve(2 * tokens + 2);
+    next_.reserve(3 * tokens + 8);
   }
+
+  std::span<const Token> text() const { return text_; }
+  const State& state(std::int32_t s) const { return states_[static_cast<std::size_t>(s)]; }
+  const Edge& edge(std::int32_t e) const { return edges_[static_cast<std::size_t>(e)]; }
+  /// The state of the whole text.
+  std::int32_t last() const { return last_; }
+  /// The state reached from `state` by `t`, or -1.
   std::int32_t step(std::int32_t state, Token t) const {
     const auto it = next_.find(key(state, t));
     return it == next_.end() ? -1 : it->second;
   }
-  void add_edge(std::int32_t from, Token t, std::int32_t to) {
-    next_.emplace(key(from, t), to);
-    edges_.push_back(Edge{t, states_[static_cast<std::size_t>(from)].edges});
-    states_[static_cast<std::size_t>(from)].edges = static_cast<std::int32_t>(edges_.size()) - 1;
-  }
 
-  // Online suffix-automaton construction (Blumer et al.), amortised O(1) per token.
   void extend(Token c) {
     const auto pos = static_cast<std::int32_t>(text_.size());
     text_.push_back(c);
@@ -194,18 +102,211 @@ class LlmaDrafter {
     last_ = cur;
   }
 
-  // Appends sequence tokens: into the automaton (self reference) or through the match cursor.
-  void consume(std::span<const Token> tokens) {
-    if (opt_.self_reference) {  // each reference ended with a separator: no match crosses into it
-      for (const Token t : tokens) extend(t);
-      return;
-    }
-    for (const Token t : tokens) {
-      while (cursor_ > 0 && step(cursor_, t) < 0) {
-        cursor_ = states_[static_cast<std::size_t>(cursor_)].link;
-        cursor_len_ = states_[static_cast<std::size_t>(cursor_)].len;
+ private:
+  static std::uint64_t key(std::int32_t state, Token t) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(state)) << 32) | static_cast<std::uint32_t>(t);
+  }
+  void add_edge(std::int32_t from, Token t, std::int32_t to) {
+    next_.emplace(key(from, t), to);
+    edges_.push_back(Edge{t, states_[static_cast<std::size_t>(from)].edges});
+    states_[static_cast<std::size_t>(from)].edges = static_cast<std::int32_t>(edges_.size()) - 1;
+  }
+
+  std::vector<Token> text_;
+  std::vector<State> states_;                             // [<= 2 * text length]
+  std::vector<Edge> edges_;                               // edge lists, for enumerating a state's continuations
+  std::unordered_map<std::uint64_t, std::int32_t> next_;  // (state, token) -> state
+  std::int32_t last_ = 0;
+};
+
+}  // namespace detail
+
+/// LLMA's index of a document set: a suffix automaton over the documents, built once. Share one
+/// (`std::shared_ptr<const LlmaIndex>`) among the LlmaDrafters of every sequence that draws from
+/// the same documents: ten sequences over one 2M-token set then hold one index, built once,
+/// instead of building ten in their begin(). Immutable once built: any number of threads may
+/// draft from it at once.
+class LlmaIndex {
+ public:
+  /// Indexes `documents` (token ids >= 0; copied into the index, so the view may go once this
+  /// returns). No match or copy crosses from one document into the next.
+  explicit LlmaIndex(References documents) : documents_(documents.size()) {
+    tokens_ = documents.total_tokens();
+    automaton_.reserve(tokens_ + documents.size());
+    Token separator = -1;  // unique per boundary, so no match crosses one
+    for (const std::span<const Token> doc : documents) {
+      for (const Token t : doc) {
+        REFDEC_CHECK(t >= 0, "LLMA: reference token ids must be non-negative, got " << t);
+        automaton_.extend(t);
       }
-      const std::int32_t s = step(cursor_, t);
+      automaton_.extend(separator--);
+    }
+  }
+
+  /// Tokens indexed, over all documents.
+  std::size_t tokens() const { return tokens_; }
+  /// Documents indexed.
+  std::size_t documents() const { return documents_; }
+
+ private:
+  friend class LlmaDrafter;
+  detail::SuffixAutomaton automaton_;
+  std::size_t tokens_ = 0;
+  std::size_t documents_ = 0;
+};
+
+/// LLMA span copy. The references are indexed in a suffix automaton (an LlmaIndex: built by
+/// begin() from its references, or one shared by many drafters and given at construction), and
+/// the sequence's longest suffix match is tracked by a cursor that moves in amortised constant
+/// time per appended token, so nothing is rescanned. With `self_reference` the sequence itself
+/// (prompt and output so far) is indexed too, in an automaton of its own that grows with it. The
+/// copy comes from the earliest occurrence of the longest match of at least `n` tokens (the
+/// references before the sequence); a span that was fully accepted (and whose next token there
+/// was the bonus token) simply continues. With the prompt as its only reference, or with
+/// `self_reference` and no references, this is prompt-lookup decoding. One per sequence: not for
+/// sharing across threads (its LlmaIndex may be shared).
+class LlmaDrafter {
+ public:
+  /// A drafter that indexes the references each begin() gives it.
+  explicit LlmaDrafter(LlmaOptions options = {}) : opt_(options) {
+    REFDEC_CHECK(opt_.n >= 1, "LLMA: n (match length) must be at least 1, got " << opt_.n);
+    REFDEC_CHECK(opt_.k >= 1, "LLMA: k (span length) must be at least 1, got " << opt_.k);
+    REFDEC_CHECK(opt_.m >= 1, "LLMA: m (number of spans) must be at least 1, got " << opt_.m);
+    refs_ = std::make_shared<const LlmaIndex>(References{});
+  }
+  /// A drafter over a shared index of its references: begin() indexes nothing (the references it
+  /// is given are not read: the index holds this drafter's references).
+  LlmaDrafter(std::shared_ptr<const LlmaIndex> index, LlmaOptions options = {}) : LlmaDrafter(options) {
+    REFDEC_CHECK(index != nullptr, "LLMA: the shared index is null");
+    refs_ = shared_ = std::move(index);
+  }
+
+  const LlmaOptions& options() const { return opt_; }
+  /// The shared index given at construction (null for a drafter that indexes begin()'s references).
+  const std::shared_ptr<const LlmaIndex>& shared_index() const { return shared_; }
+  std::string name() const { return "llma"; }
+  /// Length of the sequence suffix matched in the references for the last proposal (a continued
+  /// span counts its current match, at least 1); 0 when it proposed nothing.
+  std::size_t last_match() const { return last_match_; }
+
+  /// Starts a sequence: indexes `references` (unless the index is shared) and consumes `prompt`.
+  void begin(std::span<const Token> prompt, References references) {
+    for (const Token t : prompt) REFDEC_CHECK(t >= 0, "LLMA: prompt token ids must be non-negative, got " << t);
+    refs_ = shared_ ? shared_ : std::make_shared<const LlmaIndex>(references);
+    self_ = detail::SuffixAutomaton();
+    if (opt_.self_reference) self_.reserve(prompt.size());
+    cursor_ = 0;
+    cursor_len_ = 0;
+    cont_pos_ = -1;
+    span_pos_ = -1;
+    span_len_ = 0;
+    consume(prompt);
+  }
+
+  /// Adds up to `budget` draft nodes (more only with m > 1; the verifier cuts to its budget).
+  void propose(std::size_t budget, DraftTree& out) {
+    span_pos_ = -1;
+    span_len_ = 0;
+    last_match_ = 0;
+    if (budget == 0) return;
+    const Match found = match();
+    const auto n = static_cast<std::int64_t>(opt_.n);
+    bool in_self = cont_in_self_;
+    std::int64_t pos = cont_pos_;
+    if (pos < 0 && found.len >= n) {
+      in_self = found.in_self;
+      pos = static_cast<std::int64_t>(automaton(in_self).state(found.state).firstpos) + 1;
+    }
+    if (pos < 0) return;
+    const auto text = automaton(in_self).text();
+    copy(text, static_cast<std::size_t>(pos), std::min(opt_.k, budget));
+    if (span_.empty()) return;
+    span_pos_ = pos;
+    span_in_self_ = in_self;
+    span_len_ = static_cast<std::int64_t>(span_.size());
+    last_match_ = static_cast<std::size_t>(std::max<std::int64_t>(found.len, 1));
+    out.insert(span_, 1.0f);
+    if (opt_.m == 1 || found.len < n) return;
+    // Other spans: the continuations after the matched suffix that start with another token, in
+    // the references (when the match is theirs) and then in the sequence (when it is its own, or
+    // as long there). span_ is reused for them, so remember the primary's first token.
+    seen_.assign(1, span_.front());
+    float score = 0.5f;
+    std::size_t extra = 0;
+    const std::int32_t self_state = self_match_state();
+    for (const bool self : {false, true}) {
+      const std::int32_t state = self ? self_state : cursor_;
+      if ((self ? (state <= 0 || self_.state(state).len != found.len) : found.in_self)) continue;
+      const detail::SuffixAutomaton& a = automaton(self);
+      for (std::int32_t e = a.state(state).edges; e >= 0 && extra + 1 < opt_.m; e = a.edge(e).next) {
+        const Token c = a.edge(e).token;
+        if (c < 0 || std::find(seen_.begin(), seen_.end(), c) != seen_.end()) continue;
+        seen_.push_back(c);
+        const std::int32_t w = a.step(state, c);
+        copy(a.text(), static_cast<std::size_t>(a.state(w).firstpos) + 1, opt_.k, c);
+        out.insert(span_, score);
+        score *= 0.5f;
+        ++extra;
+      }
+    }
+  }
+
+  /// Consumes the tokens the step appended.
+  void accept(std::span<const Token> tokens) {
+    // The span continues when all of it was accepted and the bonus token is the reference's next.
+    bool fully = span_pos_ >= 0 && static_cast<std::int64_t>(tokens.size()) == span_len_ + 1;
+    const auto text = automaton(span_in_self_).text();
+    for (std::int64_t i = 0; fully && i <= span_len_; ++i) {
+      const auto p = static_cast<std::size_t>(span_pos_ + i);
+      fully = p < text.size() && text[p] == tokens[static_cast<std::size_t>(i)];
+    }
+    consume(tokens);
+    cont_pos_ = fully ? span_pos_ + span_len_ + 1 : -1;
+    cont_in_self_ = span_in_self_;
+    span_pos_ = -1;
+  }
+
+ private:
+  // The sequence's longest suffix found in the references or (self reference) earlier in itself:
+  // ties go to the references, whose occurrences come first.
+  struct Match {
+    bool in_self;
+    std::int32_t state;
+    std::int64_t len;
+  };
+
+  const detail::SuffixAutomaton& automaton(bool self) const { return self ? self_ : refs_->automaton_; }
+
+  // The state of the sequence's longest suffix that occurs earlier in it (0: none; -1 without
+  // self reference).
+  std::int32_t self_match_state() const { return opt_.self_reference ? self_.state(self_.last()).link : -1; }
+
+  Match match() const {
+    Match m{false, cursor_, cursor_len_};
+    const std::int32_t v = self_match_state();
+    if (v > 0 && self_.state(v).len > m.len) m = {true, v, self_.state(v).len};
+    return m;
+  }
+
+  // span_ = `head` (if >= 0) followed by text from `from`, stopping at a separator, the text's end
+  // or `limit` tokens.
+  void copy(std::span<const Token> text, std::size_t from, std::size_t limit, Token head = -1) {
+    span_.clear();
+    if (head >= 0) span_.push_back(head);
+    for (std::size_t i = from; i < text.size() && text[i] >= 0 && span_.size() < limit; ++i) span_.push_back(text[i]);
+  }
+
+  // Appends sequence tokens: through the references' cursor, and into the sequence's own
+  // automaton under self reference.
+  void consume(std::span<const Token> tokens) {
+    const detail::SuffixAutomaton& refs = refs_->automaton_;
+    for (const Token t : tokens) {
+      if (opt_.self_reference) self_.extend(t);
+      while (cursor_ > 0 && refs.step(cursor_, t) < 0) {
+        cursor_ = refs.state(cursor_).link;
+        cursor_len_ = refs.state(cursor_).len;
+      }
+      const std::int32_t s = refs.step(cursor_, t);
       if (s >= 0) {
         cursor_ = s;
         ++cursor_len_;
@@ -215,30 +316,21 @@ class LlmaDrafter {
       }
     }
   }
-  // The longest suffix of the sequence found in the indexed text (excluding, under self
-  // reference, its own trailing occurrence): {state, length}.
-  std::pair<std::int32_t, std::int64_t> match() const {
-    if (opt_.self_reference) {
-      const std::int32_t v = states_[static_cast<std::size_t>(last_)].link;
-      if (v <= 0) return {0, 0};
-      return {v, states_[static_cast<std::size_t>(v)].len};
-    }
-    return {cursor_, cursor_len_};
-  }
 
   LlmaOptions opt_;
-  std::vector<Token> text_;                               // [text length] references, separators (< 0), maybe the sequence
-  std::vector<State> states_;                             // [<= 2 * text length] suffix automaton
-  std::vector<Edge> edges_;                               // edge lists for enumerating a state's continuations
-  std::unordered_map<std::uint64_t, std::int32_t> next_;  // (state, token) -> state
-  std::int32_t last_ = 0;                                 // state of the whole text
-  std::int32_t cursor_ = 0;                               // state of the sequence's longest matched suffix (no self reference)
-  std::int64_t cursor_len_ = 0;                           // its length
-  std::int64_t cont_pos_ = -1;                            // text position to continue copying from, -1 if none
-  std::int64_t span_pos_ = -1;                            // text position of the last proposed span, -1 if none
-  std::int64_t span_len_ = 0;                             // its length
-  std::size_t last_match_ = 0;                            // match length of the last proposal, 0 if none
-  std::vector<Token> span_;                               // scratch
+  std::shared_ptr<const LlmaIndex> shared_;  // given at construction, or null
+  std::shared_ptr<const LlmaIndex> refs_;    // the references' index: shared_, or begin()'s own
+  detail::SuffixAutomaton self_;             // the sequence (self reference only)
+  std::int32_t cursor_ = 0;                  // state of the sequence's longest suffix found in the references
+  std::int64_t cursor_len_ = 0;              // its length
+  std::int64_t cont_pos_ = -1;               // text position to continue copying from, -1 if none
+  bool cont_in_self_ = false;                // ... in the sequence's text (else the references')
+  std::int64_t span_pos_ = -1;               // text position of the last proposed span, -1 if none
+  bool span_in_self_ = false;                // ... in the sequence's text
+  std::int64_t span_len_ = 0;                // its length
+  std::size_t last_match_ = 0;               // match length of the last proposal, 0 if none
+  std::vector<Token> span_;                  // scratch
+  std::vector<Token> seen_;                  // scratch: first tokens of the spans proposed
 };
 
 REFDEC_NAMESPACE_END

@@ -15,6 +15,7 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/references.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -44,7 +45,7 @@ class LookaheadDrafter {
 
   /// Starts a sequence: pools the n-grams of the prompt and the references (later ones count as
   /// newer) and fills the window's first level with tokens drawn from the prompt.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+  void begin(std::span<const Token> prompt, References references) {
     pool_.clear();
     for (const auto& r : references) pool_text(r, 0);
     pool_text(prompt, 0);

@@ -119,7 +119,7 @@ class MixtureDrafter {
   static constexpr double kMaxCalibration = 4.0;
 
   /// Starts a sequence in every source. What was learned is kept.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+  void begin(std::span<const Token> prompt, References references) {
     for (AnyDrafter& s : sources_) s.begin(prompt, references);
     last_token_ = prompt.empty() ? kNoToken : prompt.back();
     prev_token_ = prompt.size() < 2 ? kNoToken : prompt[prompt.size() - 2];

@@ -16,6 +16,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/references.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -78,7 +79,7 @@ class NgramTrieDrafter {
 
   /// Starts a sequence: builds the trie from `references` and `prompt`. Invalid input (a negative
   /// token) is rejected before anything changes.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+  void begin(std::span<const Token> prompt, References references) {
     std::size_t bound = 1;  // nodes the texts can create: at most n per token
     for (const auto& ref : references) {
       for (const Token t : ref) REFDEC_CHECK(t >= 0, "n-gram trie: reference token ids must be non-negative, got " << t);

@@ -10,6 +10,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/references.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -43,7 +44,7 @@ class PromptLookupDrafter {
   /// The n-gram length matched by the last proposal (0: none).
   std::size_t last_match() const { return last_match_; }
 
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> /*references*/) {
+  void begin(std::span<const Token> prompt, References /*references*/) {
     seq_.assign(prompt.begin(), prompt.end());
     for (const Token t : seq_) REFDEC_CHECK(t >= 0, "prompt lookup: token ids must be non-negative, got " << t);
   }

@@ -323,7 +323,7 @@ class IndexDrafter {
   std::size_t last_match() const { return last_match_; }
 
   /// Ends the previous sequence (finish()) and starts one on `prompt`.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> /*references*/) {
+  void begin(std::span<const Token> prompt, References /*references*/) {
     REFDEC_CHECK(index_ != nullptr, "index drafter: used after it was moved from");
     finish();
     context_.assign(prompt.begin(), prompt.end());

@@ -14,6 +14,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/references.hpp"
 #include "refdec/datastore/retrieval.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -60,7 +61,7 @@ class RestDrafter {
 
   /// Starts a sequence with `prompt`; `references` are ignored. Throws refdec::Error for prompt
   /// tokens outside the datastore's vocabulary.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> /*references*/) {
+  void begin(std::span<const Token> prompt, References /*references*/) {
     tail_.clear();
     last_ = RetrievalResult{};
     append(prompt, "prompt");

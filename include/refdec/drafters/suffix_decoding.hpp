@@ -298,7 +298,7 @@ class SuffixDecodingDrafter {
 
   /// Starts a request: its own tree over the prompt (sequence 0) and each reference, and a place
   /// in the global tree for its response.
-  void begin(std::span<const Token> prompt, std::span<const std::vector<Token>> references) {
+  void begin(std::span<const Token> prompt, References references) {
     local_ = SuffixTrie(cache_->options().max_depth);
     context_.assign(prompt.begin(), prompt.end());
     for (const Token t : prompt) local_.append(0, t);
