@@ -1,13 +1,19 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // LlmaDrafter host costs on a 4K-token context: indexing (begin), one proposal, one accepted token;
 // and one propose + accept step of LookaheadDrafter and MixtureDrafter over the same context; a
-// StepDriver's step (drafting, plan, completion) for 64 sequences on 1 or more drafting threads.
+// StepDriver's step (drafting, plan, completion) for 64 sequences on 1 or more drafting threads;
+// 16 sequences begun over one 2M-token document set, each indexing it or all sharing one index.
 
 #include <benchmark/benchmark.h>
+#include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -236,5 +242,58 @@ void BM_StepDriverStep(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations() * kSequences), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_StepDriverStep)->ArgNames({"threads"})->Arg(1)->Arg(2)->Arg(4)->Iterations(400)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Resident memory of this process, in bytes (/proc/self/statm), after handing freed memory back to
+// the system: what a set of drafters holds is the difference across their construction.
+double resident_bytes() {
+  malloc_trim(0);
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+// 16 sequences begin over one document set of 16 documents, 2M tokens in all (each with its own
+// 64-token prompt): `shared` 0, each LlmaDrafter indexes the documents in its begin() (what every
+// sequence paid before LlmaIndex); 1, one LlmaIndex is built and every drafter is given it. One
+// iteration: the index (shared), the 16 begin() calls, the memory they hold; then all is freed.
+void BM_SharedReferenceBegin(benchmark::State& state) {
+  constexpr std::size_t kSequences = 16, kDocuments = 16, kDocumentTokens = std::size_t{1} << 17;
+  static const std::vector<Tokens> documents = [] {
+    std::vector<Tokens> d;
+    for (std::uint32_t i = 0; i < kDocuments; ++i) d.push_back(make_text(kDocumentTokens, {}, 100 + i));
+    return d;
+  }();
+  std::vector<Tokens> prompts;
+  for (std::uint32_t i = 0; i < kSequences; ++i) prompts.push_back(make_text(kPrompt, documents[i % kDocuments], 200 + i));
+  const bool shared = state.range(0) != 0;
+  double index_s = 0, begin_s = 0, held = 0;
+  for (auto _ : state) {
+    const double before = resident_bytes();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::shared_ptr<const LlmaIndex> index;
+    if (shared) index = std::make_shared<const LlmaIndex>(documents);
+    const auto t1 = std::chrono::steady_clock::now();
+    std::vector<LlmaDrafter> drafters;
+    for (std::size_t i = 0; i < kSequences; ++i) {
+      drafters.push_back(shared ? LlmaDrafter(index) : LlmaDrafter());
+      if (shared)
+        drafters.back().begin(prompts[i], {});
+      else
+        drafters.back().begin(prompts[i], documents);
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    index_s += std::chrono::duration<double>(t1 - t0).count();
+    begin_s += std::chrono::duration<double>(t2 - t1).count();
+    held += resident_bytes() - before;
+    benchmark::DoNotOptimize(drafters.data());
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["index_ms"] = 1e3 * index_s / n;
+  state.counters["begin_ms_per_sequence"] = 1e3 * begin_s / n / kSequences;
+  state.counters["held_MiB"] = held / n / (1 << 20);
+  state.counters["reference_tokens"] = static_cast<double>(kDocuments * kDocumentTokens);
+}
+BENCHMARK(BM_SharedReferenceBegin)->ArgNames({"shared"})->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
