@@ -292,6 +292,7 @@ void BM_SharedReferenceBegin(benchmark::State& state) {
   state.counters["index_ms"] = 1e3 * index_s / n;
   state.counters["begin_ms_per_sequence"] = 1e3 * begin_s / n / kSequences;
   state.counters["held_MiB"] = held / n / (1 << 20);
+  if (shared) state.counters["index_MiB"] = static_cast<double>(LlmaIndex(documents).bytes()) / (1 << 20);
   state.counters["reference_tokens"] = static_cast<double>(kDocuments * kDocumentTokens);
 }
 BENCHMARK(BM_SharedReferenceBegin)->ArgNames({"shared"})->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -9,12 +9,12 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/edge_map.hpp"
 #include "refdec/core/references.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -54,19 +54,20 @@ class SuffixAutomaton {
   void reserve(std::size_t tokens) {
     text_.reserve(tokens);
     states_.reserve(2 * tokens + 2);
-    next_.reserve(3 * tokens + 8);
+    next_.reset(tokens);  // grown as needed: a text has fewer than 3 per token
   }
 
   std::span<const Token> text() const { return text_; }
+  /// Bytes held (capacities of the text, states, edge lists and transition table).
+  std::size_t bytes() const {
+    return text_.capacity() * sizeof(Token) + states_.capacity() * sizeof(State) + edges_.capacity() * sizeof(Edge) + next_.bytes();
+  }
   const State& state(std::int32_t s) const { return states_[static_cast<std::size_t>(s)]; }
   const Edge& edge(std::int32_t e) const { return edges_[static_cast<std::size_t>(e)]; }
   /// The state of the whole text.
   std::int32_t last() const { return last_; }
   /// The state reached from `state` by `t`, or -1.
-  std::int32_t step(std::int32_t state, Token t) const {
-    const auto it = next_.find(key(state, t));
-    return it == next_.end() ? -1 : it->second;
-  }
+  std::int32_t step(std::int32_t state, Token t) const { return next_.find(state, t); }
 
   void extend(Token c) {
     const auto pos = static_cast<std::int32_t>(text_.size());
@@ -88,13 +89,9 @@ class SuffixAutomaton {
         states_.push_back(State{states_[static_cast<std::size_t>(p)].len + 1, sq.link, sq.firstpos, -1});
         for (std::int32_t e = sq.edges; e >= 0; e = edges_[static_cast<std::size_t>(e)].next) {
           const Token t = edges_[static_cast<std::size_t>(e)].token;
-          add_edge(clone, t, next_.at(key(q, t)));
+          add_edge(clone, t, next_.find(q, t));
         }
-        for (; p >= 0; p = states_[static_cast<std::size_t>(p)].link) {
-          auto it = next_.find(key(p, c));
-          if (it == next_.end() || it->second != q) break;
-          it->second = clone;
-        }
+        while (p >= 0 && next_.replace(p, c, q, clone)) p = states_[static_cast<std::size_t>(p)].link;
         states_[static_cast<std::size_t>(q)].link = clone;
         states_[static_cast<std::size_t>(cur)].link = clone;
       }
@@ -103,19 +100,16 @@ class SuffixAutomaton {
   }
 
  private:
-  static std::uint64_t key(std::int32_t state, Token t) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(state)) << 32) | static_cast<std::uint32_t>(t);
-  }
   void add_edge(std::int32_t from, Token t, std::int32_t to) {
-    next_.emplace(key(from, t), to);
+    next_.insert(from, t, to);
     edges_.push_back(Edge{t, states_[static_cast<std::size_t>(from)].edges});
     states_[static_cast<std::size_t>(from)].edges = static_cast<std::int32_t>(edges_.size()) - 1;
   }
 
   std::vector<Token> text_;
-  std::vector<State> states_;                             // [<= 2 * text length]
-  std::vector<Edge> edges_;                               // edge lists, for enumerating a state's continuations
-  std::unordered_map<std::uint64_t, std::int32_t> next_;  // (state, token) -> state
+  std::vector<State> states_;  // [<= 2 * text length]
+  std::vector<Edge> edges_;    // edge lists, for enumerating a state's continuations
+  EdgeMap next_;               // (state, token) -> state
   std::int32_t last_ = 0;
 };
 
@@ -147,6 +141,8 @@ class LlmaIndex {
   std::size_t tokens() const { return tokens_; }
   /// Documents indexed.
   std::size_t documents() const { return documents_; }
+  /// Bytes the index holds.
+  std::size_t bytes() const { return automaton_.bytes(); }
 
  private:
   friend class LlmaDrafter;

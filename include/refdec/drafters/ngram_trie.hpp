@@ -6,7 +6,6 @@
 // with every accepted token.
 
 #include <algorithm>
-#include <bit>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +15,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/edge_map.hpp"
 #include "refdec/core/references.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -158,12 +158,6 @@ class NgramTrieDrafter {
     std::int32_t first_child;   // most recently created child, -1 if none
     std::int32_t next_sibling;  // next older sibling, -1 if none
   };
-  // A slot of the open-addressing (linear probing) map (parent, token) -> child.
-  struct Slot {
-    std::int32_t parent = -1;
-    Token token = -1;
-    std::int32_t child = -1;  // -1: empty
-  };
   // A node that may be kept, with its ranking key copied so that the heap stays in cache.
   struct Candidate {
     std::uint32_t freq;
@@ -212,11 +206,7 @@ class NgramTrieDrafter {
     nodes_.clear();
     nodes_.reserve(expected_nodes + 1);
     nodes_.push_back(Node{-1, 0, 0, -1, -1, -1, -1});
-    std::size_t capacity = 16;
-    while (capacity < 2 * expected_nodes) capacity *= 2;
-    slots_.assign(capacity, Slot{});
-    mask_ = capacity - 1;
-    shift_ = 64 - std::countr_zero(capacity);
+    children_.reset(expected_nodes);
     seq_.clear();
     position_ = 0;
     start_text();
@@ -226,38 +216,13 @@ class NgramTrieDrafter {
     text_len_ = 0;
   }
 
-  std::size_t slot_of(std::int32_t parent, Token t) const {
-    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(parent)) << 32) | static_cast<std::uint32_t>(t);
-    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
-  }
-  std::int32_t find(std::int32_t parent, Token t) const {
-    for (std::size_t s = slot_of(parent, t);; s = (s + 1) & mask_) {
-      const Slot& slot = slots_[s];
-      if (slot.child < 0) return -1;
-      if (slot.parent == parent && slot.token == t) return slot.child;
-    }
-  }
-  void put(std::int32_t parent, Token t, std::int32_t child) {
-    std::size_t s = slot_of(parent, t);
-    while (slots_[s].child >= 0) s = (s + 1) & mask_;
-    slots_[s] = Slot{parent, t, child};
-  }
-  // Doubles the hash map when it would pass half full.
-  void grow_slots() {
-    std::vector<Slot> old(2 * slots_.size());
-    old.swap(slots_);
-    mask_ = slots_.size() - 1;
-    --shift_;
-    for (const Slot& s : old)
-      if (s.child >= 0) put(s.parent, s.token, s.child);
-  }
+  std::int32_t find(std::int32_t parent, Token t) const { return children_.find(parent, t); }
   std::int32_t create(std::int32_t parent, Token t) {
-    if (2 * nodes_.size() >= slots_.size()) grow_slots();
     const auto id = static_cast<std::int32_t>(nodes_.size());
     Node& p = node(parent);
     nodes_.push_back(Node{t, p.depth + 1, 0, -1, -1, -1, p.first_child});
     node(parent).first_child = id;  // `p` may dangle after the push_back
-    put(parent, t, id);
+    children_.insert(parent, t, id);
     return id;
   }
 
@@ -331,9 +296,7 @@ class NgramTrieDrafter {
   NgramTrieOptions opt_;
   std::size_t last_match_ = 0;  // prefix length matched by the last proposal, 0 if none
   std::vector<Node> nodes_;     // [num nodes] node 0 is the root
-  std::vector<Slot> slots_;     // [capacity] (parent, token) -> child, at most half full
-  std::size_t mask_ = 0;        // capacity - 1
-  int shift_ = 0;               // 64 - log2(capacity)
+  EdgeMap children_;            // (parent, token) -> child
   std::vector<Token> seq_;      // [sequence length] prompt and accepted tokens
   std::int32_t cur_ = 0;        // node of the current text's last min(length, n - 1) tokens
   std::size_t text_len_ = 0;    // tokens of the current text indexed so far
