@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
+#include <map>
 #include <memory>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -18,6 +21,7 @@ namespace {
 
 using refdec::DraftTree;
 using refdec::IndexDrafter;
+using refdec::IndexDrafterOptions;
 using refdec::IndexSegment;
 using refdec::ReferenceIndex;
 using refdec::ReferenceIndexOptions;
@@ -180,6 +184,71 @@ TEST(IndexDrafter, DraftsWhatFollowedTheContextInEarlierOutputs) {
   d.propose(8, tree);
   EXPECT_EQ(tree.size(), 0u) << "42 ends every document it is in";
   refdec_test::expect_error([] { IndexDrafter(nullptr); }, "needs a ReferenceIndex");
+}
+
+// The drafter against counting over the documents directly: the longest context suffix found
+// (at most max_match and the index's depth), every continuation path below it up to the depth
+// allowed with its share of the occurrences, over many segments of short random documents; and,
+// with a small budget, a prefix-closed subset of those nodes that leaves none better outside.
+TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
+  std::mt19937 rng(11);
+  for (const std::size_t depth : {std::size_t{6}, std::size_t{64}}) {
+    auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.depth = depth});
+    std::deque<Tokens> docs;
+    for (int d = 0; d < 60; ++d) {
+      Tokens doc(1 + rng() % 40);
+      for (Token& t : doc) t = static_cast<Token>(rng() % 4);
+      index->add(doc);
+      docs.push_back(doc);
+    }
+    ASSERT_GT(index->snapshot()->segments.size(), 2u);
+    const IndexDrafterOptions opt{.max_match = 5, .continuation = 4};
+    for (int trial = 0; trial < 200; ++trial) {
+      SCOPED_TRACE("depth " + std::to_string(depth) + ", trial " + std::to_string(trial));
+      Tokens context(1 + rng() % 8);
+      for (Token& t : context) t = static_cast<Token>(rng() % 5);  // 4: found nowhere
+      // The longest suffix found, its occurrences' continuations and their counts.
+      std::size_t len = std::min({opt.max_match, context.size(), depth});
+      const auto suffix = [&](std::size_t l) { return Tokens(context.end() - static_cast<std::ptrdiff_t>(l), context.end()); };
+      while (len > 0 && count_in(docs, suffix(len)) == 0) --len;
+      const std::size_t max_depth = len == 0 ? 0 : std::min(opt.continuation, depth - len);
+      std::map<Tokens, std::size_t> counts;
+      std::size_t total = 0;
+      if (len > 0) {
+        const Tokens pattern = suffix(len);
+        for (const Tokens& doc : docs)
+          for (std::size_t i = 0; i + len <= doc.size(); ++i) {
+            if (!std::equal(pattern.begin(), pattern.end(), doc.begin() + static_cast<std::ptrdiff_t>(i))) continue;
+            total += i + len < doc.size();
+            for (std::size_t d = 1; d <= max_depth && i + len + d <= doc.size(); ++d)
+              ++counts[Tokens(doc.begin() + static_cast<std::ptrdiff_t>(i + len), doc.begin() + static_cast<std::ptrdiff_t>(i + len + d))];
+          }
+      }
+      IndexDrafter drafter(index, opt);
+      drafter.begin(context, {});
+      DraftTree all;
+      drafter.propose(1 << 20, all);
+      EXPECT_EQ(drafter.last_match(), total > 0 ? len : 0);
+      ASSERT_EQ(all.size(), counts.size());
+      for (const auto& [path, n] : counts)
+        EXPECT_FLOAT_EQ(score_of(all, path), static_cast<float>(n) / static_cast<float>(total)) << "path of " << path.size();
+      // A small budget keeps nodes whose parents are kept, none worse than a node left out.
+      const std::size_t budget = 1 + rng() % 6;
+      DraftTree some;
+      drafter.propose(budget, some);
+      ASSERT_EQ(some.size(), std::min(budget, counts.size()));
+      std::size_t worst_kept = total;
+      for (const auto& [path, n] : counts)
+        if (score_of(some, path) >= 0) worst_kept = std::min(worst_kept, n);
+      for (const auto& [path, n] : counts) {
+        const bool kept = score_of(some, path) >= 0;
+        const bool parent_kept = path.size() == 1 || score_of(some, Tokens(path.begin(), path.end() - 1)) >= 0;
+        if (!kept && parent_kept) {
+          EXPECT_LE(n, worst_kept) << "a better node was left out";
+        }
+      }
+    }
+  }
 }
 
 TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {
