@@ -345,7 +345,7 @@ struct LiveBatchRow {
       offers.clear();
       for (std::size_t b = 0; b < B; ++b)
         offers.push_back({&trees[b], drafters[b].cost_aware(), drafters[b].stats().proposed_at_depth, drafters[b].stats().accepted_at_depth});
-      allocator.cut(offers, B, tracker->current());
+      allocator.cut(offers, B, tracker->current(B));
     }
     for (std::size_t b = 0; b < B; ++b) {
       const auto& out = traces[trace[b]].output;
@@ -363,7 +363,7 @@ struct LiveBatchRow {
       drafted += nodes[b];
     }
     const double model_seconds = decoder.step(nodes, accepted);
-    if (tracker) tracker->observe(B + static_cast<std::size_t>(std::accumulate(nodes.begin(), nodes.end(), 0)), model_seconds);
+    if (tracker) tracker->observe(B + static_cast<std::size_t>(std::accumulate(nodes.begin(), nodes.end(), 0)), model_seconds, B);
     for (std::size_t b = 0; b < B; ++b) {
       const auto& out = traces[trace[b]].output;
       drafters[b].accept(std::span<const Token>(out).subspan(pos[b], emitted[b]));

@@ -165,6 +165,37 @@ TEST(StepCostTracker, AnUnvisitedClassFallsBackToTheOthersCorrection) {
               slow_memory_curve().seconds(8) / slow_memory_curve().seconds(1), 0.01);
 }
 
+// A batch step's cost beyond one sequence's (host work per sequence, as on a GPU, where 64
+// sequences took 270 ms whatever their rows) is learned per batch-size class as an overhead per
+// sequence: the batch's curve is one sequence's plus that fixed part, so that at the margin its
+// rows cost what one sequence's do.
+TEST(StepCostTracker, LearnsTheOverheadOfABatchOnTopOfOneSequencesCurve) {
+  const StepCost prior = StepCost::affine(0.016, 0.00003);  // 16 ms, plus 30 µs per token
+  StepCostTracker tracker(prior);
+  EXPECT_EQ(tracker.overhead(64), 0.0);
+  for (const std::size_t rows : {64, 1000, 3000}) EXPECT_EQ(tracker.current(64).seconds(rows), tracker.current().seconds(rows)) << rows;
+  // 64 sequences: 3.5 ms per sequence beyond the first.
+  constexpr double kPerSequence = 0.0035;
+  for (int round = 0; round < 40; ++round)
+    for (const std::size_t rows : {800, 1500, 2500}) tracker.observe(rows, prior.seconds(rows) + 63 * kPerSequence, 64);
+  EXPECT_NEAR(tracker.overhead(64), 63 * kPerSequence, 1e-9);
+  const StepCost batch = tracker.current(64);
+  for (const std::size_t rows : {64, 1000, 3000}) EXPECT_NEAR(batch.seconds(rows), prior.seconds(rows) + 63 * kPerSequence, 1e-9) << rows;
+  // One sequence's curve is untouched; another batch class, never timed, leans on the one seen.
+  for (const std::size_t n : {1, 100, 1000}) EXPECT_NEAR(tracker.current().seconds(n), prior.seconds(n), 1e-12) << n;
+  EXPECT_EQ(tracker.current(1).seconds(10), tracker.current().seconds(10));
+  EXPECT_NEAR(tracker.overhead(32), 31 * kPerSequence, 1e-9);
+  // Its own steps take over that class.
+  for (int round = 0; round < 200; ++round) tracker.observe(500, prior.seconds(500) + 31 * 0.001, 32);
+  EXPECT_NEAR(tracker.overhead(32), 31 * 0.001, 1e-4);
+  EXPECT_GT(tracker.overhead(64), 63 * 0.001);
+  // A step cheaper than one sequence's of its tokens teaches no negative overhead.
+  StepCostTracker cheap(prior);
+  for (int i = 0; i < 50; ++i) cheap.observe(640, 0.5 * prior.seconds(640), 16);
+  EXPECT_EQ(cheap.overhead(16), 0.0);
+  EXPECT_EQ(cheap.current(16).seconds(640), cheap.current().seconds(640));
+}
+
 TEST(StepCostTracker, RejectsBadInputNamingIt) {
   refdec_test::expect_error([] { StepCostTracker t(StepCost::flat()); }, "not flat()");
   refdec_test::expect_error([] { StepCostTracker t(slow_memory_curve(), {.half_life = 0.0}); }, "half_life");
@@ -173,6 +204,8 @@ TEST(StepCostTracker, RejectsBadInputNamingIt) {
   refdec_test::expect_error([&] { tracker.observe(0, 1.0); }, "at least one token");
   refdec_test::expect_error([&] { tracker.observe(4, 0.0); }, "got 0 at 4 tokens");
   refdec_test::expect_error([&] { tracker.observe(4, std::numeric_limits<double>::quiet_NaN()); }, "got nan");
+  refdec_test::expect_error([&] { tracker.observe(4, 1.0, 0); }, "batch of 0");
+  refdec_test::expect_error([&] { tracker.observe(3, 1.0, 4); }, "got 3 for 4");
   EXPECT_EQ(tracker.observations(), 0);
 }
 

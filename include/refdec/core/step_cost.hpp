@@ -106,6 +106,17 @@ struct StepCostTrackerOptions {
 /// few recent observations leans on the mean correction over all classes (which a budget at 0,
 /// timing only one-token steps, keeps current): the curve then has the prior's shape at the
 /// current speed, so larger drafts get tried again and their class relearned.
+///
+/// A step of several sequences costs more than one sequence's step of the same tokens wherever
+/// the engine does work per sequence (its host-side bookkeeping, a kernel launch per sequence's
+/// cache): on a GPU a 64-sequence step took 270 ms whatever its rows, against 16-48 ms for one
+/// sequence's 1-1,024. The tracker learns that as an additive overhead per sequence beyond the
+/// first, per batch-size class (2-3, 4-7, ... 256 and more): an exponentially decayed mean of
+/// (observed seconds - the one-sequence curve at the step's tokens) / (batch - 1), never below 0
+/// (a batch step costs at least one sequence's step of its tokens). A class not yet seen leans
+/// on the mean over the classes seen, as the size classes do. So a batch's curve keeps the
+/// one-sequence curve's marginal cost per row on top of its fixed part, and a step budget priced
+/// under it (BatchBudget) does not mistake the batch's fixed cost for the rows' cost.
 class StepCostTracker {
  public:
   /// Learns around `prior`, a measured or affine cost in seconds (not flat(), which has no unit).
@@ -119,15 +130,25 @@ class StepCostTracker {
     current_ = learned();
   }
 
-  /// One timed step that ran `tokens` tokens (>= 1) in `seconds` (finite, > 0).
-  void observe(std::size_t tokens, double seconds) {
-    REFDEC_CHECK(tokens >= 1, "step cost tracker: a step runs at least one token, got " << tokens);
+  /// One timed step of `batch` sequences (>= 1) that ran `tokens` tokens in all (>= batch) in
+  /// `seconds` (finite, > 0). One sequence's step teaches the curve; a step of several, the
+  /// overhead per sequence of its batch-size class (see above).
+  void observe(std::size_t tokens, double seconds, std::size_t batch = 1) {
+    REFDEC_CHECK(batch >= 1, "step cost tracker: a step runs at least one sequence, got a batch of " << batch);
+    REFDEC_CHECK(tokens >= batch, "step cost tracker: a step runs at least one token per sequence, got " << tokens << " for " << batch);
     REFDEC_CHECK(std::isfinite(seconds) && seconds > 0.0,
                  "step cost tracker: seconds must be finite and positive, got " << seconds << " at " << tokens << " tokens");
     for (std::size_t c = 0; c < kClasses; ++c) sum_[c] *= decay_, weight_[c] *= decay_;
-    const std::size_t c = size_class(tokens);
-    sum_[c] += std::log(seconds / prior_.seconds(tokens));
-    weight_[c] += 1.0;
+    for (std::size_t k = 0; k < kBatchClasses; ++k) overhead_sum_[k] *= decay_, overhead_weight_[k] *= decay_;
+    if (batch == 1) {
+      const std::size_t c = size_class(tokens);
+      sum_[c] += std::log(seconds / prior_.seconds(tokens));
+      weight_[c] += 1.0;
+    } else {
+      const std::size_t k = batch_class(batch);
+      overhead_sum_[k] += (seconds - current_.seconds(tokens)) / static_cast<double>(batch - 1);
+      overhead_weight_[k] += 1.0;
+    }
     ++observations_;
     current_ = learned();  // once per observation: a decoder asks for the cost every step
   }
@@ -141,9 +162,32 @@ class StepCostTracker {
     return std::exp((sum_[c] + options_.fallback_weight * fallback) / (weight_[c] + options_.fallback_weight));
   }
 
-  /// The learned cost: the prior times each size class's correction, sampled at 1, 2, 3, 4, 6,
-  /// 8, ... 256 tokens (two points per class), made non-decreasing by StepCost::calibrated().
+  /// The learned cost of one sequence's step: the prior times each size class's correction,
+  /// sampled at 1, 2, 3, 4, 6, 8, ... 256 tokens (two points per class), made non-decreasing by
+  /// StepCost::calibrated().
   const StepCost& current() const { return current_; }
+
+  /// Seconds a step of `batch` sequences costs beyond one sequence's step of the same tokens (0
+  /// for one sequence, and before any step of several was observed).
+  double overhead(std::size_t batch) const {
+    if (batch <= 1) return 0.0;
+    double all_sum = 0.0, all_weight = 0.0;
+    for (std::size_t k = 0; k < kBatchClasses; ++k) all_sum += overhead_sum_[k], all_weight += overhead_weight_[k];
+    const double fallback = all_weight > 0.0 ? all_sum / all_weight : 0.0;
+    const std::size_t k = batch_class(batch);
+    const double per_sequence = (overhead_sum_[k] + options_.fallback_weight * fallback) / (overhead_weight_[k] + options_.fallback_weight);
+    return static_cast<double>(batch - 1) * std::max(per_sequence, 0.0);
+  }
+
+  /// The learned cost of a step of `batch` sequences by its total tokens: current() plus
+  /// overhead(batch).
+  StepCost current(std::size_t batch) const {
+    const double extra = overhead(batch);
+    if (extra <= 0.0) return current_;
+    std::array<std::pair<std::size_t, double>, kSamples> samples = sample_points();
+    for (auto& [tokens, seconds] : samples) seconds = current_.seconds(tokens) + extra;
+    return StepCost::calibrated(samples);
+  }
 
   /// The calibration it learns around.
   const StepCost& prior() const { return prior_; }
@@ -151,24 +195,35 @@ class StepCostTracker {
   std::int64_t observations() const { return observations_; }
 
  private:
-  static constexpr std::size_t kClasses = 9;  // 1, 2-3, 4-7, ..., 128-255, 256 and more
+  static constexpr std::size_t kClasses = 9;                 // 1, 2-3, 4-7, ..., 128-255, 256 and more
+  static constexpr std::size_t kBatchClasses = 8;            // 2-3, 4-7, ..., 128-255, 256 and more
+  static constexpr std::size_t kSamples = 2 * kClasses - 2;  // sample_points()
   static std::size_t size_class(std::size_t tokens) {
     return std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(tokens)) - 1, kClasses - 1);
   }
-  StepCost learned() const {
-    std::array<std::pair<std::size_t, double>, 2 * (kClasses - 1) + 1> samples{};
+  static std::size_t batch_class(std::size_t batch) {
+    return std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(batch)) - 2, kBatchClasses - 1);
+  }
+  // Two token counts per size class: 1, 2, 3, 4, 6, 8, ... 256 (seconds left 0).
+  static std::array<std::pair<std::size_t, double>, kSamples> sample_points() {
+    std::array<std::pair<std::size_t, double>, kSamples> samples{};
     std::size_t k = 0;
     for (std::size_t base = 1; base <= (std::size_t{1} << (kClasses - 1)); base *= 2) {
-      samples[k++] = {base, prior_.seconds(base) * correction(base)};
-      if (base > 1 && base < (std::size_t{1} << (kClasses - 1)))
-        samples[k++] = {base + base / 2, prior_.seconds(base + base / 2) * correction(base + base / 2)};
+      samples[k++] = {base, 0.0};
+      if (base > 1 && base < (std::size_t{1} << (kClasses - 1))) samples[k++] = {base + base / 2, 0.0};
     }
-    return StepCost::calibrated(std::span(samples.data(), k));
+    return samples;
+  }
+  StepCost learned() const {
+    std::array<std::pair<std::size_t, double>, kSamples> samples = sample_points();
+    for (auto& [tokens, seconds] : samples) seconds = prior_.seconds(tokens) * correction(tokens);
+    return StepCost::calibrated(samples);
   }
   StepCost prior_;
   StepCostTrackerOptions options_;
   double decay_ = 1.0;
-  std::array<double, kClasses> sum_{}, weight_{};  // decayed sums of log(observed / prior) and their weights
+  std::array<double, kClasses> sum_{}, weight_{};                         // decayed sums of log(observed / prior) and their weights
+  std::array<double, kBatchClasses> overhead_sum_{}, overhead_weight_{};  // decayed sums of the overhead per sequence
   std::int64_t observations_ = 0;
   StepCost current_;  // learned() as of the last observation
 };

@@ -64,8 +64,9 @@ struct GenerateOptions {
   /// A measured step cost (measure_step_cost()) that the session keeps current by timing its own
   /// steps (StepCostTracker): a calibration from another minute mis-sizes drafts when the machine's
   /// memory bandwidth moves. With batch_budget, every step's draft nodes are chosen across the
-  /// batch under it (StepDriver::set_batch_cost(), BatchBudget), and it is learned from every step
-  /// that prefills nothing, at its total rows. Without, it is given before each step that runs
+  /// batch under it (StepDriver::set_batch_cost(), BatchBudget, the curve of the step's batch
+  /// size: StepCostTracker::current(batch)), and it is learned from every step that prefills
+  /// nothing, at its total rows and batch size. Without, it is given before each step that runs
   /// one sequence to that sequence's CostAwareDrafter (the mixture's adaptive budget) and learned
   /// from such steps only. Unset: drafters keep their own cost.
   std::optional<StepCost> step_cost;
@@ -163,7 +164,7 @@ class Session {
     const bool batch = tracker_ && defaults_.batch_budget;
     const bool priced = tracker_ && (batch || driver_.active() == 1);  // alone, the cost curve is one sequence's own
     if (batch)
-      driver_.set_batch_cost(tracker_->current());
+      driver_.set_batch_cost(tracker_->current(std::max<std::size_t>(driver_.active(), 1)));
     else if (priced && driver_.drafter(0).cost_aware())
       driver_.drafter(0).set_step_cost(tracker_->current());
     if (!driver_.prepare()) return driver_.updates();
@@ -176,7 +177,8 @@ class Session {
     const auto t_accept = Clock::now();
     const auto prefill = driver_.prefill();
     if (priced && std::none_of(prefill.begin(), prefill.end(), [](std::uint8_t p) { return p != 0; }))
-      tracker_->observe(static_cast<std::size_t>(plan.rows()), driver_.last_plan_seconds() + seconds(t_verify, t_accept));
+      tracker_->observe(static_cast<std::size_t>(plan.rows()), driver_.last_plan_seconds() + seconds(t_verify, t_accept),
+                        static_cast<std::size_t>(plan.batch()));
     ++stats_.forward_passes;
     driver_.complete(verification_.accepted, verification_.aux_choices);
     for (const std::size_t slot : driver_.left()) drop(slot);
