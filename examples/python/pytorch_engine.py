@@ -10,6 +10,9 @@ does the rest of each step, the path an engine in Python takes (docs/python.md):
     accept_sampled -> StepDriver.complete (drafters told, stops, limits) -> (this file's KV
     compaction by StepDriver.keep)
 
+The plan's arrays are numpy views of refdec's memory; torch.from_numpy shares them without a copy,
+and refdec takes torch CPU tensors (targets, logits) as they are.
+
 Greedy output equals plain greedy decoding token for token (budget 0 here, and refdec's own C++
 Session); sampled output equals plain sampling for the same seed (the C++ Session's tokens).
 
@@ -102,7 +105,7 @@ class Llama2c:
         rows, heads, kv_heads, hd = plan.num_rows, self.heads, self.kv_heads, self.head_dim
         group = heads // kv_heads
         indptr, lengths = plan.indptr.tolist(), plan.lengths.tolist()
-        angles = plan.positions.to(torch.float64).unsqueeze(-1) * self.inv_freq  # [R, D/2]
+        angles = torch.from_numpy(plan.positions).to(torch.float64).unsqueeze(-1) * self.inv_freq  # [R, D/2]
         cos, sin = angles.cos().to(self.dtype).unsqueeze(1), angles.sin().to(self.dtype).unsqueeze(1)
         # Per sequence an additive [n, cached + n] bias: 0 over the prefix and the visible step rows.
         bias = []
@@ -112,7 +115,7 @@ class Llama2c:
             full = torch.zeros(n, length + n, dtype=self.dtype)
             full[:, length:].masked_fill_(~visible, float("-inf"))
             bias.append(full)
-        x = self.embedding[plan.tokens.long()]  # [R, dim]
+        x = self.embedding[torch.from_numpy(plan.tokens).long()]  # [R, dim]
         scale = hd ** -0.5
         for layer in range(self.layers):
             h = self._rms_norm(x, self.attn_norm[layer])
@@ -140,7 +143,7 @@ def step_mask(plan: refdec.StepPlan, b: int) -> torch.Tensor:
     """Sequence b's packed mask as a bool [rows(b), rows(b)] tensor: [i, j] when row i sees row j."""
     n, words = plan.rows(b), plan.mask_words(b)
     start = int(plan.mask_indptr[b])
-    packed = plan.mask[start:start + n * words].view(n, words)  # int64 words holding uint64 bits
+    packed = torch.from_numpy(plan.mask[start:start + n * words]).view(n, words)  # int64 words holding uint64 bits
     bits = (packed.unsqueeze(-1) >> torch.arange(64)) & 1       # bit 63 via the sign: (-1 & 1) == 1
     return bits.view(n, words * 64)[:, :n].bool()
 

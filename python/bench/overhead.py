@@ -3,7 +3,7 @@
 """The Python binding's own overhead per step: the engine loop of bench/python_overhead_bench.cpp
 (per sequence LLMA drafts a 64-node tree; plan; greedy walk against a stand-in target; keep plan;
 accept) driven from Python, against the same loop in C++, at batch 1 and 16. The stand-in target
-(the true next token at each row's position, a tensor gather) is the "model" and is timed apart.
+(the true next token at each row's position, a numpy gather) is the "model" and is timed apart.
 
     PYTHONPATH=build/python /usr/bin/python3 python/bench/overhead.py build/bench/refdec_python_overhead_bench
 
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-import torch
+import numpy as np
 
 import refdec
 
@@ -51,7 +51,7 @@ def lcg_text(length: int, seed: int) -> list[int]:
 def python_loop(batch: int, steps: int) -> tuple[float, float, float]:
     """Microseconds per step of the binding path (stand-in excluded), rows and tokens per step."""
     truth = [lcg_text(TEXT, 100 + b) for b in range(batch)]
-    truth_t = torch.tensor(truth, dtype=torch.int64)  # [B, TEXT]
+    truth_a = np.array(truth, dtype=np.int64)  # [B, TEXT]
     drafters = [refdec.LlmaDrafter(n=1, k=32, m=8, self_reference=True) for _ in range(batch)]
     trees = [refdec.LinearTree() for _ in range(batch)]
     plan, keep = refdec.StepPlan(), refdec.KeepPlan()
@@ -73,8 +73,8 @@ def python_loop(batch: int, steps: int) -> tuple[float, float, float]:
         refdec.plan_step(trees, lengths, VOCAB, out=plan)
         t1 = clock()
         # The stand-in model: the true token after each row's position.
-        seq = torch.repeat_interleave(torch.arange(batch), plan.indptr.diff().long())
-        targets = truth_t[seq, plan.positions + 1]
+        seq = np.repeat(np.arange(batch), np.diff(plan.indptr))
+        targets = truth_a[seq, plan.positions + 1]
         t2 = clock()
         accepted = refdec.accept_greedy(plan, targets)
         refdec.keep_accepted(plan, accepted, out=keep)
@@ -104,7 +104,6 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3000, help="steps per repeat at batch 1 (batch 16: a tenth)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats; the median is reported")
     args = parser.parse_args()
-    torch.set_num_threads(1)
     cxx = cxx_loop(args.cxx_bench, 0.5 if args.steps >= 1000 else 0.001)
     print("| batch | rows per step | tokens per step per sequence | C++ µs per step | Python µs per step | added by Python, µs per step |")
     print("|---|---|---|---|---|---|")

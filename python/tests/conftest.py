@@ -1,13 +1,14 @@
 # Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-"""Shared fixtures: the data directory (../shared), stories260K, a tiny random llama2.c checkpoint."""
+"""Shared fixtures: the data directory (../shared), stories260K, a tiny random llama2.c checkpoint,
+torch where refdec has its torch part. Imports no torch itself: test_no_torch.py runs without it."""
 
+import importlib.util
 import os
 import struct
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "examples" / "python"))  # the pure-PyTorch engine example
@@ -22,6 +23,15 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def torch():
+    """torch, where this interpreter imports it and refdec was built with refdec._torch; else a visible skip."""
+    torch = pytest.importorskip("torch")
+    if importlib.util.find_spec("refdec._torch") is None:
+        pytest.skip("refdec was built without refdec._torch (libtorch, python3-torch)")
+    return torch
+
+
+@pytest.fixture(scope="session")
 def stories_path() -> Path:
     """stories260K.bin, or a visible skip when the shared data directory lacks it."""
     path = data_dir() / "models" / "stories260K" / "stories260K.bin"
@@ -32,6 +42,7 @@ def stories_path() -> Path:
 
 def write_llama2c(path: Path, dim=32, hidden=64, layers=2, heads=4, kv_heads=2, vocab=97, seq_len=128, seed=2) -> Path:
     """A llama2.c v0 checkpoint with seeded random weights (tied embeddings); seed 2 gives varied greedy output."""
+    import torch
     head_dim = dim // heads
     kv_dim = kv_heads * head_dim
     sizes = [vocab * dim, layers * dim, layers * dim * dim, layers * dim * kv_dim, layers * dim * kv_dim,
@@ -50,6 +61,7 @@ def write_llama2c(path: Path, dim=32, hidden=64, layers=2, heads=4, kv_heads=2, 
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory) -> Path:
-    """A tiny random llama2.c checkpoint (vocabulary 97, context 128): no shared data needed."""
+def tiny_checkpoint(tmp_path_factory, torch) -> Path:
+    """A tiny random llama2.c checkpoint (vocabulary 97, context 128): no shared data needed; its
+    tests need the torch part (the `torch` fixture skips them without it)."""
     return write_llama2c(tmp_path_factory.mktemp("model") / "tiny.bin")

@@ -1,10 +1,11 @@
 # Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 """Every drafter from Python: begin / propose / draft / accept, statistics, replay on a known output."""
 
+import array
 import random
 
+import numpy as np
 import pytest
-import torch
 
 import refdec
 
@@ -80,6 +81,26 @@ def test_llma_copies_from_references_and_propose_is_not_recorded():
     lt = d.draft(2, 3, VOCAB)
     assert lt.tokens == [2, 3, 4, 5] and d.stats.steps == 1
     assert "llma" in repr(d)
+
+
+def test_llma_index_is_built_once_and_shared():
+    docs = [np.array([7, 5, 6, 9, 10, 11], dtype=np.int32), [3, 5, 6, 12]]
+    index = refdec.LlmaIndex(docs)
+    assert (index.tokens, index.documents) == (10, 2) and index.bytes > 0
+    a, b = refdec.LlmaDrafter(k=4, index=index), refdec.LlmaDrafter(k=4, index=index)
+    assert a.index.tokens == 10 and refdec.LlmaDrafter().index is None
+    a.begin([1, 5, 6])
+    b.begin([2, 5, 6], [[5, 6, 99]])  # not read: the index holds b's references
+    own = refdec.LlmaDrafter(k=4)
+    own.begin([1, 5, 6], docs)
+    want = own.propose(8).linearize(6, 8).tokens
+    assert want == [6, 9, 10, 11]  # the earliest "5 6", up to its document's end
+    assert a.propose(8).linearize(6, 8).tokens == want and b.propose(8).linearize(6, 8).tokens == want
+    mixture = refdec.MixtureDrafter([refdec.LlmaDrafter(k=4, index=index)])  # its copy shares the index
+    mixture.begin([1, 5, 6])
+    assert 9 in mixture.draft(6, 8, VOCAB).tokens
+    with pytest.raises(ValueError, match="non-negative"):
+        refdec.LlmaIndex([[1, -2]])
 
 
 def test_prompt_lookup_and_ngram_trie_settings():
@@ -211,18 +232,36 @@ def test_drafter_argument_errors():
         d.begin("not tokens")
 
 
-def test_token_ids_come_as_lists_tensors_or_arrays_alike():
-    import numpy as np
-    prompt, reference = [1, 5, 6], [7, 5, 6, 9, 10, 11]
-    want = None
-    for make in (list, lambda x: torch.tensor(x), lambda x: torch.tensor(x, dtype=torch.int32),
-                 lambda x: np.array(x, dtype=np.int64), lambda x: np.array(x, dtype=np.int32),
+def propose_from(make):
+    """LLMA's proposal after `make` turned the prompt and the reference into token ids."""
+    d = refdec.LlmaDrafter(k=4)
+    d.begin(make([1, 5, 6]), [make([7, 5, 6, 9, 10, 11])])
+    return d.propose(8).linearize(6, 8).tokens
+
+
+def test_token_ids_come_as_lists_or_arrays_alike():
+    want = propose_from(list)
+    assert want[:4] == [6, 9, 10, 11]
+    for make in (tuple, lambda x: np.array(x, dtype=np.int64), lambda x: np.array(x, dtype=np.int32),
+                 lambda x: np.array(x, dtype=np.uint8), lambda x: np.array(x, dtype=np.int16),
+                 lambda x: array.array("i", x), lambda x: memoryview(array.array("q", x)),
                  lambda x: np.array([v for v in x for _ in (0, 1)], dtype=np.int64)[::2]):  # a strided view
-        d = refdec.LlmaDrafter(k=4)
-        d.begin(make(prompt), [make(reference)])
-        got = d.propose(8).linearize(6, 8).tokens
-        want = want if want is not None else got
-        assert got == want and got[:4] == [6, 9, 10, 11]
+        assert propose_from(make) == want
+    d = refdec.LlmaDrafter(k=4)
+    for bad in (np.array([1.0, 2.0]), np.array([[1, 2]]), np.array([True, False]), np.array([1, 2], dtype=">i4")):
+        with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array"):
+            d.begin(bad, [])
+    for big in (np.array([1, 2**40]), np.array([1, -2**31 - 1]), np.array([2**32 - 1], dtype=np.uint32)):
+        with pytest.raises(ValueError, match="does not fit a 32-bit token id"):
+            d.begin(big, [])
+    for extreme in (-2**31, 2**31 - 1):  # fits, and arrives unchanged (as the bonus token)
+        assert refdec.greedy_accept(refdec.LinearTree.chain([1]), np.array([extreme])).tokens == [extreme]
+
+
+def test_token_ids_come_as_torch_tensors(torch):
+    want = propose_from(list)
+    assert propose_from(torch.tensor) == want and propose_from(lambda x: torch.tensor(x, dtype=torch.int32)) == want
+    assert propose_from(lambda x: torch.tensor(x).repeat_interleave(2)[::2]) == want  # a strided view
     d = refdec.LlmaDrafter(k=4)
     with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array"):
         d.begin(torch.tensor([1.0, 2.0]), [])

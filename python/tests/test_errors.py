@@ -1,8 +1,11 @@
 # Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 """Error translation: refdec's error family as Python exceptions with the C++ messages."""
 
+import importlib.util
+import subprocess
+import sys
+
 import pytest
-import torch
 
 import refdec
 
@@ -24,6 +27,12 @@ def test_argument_errors_are_value_errors_with_the_cpp_message():
 
 def test_io_errors_are_os_errors(tmp_path):
     with pytest.raises(OSError) as info:
+        refdec.Datastore.open(tmp_path / "none.bin")
+    assert isinstance(info.value, refdec.IoError) and "none.bin" in str(info.value)
+
+
+def test_io_errors_of_the_torch_part_are_the_same_os_errors(tmp_path, torch):
+    with pytest.raises(OSError) as info:
         refdec.LlamaModel.load_llama2c(tmp_path / "none.bin")
     assert isinstance(info.value, refdec.IoError) and "none.bin" in str(info.value)
     (tmp_path / "short.bin").write_bytes(b"\x01\x02")
@@ -31,7 +40,7 @@ def test_io_errors_are_os_errors(tmp_path):
         refdec.LlamaModel.load_llama2c(tmp_path / "short.bin")
 
 
-def test_libtorch_errors_are_runtime_errors_without_the_cpp_backtrace():
+def test_libtorch_errors_are_runtime_errors_without_the_cpp_backtrace(torch):
     c = refdec.LlamaConfig()
     c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 8, 16, 1, 2, 2, 11, 16
     # at::linear: libtorch 1.13 has no float16 matmul on the CPU (the packed kernels have one)
@@ -45,7 +54,7 @@ def test_libtorch_errors_are_runtime_errors_without_the_cpp_backtrace():
     # (libtorch 2.x runs float16 on the CPU: then there is nothing to translate)
 
 
-def test_linear_kernels_say_which_ran_and_reject_unknown_names():
+def test_linear_kernels_say_which_ran_and_reject_unknown_names(torch):
     c = refdec.LlamaConfig()
     c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 16, 32, 1, 2, 2, 11, 16
     fp32 = refdec.LlamaModel.random(c, 0)
@@ -74,6 +83,9 @@ def test_an_unfinished_tree_is_refused_not_read():
 def test_type_errors_stay_type_errors():
     with pytest.raises(TypeError):
         refdec.plan_step([1, 2], [0, 0])
+
+
+def test_a_dtype_is_a_torch_dtype(torch):
     with pytest.raises(ValueError, match="expected a torch.dtype"):
         refdec.LlamaModel.load_llama2c("x.bin", "float32")
 
@@ -88,13 +100,25 @@ def test_a_chooser_returning_no_token_id_is_a_type_error_naming_it():
     assert refdec.accept_with(plan, 0, lambda node, depth: 4).tokens == [4, 4]  # draft 4 accepted, then the bonus
 
 
-def test_an_interpreter_without_torch_is_told_what_the_module_needs():
-    # torch made unimportable in a fresh interpreter, as in a venv or pyenv python without it.
-    import subprocess
-    import sys
-    code = "import sys; sys.modules['torch'] = None; import refdec"
+def run_python(code):
+    """Runs `code` in a fresh interpreter; returns its exit status and standard error."""
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert run.returncode != 0
-    assert "ImportError: refdec: this interpreter" in run.stderr, run.stderr
-    assert "cannot import torch" in run.stderr and "refdec was built for" in run.stderr and "with torch" in run.stderr, run.stderr
-    assert "initialization failed" not in run.stderr, run.stderr
+    return run.returncode, run.stderr
+
+
+def test_an_interpreter_without_torch_is_told_what_the_torch_part_needs():
+    # torch made unimportable, as in a venv or pyenv python without it: the rest of refdec works.
+    rc, err = run_python("import sys; sys.modules['torch'] = None; import refdec; refdec.LinearTree.chain([1]); refdec.Session")
+    assert rc != 0 and "ImportError: refdec.Session is not available: " in err, err
+    if importlib.util.find_spec("refdec._torch") is None:
+        assert "refdec was built without its torch part" in err, err
+    else:
+        assert "it needs torch (Debian 12: python3-torch), and this interpreter" in err and "cannot import it" in err, err
+
+
+def test_another_torch_than_the_one_built_against_is_named(torch):
+    fake = "import sys, types; t = types.ModuleType('torch'); t.__version__ = '0.0'; sys.modules['torch'] = t"
+    rc, err = run_python(fake + "; import refdec; refdec.LinearTree.chain([1]); refdec.LlamaModel")
+    assert rc != 0 and "ImportError: refdec.LlamaModel is not available: refdec: this interpreter" in err, err
+    assert "has torch 0.0" in err and "refdec._torch was built for" in err and "with torch" in err, err
+    assert "initialization failed" not in err, err

@@ -1,10 +1,10 @@
 # Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-"""The step plan (tensor views), the walk (greedy, sampled, a Python chooser) and the keep plan."""
+"""The step plan (numpy views), the walk (greedy, sampled, a Python chooser) and the keep plan."""
 
 import random
 
+import numpy as np
 import pytest
-import torch
 
 import refdec
 
@@ -41,7 +41,7 @@ def test_plan_fields_and_mask():
     assert plan.indptr.tolist() == [0, trees[0].size, trees[0].size + trees[1].size + 2]
     assert plan.num_nodes.tolist() == [trees[0].size, trees[1].size]
     assert plan.num_rows == plan.indptr[-1] and plan.rows(1) == trees[1].size + 2 and plan.aux_rows(1) == 2
-    assert plan.tokens.dtype == torch.int32 and plan.positions.dtype == torch.int64 and plan.mask.dtype == torch.int64
+    assert plan.tokens.dtype == np.int32 and plan.positions.dtype == np.int64 and plan.mask.dtype == np.int64
     assert plan.tokens[: trees[0].size].tolist() == trees[0].tokens
     assert plan.positions[: trees[0].size].tolist() == [10 + d for d in trees[0].depth]
     assert plan.positions[-2:].tolist() == [1, 2] and plan.tokens[-2:].tolist() == [20, 21]
@@ -49,7 +49,7 @@ def test_plan_fields_and_mask():
     start = plan.mask_indptr.tolist()
     for b, tree in enumerate(trees):
         n, words = plan.rows(b), plan.mask_words(b)
-        packed = plan.mask[start[b]:start[b] + n * words].view(n, words)
+        packed = plan.mask[start[b]:start[b] + n * words].reshape(n, words)
         for i in range(n):
             for j in range(n):
                 bit = (int(packed[i, j // 64]) >> (j % 64)) & 1
@@ -59,12 +59,13 @@ def test_plan_fields_and_mask():
     assert plan.sees(1, trees[1].size + 1, 0) and plan.sees(1, trees[1].size + 1, trees[1].size)
 
 
-def test_plan_tensors_are_views_kept_alive():
+def test_plan_arrays_are_views_kept_alive():
     plan = refdec.plan_step([refdec.LinearTree.chain([1, 2, 3])], [5])
     tokens = plan.tokens
-    assert tokens.data_ptr() == plan.tokens.data_ptr()  # the plan's own memory, no copy
+    assert tokens.ctypes.data == plan.tokens.ctypes.data  # the plan's own memory, no copy
     del plan
     assert tokens.tolist() == [1, 2, 3]  # the view keeps its plan alive
+    assert refdec.StepPlan().tokens.tolist() == [] and refdec.StepPlan().indptr.tolist() == [0]
     out = refdec.StepPlan()
     assert refdec.plan_step([refdec.LinearTree.chain([1])], [0], out=out) is out
     assert out.batch == 1 and repr(out).startswith("<refdec.StepPlan")
@@ -76,7 +77,7 @@ def test_greedy_walk_matches_the_reference_walk_and_keep_plan():
         trees = [random_tree(rng, rng.randrange(50), rng.choice([1, 8, 64, 100])) for _ in range(batch)]
         lengths = [rng.randrange(100) for _ in trees]
         plan = refdec.plan_step(trees, lengths, 50)
-        targets = torch.tensor([rng.choice(plan.tokens.tolist()) for _ in range(plan.num_rows)], dtype=torch.int64)
+        targets = np.array([rng.choice(plan.tokens.tolist()) for _ in range(plan.num_rows)], dtype=np.int64)
         accepted = refdec.accept_greedy(plan, targets)
         keep = refdec.keep_accepted(plan, accepted)
         for b, tree in enumerate(trees):
@@ -115,8 +116,8 @@ def test_sampled_walk_equals_sample_then_match_in_python():
     for trial in range(20):
         tree = random_tree(rng, 3, 30, vocab)
         plan = refdec.plan_step([tree], [3], vocab)
-        logits = torch.randn(plan.num_rows, vocab, generator=torch.Generator().manual_seed(trial)) * 3
-        acc = refdec.accept_sampled(plan, 0, logits.clone(), refdec.LogitsProcessor(opts), counts, trial)
+        logits = np.random.default_rng(trial).standard_normal((plan.num_rows, vocab), dtype=np.float32) * 3
+        acc = refdec.accept_sampled(plan, 0, logits.copy(), refdec.LogitsProcessor(opts), counts, trial)
         processor = refdec.LogitsProcessor(opts)
 
         def choose(node, depth):
@@ -124,7 +125,7 @@ def test_sampled_walk_equals_sample_then_match_in_python():
             while j > 0:
                 prefix.insert(0, tree.tokens[j])
                 j = tree.parent[j]
-            row = logits[node].clone()
+            row = logits[node].copy()
             processor.process(row, counts, prefix)
             return refdec.sample_from_probs(row, refdec.uniform(opts.seed, trial + depth))
 
@@ -132,21 +133,23 @@ def test_sampled_walk_equals_sample_then_match_in_python():
         assert acc.tokens == tokens and acc.nodes == nodes
     # A root-only tree is plain sampling, for the same seed and position.
     plan = refdec.plan_step([refdec.LinearTree.chain([3])], [3], vocab)
-    row = torch.randn(1, vocab)
-    acc = refdec.accept_sampled(plan, 0, row.clone(), refdec.LogitsProcessor(opts), counts, 17)
-    assert acc.tokens == [refdec.LogitsProcessor(opts).sample(row[0].clone(), counts, 17)]
+    row = np.random.default_rng(17).standard_normal((1, vocab), dtype=np.float32)
+    acc = refdec.accept_sampled(plan, 0, row.copy(), refdec.LogitsProcessor(opts), counts, 17)
+    assert acc.tokens == [refdec.LogitsProcessor(opts).sample(row[0].copy(), counts, 17)]
 
 
 def test_walk_argument_errors():
     plan = refdec.plan_step([refdec.LinearTree.chain([1, 2])], [0])
     with pytest.raises(ValueError, match="expected 2 token ids"):
-        refdec.accept_greedy(plan, torch.tensor([1]))
-    with pytest.raises(ValueError, match="integer tensor"):
-        refdec.accept_greedy(plan, torch.tensor([1.0, 2.0]))
+        refdec.accept_greedy(plan, np.array([1]))
+    with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array, got float64 array"):
+        refdec.accept_greedy(plan, np.array([1.0, 2.0]))
     with pytest.raises(ValueError, match="out of range"):
         refdec.accept_all(plan, 1)
     with pytest.raises(ValueError, match="float32"):
-        refdec.accept_sampled(plan, 0, torch.zeros(2, 4, dtype=torch.float64), refdec.LogitsProcessor(refdec.SamplingOptions()),
+        refdec.accept_sampled(plan, 0, np.zeros((2, 4)), refdec.LogitsProcessor(refdec.SamplingOptions()), refdec.TokenCounts(4), 0)
+    with pytest.raises(ValueError, match="writable contiguous 2-D float32"):
+        refdec.accept_sampled(plan, 0, np.zeros((4, 2), dtype=np.float32).T, refdec.LogitsProcessor(refdec.SamplingOptions()),
                               refdec.TokenCounts(4), 0)
 
     def broken(node, depth):
@@ -165,3 +168,19 @@ def test_walk_argument_errors():
     chain = refdec.plan_step([refdec.LinearTree.chain([1, 2, 3])], [0])
     with pytest.raises(ValueError, match="not a child"):
         refdec.keep_accepted(refdec.plan_step([star], [0]), [refdec.accept_all(chain, 0)])
+
+
+def test_torch_tensors_in_and_out(torch):
+    plan = refdec.plan_step([refdec.LinearTree.chain([1, 2, 3])], [5], 8)
+    tokens = torch.from_numpy(plan.tokens)  # the plan's memory, shared
+    assert tokens.data_ptr() == plan.tokens.ctypes.data and tokens.dtype == torch.int32
+    assert torch.from_numpy(plan.mask).dtype == torch.int64 and torch.from_numpy(plan.positions).tolist() == [5, 6, 7]
+    assert refdec.accept_greedy(plan, torch.tensor([2, 3, 4]))[0].tokens == [2, 3, 4]  # an int64 tensor of targets
+    with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array, got float32 array"):
+        refdec.accept_greedy(plan, torch.zeros(3))
+    # A float32 CPU tensor of logits is processed in place, as a numpy array is.
+    logits = torch.zeros(3, 8)
+    logits[0, 2] = 5.0
+    greedy = refdec.LogitsProcessor(refdec.SamplingOptions(temperature=0.0))
+    assert refdec.accept_sampled(plan, 0, logits, greedy, refdec.TokenCounts(8), 0).tokens == [2, 0]
+    assert logits[:2].tolist() == [[0, 0, 1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0]]  # the visited rows: probabilities

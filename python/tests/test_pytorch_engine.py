@@ -3,10 +3,12 @@
 refdec's C++ Session), sampled output the C++ Session's plain sampling for the same seed."""
 
 import pytest
-import torch
 
-import pytorch_engine as engine
-import refdec
+pytest.importorskip("torch")
+pytest.importorskip("refdec._torch", reason="refdec was built without refdec._torch")
+
+import pytorch_engine as engine  # noqa: E402
+import refdec  # noqa: E402
 
 
 def check(path, max_new_tokens, drafters, references=None, prompts=None):

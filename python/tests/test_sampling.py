@@ -1,8 +1,8 @@
 # Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 """Sampling options, the logits processor, token counts, the counter-based uniform, step costs."""
 
+import numpy as np
 import pytest
-import torch
 
 import refdec
 
@@ -35,23 +35,37 @@ def test_processor_and_counts():
     assert counts.vocab_size == 8 and counts.in_prompt(1) and not counts.in_prompt(3)
     assert counts.output_count(3) == 2 and counts.present == [1, 2, 3]
     greedy = refdec.LogitsProcessor(refdec.SamplingOptions(temperature=0.0))
-    row = torch.tensor([0.0, 5.0, 1.0, 5.0, 0, 0, 0, 0])
+    row = np.array([0.0, 5.0, 1.0, 5.0, 0, 0, 0, 0], dtype=np.float32)
     greedy.process(row, counts)
     assert row.tolist() == [0, 1, 0, 0, 0, 0, 0, 0]  # the first maximum, in place
     p = refdec.LogitsProcessor(refdec.SamplingOptions(top_k=2, seed=1))
     assert p.options.top_k == 2
-    logits = torch.tensor([0.0, 3.0, 2.0, -1.0, 0, 0, 0, 0])
-    draws = {p.sample(logits.clone(), counts, k) for k in range(50)}
+    logits = np.array([0.0, 3.0, 2.0, -1.0, 0, 0, 0, 0], dtype=np.float32)
+    draws = {p.sample(logits.copy(), counts, k) for k in range(50)}
     assert draws == {1, 2}
-    row = logits.clone()
+    row = logits.copy()
     p.process(row, counts, [5])
     assert abs(float(row.sum()) - 1.0) < 1e-6 and float(row[1]) > float(row[2]) > 0
-    assert refdec.sample_from_probs(torch.tensor([0.0, 0.0, 1.0]), 0.3) == 2
-    assert refdec.sample_from_probs(torch.zeros(3), 0.3) == -1
+    assert refdec.sample_from_probs(np.array([0.0, 0.0, 1.0], dtype=np.float32), 0.3) == 2
+    assert refdec.sample_from_probs(np.zeros(3, dtype=np.float32), 0.3) == -1
     with pytest.raises(ValueError, match="outside the vocabulary"):
         counts.add_output([8])
     with pytest.raises(ValueError, match="float32"):
-        p.process(torch.zeros(8, dtype=torch.float64), counts)
+        p.process(np.zeros(8), counts)
+    frozen = np.zeros(8, dtype=np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="expected a writable contiguous 1-D float32"):
+        p.process(frozen, counts)
+
+
+def test_torch_rows_are_processed_in_place(torch):
+    counts = refdec.TokenCounts(4)
+    row = torch.tensor([0.0, 2.0, 7.0, 1.0])
+    refdec.LogitsProcessor(refdec.SamplingOptions(temperature=0.0)).process(row, counts)
+    assert row.tolist() == [0, 0, 1, 0]
+    assert refdec.sample_from_probs(torch.tensor([0.0, 1.0, 0.0]), 0.5) == 1
+    with pytest.raises(ValueError, match="float32"):
+        refdec.sample_from_probs(torch.ones(3, dtype=torch.float64), 0.5)
 
 
 def test_step_cost_and_budget():

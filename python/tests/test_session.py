@@ -1,10 +1,13 @@
 # Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 """The Session from Python: continuous batching, drafters, sampling, both KV stores, errors."""
 
+import numpy as np
 import pytest
-import torch
 
 import refdec
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("refdec._torch", reason="refdec was built without refdec._torch")
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +51,7 @@ PROMPTS = [[1, 5, 9, 5, 9, 5], [1], [1, 20, 21, 22, 20, 21, 22, 20, 21], [1, 33]
 @pytest.mark.parametrize("kv_store", ["contiguous", "paged"])
 def test_continuous_batching_equals_each_request_alone(model, kv_store):
     options = refdec.GenerateOptions(max_new_tokens=24, budget=8, prefill_chunk=4)
+    assert refdec.GenerateOptions(drafting_threads=2).drafting_threads == 2
     session = refdec.Session(model, options, kv_store=kv_store)
     drafters = [refdec.LlmaDrafter(n=1, k=8, self_reference=True), refdec.NgramTrieDrafter(n=6),
                 refdec.LookaheadDrafter(window=3, ngram=3, guesses=4), None]
@@ -79,6 +83,7 @@ def test_continuous_batching_equals_each_request_alone(model, kv_store):
     assert stats.verify.model > 0 and stats.total_seconds > 0 and stats.drafting.steps > 0
     assert drafters[0].stats.steps > 0  # a borrowed drafter's statistics stay with it
     assert session.last_plan.batch >= 1 and session.model.vocab_size == 97
+    assert isinstance(session.last_plan.tokens, np.ndarray) and len(session.last_plan.tokens) == session.last_plan.num_rows
 
 
 def test_sampled_requests_are_plain_sampling_for_their_seed(model):
@@ -120,6 +125,8 @@ def test_session_errors_leave_the_session_unchanged(model):
         session.add([1, 97])
     with pytest.raises(ValueError, match="reference 0 token 1"):
         session.add([1], references=[[1, -2]])
+    with pytest.raises(refdec.ArgumentError, match="does not fit a 32-bit token id"):  # raised in refdec._torch
+        session.add(np.array([1, 2**40]))
     with pytest.raises(ValueError, match="budget must be >= 0"):
         session.add([1], budget=-1)
     with pytest.raises(ValueError, match="top_p"):
@@ -198,6 +205,14 @@ def test_step_cost_tracker():
     learned = tracker.current()
     assert tracker.observations == 100
     assert abs(learned.seconds(8) / learned.seconds(1) - 1.85) < 0.1
+    # Steps of 16 sequences: 2 ms per sequence beyond one sequence's step of the same tokens.
+    batched = refdec.StepCostTracker(prior)
+    assert batched.overhead(16) == 0.0
+    for _ in range(20):
+        batched.observe(640, prior.seconds(640) + 15 * 0.002, batch=16)
+    assert abs(batched.overhead(16) - 15 * 0.002) < 1e-9
+    assert abs(batched.current(16).seconds(640) - batched.current().seconds(640) - 15 * 0.002) < 1e-9
+    assert batched.current(1).seconds(8) == batched.current().seconds(8) == prior.seconds(8)
     with pytest.raises(ValueError, match="not flat"):
         refdec.StepCostTracker(refdec.StepCost.flat())
     with pytest.raises(ValueError, match="at least one token"):

@@ -1,18 +1,15 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// The `refdec` Python module: drafters, draft trees, the step plan, the walk, sampling, the
-// datastore and the Session, over the same libtorch as the C++ library (tensors pass without
-// copies). One translation unit: libtorch's headers cost most of its build time.
+// refdec._core: the part of the `refdec` package that needs no torch: drafters, draft trees, the
+// step plan, the walk, the keep plan, sampling, step costs, suffix-array datastores and the
+// StepDriver. Arrays come in as anything numpy views (numpy arrays, torch CPU tensors, buffers) and
+// go out as numpy arrays over refdec's own memory. No torch header: it links neither libtorch nor
+// libc10 (python/tests/test_no_torch.py checks), and numpy is needed at run time only.
 
-#include <ATen/core/ivalue.h>  // first: clang + libtorch 1.13 in C++20 needs it before the rest
-#include <ATen/ATen.h>
 #include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
-#include <torch/csrc/Dtype.h>
-#include <torch/csrc/utils/pybind.h>
-#include <torch/csrc/DynamicTypes.h>
-#include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdint>
 #include <functional>
@@ -20,165 +17,92 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
-#include <variant>
 #include <vector>
 
+#include "bindings_common.hpp"
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampled_accept.hpp"
 #include "refdec/core/sampling.hpp"
 #include "refdec/core/step_cost.hpp"
+#include "refdec/core/step_driver.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
+#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
-#include "refdec/drafters/history.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
 #include "refdec/drafters/reference_index.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "refdec/drafters/suffix_decoding.hpp"
-#include "refdec/torch/contiguous_kv_store.hpp"
-#include "refdec/torch/errors.hpp"
-#include "refdec/torch/llama.hpp"
-#include "refdec/torch/llama2c_loader.hpp"
-#include "refdec/torch/paged_kv_store.hpp"
-#include "refdec/torch/session.hpp"
 
-namespace py = pybind11;
 using namespace refdec;
-
-namespace pybind11::detail {
-// Token ids from Python. A torch.Tensor (1-D, integer, CPU) and a 1-D int32 or int64 buffer (a
-// numpy array) are read in one pass over their memory (a 2M-token list element by element takes
-// about half a second); anything else goes through pybind11's list caster, element by element.
-template <>
-struct type_caster<std::vector<refdec::Token>> : list_caster<std::vector<refdec::Token>, refdec::Token> {
-  bool load(handle src, bool convert) {
-    if (THPVariable_Check(src.ptr())) {
-      load_tensor(THPVariable_Unpack(src.ptr()));
-      return true;
-    }
-    if (PyObject_CheckBuffer(src.ptr()) && !PyBytes_Check(src.ptr()) && !PyByteArray_Check(src.ptr())) {
-      const buffer_info info = reinterpret_borrow<buffer>(src).request();
-      const bool integer = info.format == "i" || info.format == "l" || info.format == "q";  // C int, long, long long
-      if (info.ndim == 1 && integer && (info.itemsize == 4 || info.itemsize == 8)) {
-        const auto dtype = info.itemsize == 4 ? at::kInt : at::kLong;
-        // A view of the buffer (its stride in elements), read once while `info` holds it.
-        load_tensor(at::from_blob(info.ptr, {info.shape[0]}, {info.strides[0] / info.itemsize}, at::TensorOptions().dtype(dtype)));
-        return true;
-      }
-    }
-    return list_caster::load(src, convert);
-  }
-
- private:
-  void load_tensor(const at::Tensor& t) {
-    REFDEC_CHECK(t.dim() == 1 && t.device().is_cpu() && !at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()) &&
-                     t.scalar_type() != at::kBool,
-                 "token ids: expected a 1-D integer CPU tensor or array, got " << t.toString() << " " << t.sizes());
-    if (t.numel() > 0 && t.scalar_type() == at::kLong) {
-      const auto lo = t.min().item<std::int64_t>(), hi = t.max().item<std::int64_t>();
-      REFDEC_CHECK(lo >= std::numeric_limits<refdec::Token>::min() && hi <= std::numeric_limits<refdec::Token>::max(),
-                   "token ids: " << (lo < std::numeric_limits<refdec::Token>::min() ? lo : hi) << " does not fit a 32-bit token id");
-    }
-    const at::Tensor c = t.to(at::kInt).contiguous();
-    const auto* p = c.data_ptr<refdec::Token>();
-    value.assign(p, p + c.numel());
-  }
-};
-}  // namespace pybind11::detail
+using namespace refdec_python;
 
 namespace {
 
-using Tokens = std::vector<Token>;
-using gil_release = py::call_guard<py::gil_scoped_release>;
+// --- arrays --------------------------------------------------------------------------------------
 
-// --- tensors -------------------------------------------------------------------------------------
-
-// A 1-D tensor over `v`'s storage, no copy. The caller ties the owner's lifetime to the tensor
-// (py::keep_alive); the view is valid until the owner's arrays are next written.
-template <class T>
-at::Tensor view_of(std::vector<T>& v, at::ScalarType dtype) {
-  if (v.empty()) return at::empty({0}, at::TensorOptions().dtype(dtype));
-  return at::from_blob(v.data(), {static_cast<std::int64_t>(v.size())}, at::TensorOptions().dtype(dtype));
+// A [n] numpy array of Out over `v`'s memory, no copy: numpy holds `owner` as the array's base, so
+// the view keeps it alive; the view is valid until the owner's arrays are next written.
+template <class Out, class T>
+py::array_t<Out> view_of(py::handle owner, std::vector<T>& v) {
+  static_assert(sizeof(Out) == sizeof(T));
+  if (v.empty()) return py::array_t<Out>(0);
+  return py::array_t<Out>({static_cast<py::ssize_t>(v.size())}, {static_cast<py::ssize_t>(sizeof(T))}, reinterpret_cast<Out*>(v.data()),
+                          owner);
 }
 
-// A property getter that returns a view of its object's memory: the view keeps the object alive
-// (a property's own extras would not reach its getter).
-template <class F>
-py::cpp_function tensor_view(F getter) {
-  return py::cpp_function(std::move(getter), py::keep_alive<0, 1>());
+// The getter of an array property: a view (view_of) of the object's `member`, its elements read as Out.
+template <class Out, class C, class T>
+py::cpp_function array_view(std::vector<T> C::*member) {
+  return py::cpp_function([member](py::object self) { return view_of<Out>(self, self.cast<C&>().*member); });
 }
 
-// A CPU tensor's elements as int32 tokens: the tensor itself when it already is contiguous int32,
-// else one converted copy.
-at::Tensor as_tokens(const at::Tensor& t, std::int64_t want, const char* what) {
-  REFDEC_CHECK(t.defined() && t.dim() == 1, what << ": expected a 1-D tensor of token ids");
-  REFDEC_CHECK(t.device().is_cpu(), what << ": expected a CPU tensor, got one on " << t.device());
-  REFDEC_CHECK(t.size(0) == want, what << ": expected " << want << " token ids, got " << t.size(0));
-  REFDEC_CHECK(!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type()) && t.scalar_type() != at::kBool,
-               what << ": expected an integer tensor, got " << t.scalar_type());
-  return t.to(at::kInt).contiguous();
+// Logits or probabilities as refdec reads them (and, with `writes`, overwrites them in place): a
+// C-contiguous float32 array of `ndim` dimensions over `src`'s own memory (a numpy array, a torch
+// CPU tensor).
+py::array float32_array(py::handle src, py::ssize_t ndim, bool writes, const char* who) {
+  const py::array a = as_array(src);
+  const py::dtype dt = a.dtype();
+  REFDEC_CHECK(a.ndim() == ndim && dt.kind() == 'f' && dt.itemsize() == 4 && dt.byteorder() == '=' &&
+                   (a.flags() & py::array::c_style) != 0 && (a.writeable() || !writes),
+               who << ": expected a" << (writes ? " writable" : "") << " contiguous " << ndim << "-D float32 CPU tensor or array, got "
+                   << describe_array(a));
+  return a;
 }
 
-// A torch.dtype argument; None is torch.float32.
-at::ScalarType scalar_type_of(const py::handle& dtype) {
-  if (dtype.is_none()) return at::kFloat;
-  REFDEC_CHECK(THPDtype_Check(dtype.ptr()), "expected a torch.dtype, got " << py::str(py::type::of(dtype)).cast<std::string>());
-  return reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+// The elements of an array float32_array() accepted.
+std::span<float> float32_span(const py::array& a) {
+  return {static_cast<float*>(const_cast<void*>(a.data())), static_cast<std::size_t>(a.size())};
 }
 
-py::object dtype_object(at::ScalarType t) {
-  return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t)));
+// Greedy targets: the target's token at each of the plan's `rows` rows.
+void check_targets(const Tokens& targets, std::int32_t rows, const char* who) {
+  REFDEC_CHECK(targets.size() == static_cast<std::size_t>(rows), who << ": targets: expected " << rows << " token ids, got " << targets.size());
 }
 
 // --- drafters ------------------------------------------------------------------------------------
 
-// A Python drafter: any refdec drafter behind AnyDrafter, a factory for fresh copies with the same
-// settings (a mixture owns its sources), the scratch of draft_step, and a lock: drafting runs
-// without the GIL, so two Python threads could otherwise enter one drafter at once.
-struct PyDrafter {
-  explicit PyDrafter(std::function<AnyDrafter()> factory) : make(std::move(factory)), drafter(make()) {}
-  virtual ~PyDrafter() = default;
-
-  std::function<AnyDrafter()> make;
-  AnyDrafter drafter;
-  DraftScratch scratch;
-  std::mutex mutex;
-  bool in_session = false;  // a Session request drives it: direct calls would interleave with its steps
-
-  void check_free() const {
-    REFDEC_CHECK(!in_session, "drafter '" << drafter.name() << "' is in use by a Session or StepDriver request until it leaves");
-  }
-};
-
-// Runs f() on d without the GIL and under d's lock. The lock is taken after the GIL is released:
-// a thread that blocked on it while holding the GIL would deadlock with the thread inside, which
-// needs the GIL back to return.
-template <class F>
-decltype(auto) with_drafter(PyDrafter& d, F&& f) {
-  d.check_free();
-  py::gil_scoped_release release;
-  std::lock_guard<std::mutex> lock(d.mutex);
-  return f();
-}
-
 struct PyNoDrafter : PyDrafter {
   PyNoDrafter() : PyDrafter([] { return AnyDrafter(NoDrafter{}); }) {}
 };
+// Fresh copies share the index, when there is one.
 struct PyLlmaDrafter : PyDrafter {
-  explicit PyLlmaDrafter(LlmaOptions o) : PyDrafter([o] { return AnyDrafter(LlmaDrafter(o)); }), options(o) {}
+  PyLlmaDrafter(LlmaOptions o, std::shared_ptr<const LlmaIndex> i)
+      : PyDrafter([o, i] { return i ? AnyDrafter(LlmaDrafter(i, o)) : AnyDrafter(LlmaDrafter(o)); }), options(o), index(std::move(i)) {}
   LlmaOptions options;
+  std::shared_ptr<const LlmaIndex> index;
 };
 struct PyPromptLookupDrafter : PyDrafter {
   explicit PyPromptLookupDrafter(PromptLookupOptions o)
@@ -242,61 +166,6 @@ struct PyMixtureDrafter : PyDrafter {
   std::shared_ptr<const MixtureStatistics> statistics;
 };
 
-// --- sessions ------------------------------------------------------------------------------------
-
-using ContiguousSession = Session<LlamaModel, ContiguousKvStore>;
-using PagedSession = Session<LlamaModel, PagedKvStore>;
-
-// The Python drafters a Session's or StepDriver's requests borrow: kept alive and marked busy
-// until their request leaves (or the owner is dropped).
-struct BorrowedDrafters {
-  std::unordered_map<RequestId, py::object> borrowed;
-
-  BorrowedDrafters() = default;
-  BorrowedDrafters(const BorrowedDrafters&) = delete;
-  BorrowedDrafters& operator=(const BorrowedDrafters&) = delete;
-  ~BorrowedDrafters() {
-    for (auto& entry : borrowed) entry.second.cast<PyDrafter&>().in_session = false;
-  }
-  void lend(RequestId id, py::object drafter) {
-    drafter.cast<PyDrafter&>().in_session = true;
-    borrowed.emplace(id, std::move(drafter));
-  }
-  void release(RequestId id) {
-    const auto it = borrowed.find(id);
-    if (it == borrowed.end()) return;
-    it->second.cast<PyDrafter&>().in_session = false;
-    borrowed.erase(it);
-  }
-  void release_finished(const std::vector<RequestUpdate>& updates) {
-    for (const RequestUpdate& u : updates)
-      if (u.finished) release(u.id);
-  }
-  // Runs f() without the GIL and under the lock of every borrowed drafter: no Python thread may be
-  // inside one meanwhile (the locks are taken after the GIL is released, as in with_drafter()).
-  template <class F>
-  decltype(auto) locked(F&& f) {
-    std::vector<std::mutex*> locks;
-    for (auto& entry : borrowed) locks.push_back(&entry.second.cast<PyDrafter&>().mutex);
-    py::gil_scoped_release release;
-    std::vector<std::unique_lock<std::mutex>> held;
-    for (std::mutex* mu : locks) held.emplace_back(*mu);
-    return f();
-  }
-};
-
-// A Session over one of the two KV stores, plus the Python drafters its requests borrow.
-struct PySession {
-  std::shared_ptr<const LlamaModel> model;
-  std::variant<std::unique_ptr<ContiguousSession>, std::unique_ptr<PagedSession>> session;
-  BorrowedDrafters drafters;
-
-  template <class F>
-  decltype(auto) visit(F&& f) {
-    return std::visit([&](auto& s) -> decltype(auto) { return f(*s); }, session);
-  }
-};
-
 // A StepDriver plus the Python drafters its sequences borrow.
 struct PyStepDriver {
   explicit PyStepDriver(StepDriverOptions options) : driver(options) {}
@@ -306,9 +175,7 @@ struct PyStepDriver {
 
 // --- errors --------------------------------------------------------------------------------------
 
-PyObject* g_error = nullptr;
-PyObject* g_argument_error = nullptr;
-PyObject* g_io_error = nullptr;
+ErrorTypes g_errors;
 
 PyObject* new_exception(py::module_& m, const char* name, py::tuple bases, const char* doc) {
   const std::string qualified = std::string("refdec.") + name;
@@ -327,53 +194,18 @@ std::string join(const std::vector<T>& v) {
 
 }  // namespace
 
-// Imports torch, which must be the one the module was built against (its Python state must exist
-// before tensors cross the boundary). Anything else is an ImportError that says which interpreter
-// and which torch the module needs: a std::exception thrown here becomes an ImportError carrying
-// its message (an error_already_set would become pybind11's bare "initialization failed").
-void import_the_torch_built_against() {
-  const std::string here = py::str(py::module_::import("sys").attr("executable")).cast<std::string>() + " (Python " +
-                           py::str(py::module_::import("platform").attr("python_version")()).cast<std::string>() + ")";
-  const std::string needed = std::string("refdec was built for ") + REFDEC_PYTHON_BUILT_FOR + " (Python " + REFDEC_PYTHON_VERSION_BUILT_FOR +
-                             ") with torch " + REFDEC_TORCH_BUILT_WITH +
-                             " (Debian 12: /usr/bin/python3 and python3-torch); run it with that interpreter.";
-  py::object torch;
-  try {
-    torch = py::module_::import("torch");
-  } catch (py::error_already_set& e) {
-    throw std::runtime_error("refdec: this interpreter, " + here + ", cannot import torch (" + e.what() + "). " + needed);
-  }
-  const std::string version = py::str(torch.attr("__version__")).cast<std::string>();
-  if (version != REFDEC_TORCH_BUILT_WITH)
-    throw std::runtime_error("refdec: this interpreter, " + here + ", has torch " + version + ". " + needed);
-}
-
-PYBIND11_MODULE(refdec, m) {
-  import_the_torch_built_against();
-  m.doc() = "refdec: reference-guided speculative decoding (drafters, draft trees, the step plan, the walk, "
-            "sampling, suffix-array datastores and a continuous-batching Session on libtorch).";
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "refdec's torch-free part (part of the refdec package): drafters, draft trees, the step plan, the walk, "
+            "sampling, suffix-array datastores and the StepDriver.";
   m.attr("__version__") = "0.1.0";
 
   // Errors: one family, each also a standard Python exception, with refdec's messages.
-  g_error = new_exception(m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError)),
-                          "Base of every refdec error (a RuntimeError).");
-  g_argument_error = new_exception(m, "ArgumentError", py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError)),
-                                   "A bad argument or input value (also a ValueError).");
-  g_io_error = new_exception(m, "IoError", py::make_tuple(py::handle(g_error), py::handle(PyExc_OSError)),
-                             "A file refdec cannot use: missing, unreadable, truncated, bad format (also an OSError).");
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const ArgumentError& e) {
-      PyErr_SetString(g_argument_error, e.what());
-    } catch (const IoError& e) {
-      PyErr_SetString(g_io_error, e.what());
-    } catch (const Error& e) {
-      PyErr_SetString(g_error, e.what());
-    } catch (const c10::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, describe(e).c_str());
-    }
-  });
+  g_errors.error = new_exception(m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError)), "Base of every refdec error (a RuntimeError).");
+  g_errors.argument = new_exception(m, "ArgumentError", py::make_tuple(py::handle(g_errors.error), py::handle(PyExc_ValueError)),
+                                    "A bad argument or input value (also a ValueError).");
+  g_errors.io = new_exception(m, "IoError", py::make_tuple(py::handle(g_errors.error), py::handle(PyExc_OSError)),
+                              "A file refdec cannot use: missing, unreadable, truncated, bad format (also an OSError).");
+  py::register_local_exception_translator([](std::exception_ptr p) { translate_errors(p, g_errors); });
 
   // --- draft trees ---------------------------------------------------------------------------------
   py::class_<LinearTree>(m, "LinearTree",
@@ -499,28 +331,28 @@ PYBIND11_MODULE(refdec, m) {
       .def_property_readonly("present", [](const TokenCounts& c) { return Tokens(c.present().begin(), c.present().end()); },
                              "Distinct tokens seen, in order of first occurrence.");
 
-  auto float_row = [](const at::Tensor& t, const char* who) {
-    REFDEC_CHECK(t.defined() && t.dim() == 1 && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(),
-                 who << ": expected a contiguous 1-D float32 CPU tensor");
-    return std::span<float>(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()));
-  };
   py::class_<LogitsProcessor>(m, "LogitsProcessor", "Turns logits into the probabilities a request samples from (one per thread).")
       .def(py::init<const SamplingOptions&>(), py::arg("options"))
       .def_property_readonly("options", &LogitsProcessor::options, "The settings.")
-      .def("process", [float_row](LogitsProcessor& p, const at::Tensor& row, const TokenCounts& counts, const Tokens& path) {
-             p.process(float_row(row, "LogitsProcessor.process"), counts, path);
+      .def("process", [](LogitsProcessor& p, const py::object& row, const TokenCounts& counts, const Tokens& path) {
+             const py::array a = float32_array(row, 1, true, "LogitsProcessor.process");
+             p.process(float32_span(a), counts, path);
            }, py::arg("row"), py::arg("counts"), py::arg("path") = Tokens{},
-           "Replaces a row of logits ([vocab] float32) by probabilities, in place; the row follows the counted sequence then `path`.")
-      .def("sample", [float_row](LogitsProcessor& p, const at::Tensor& logits, const TokenCounts& counts, std::uint64_t generated) {
-             return p.sample(float_row(logits, "LogitsProcessor.sample"), counts, generated);
+           "Replaces a row of logits ([vocab] float32, a numpy array or CPU tensor) by probabilities, in place; the row "
+           "follows the counted sequence then `path`.")
+      .def("sample", [](LogitsProcessor& p, const py::object& logits, const TokenCounts& counts, std::uint64_t generated) {
+             const py::array a = float32_array(logits, 1, true, "LogitsProcessor.sample");
+             return p.sample(float32_span(a), counts, generated);
            }, py::arg("logits"), py::arg("counts"), py::arg("generated"),
            "Plain sampling: processes `logits` in place and draws output position `generated` with uniform(seed, generated).");
   m.def("uniform", &uniform, py::arg("seed"), py::arg("counter"),
         "The uniform number in [0, 1) at position `counter` of the random stream `seed` (Philox4x32-10).");
-  m.def("sample_from_probs", [float_row](const at::Tensor& probs, double u) {
-          const auto s = float_row(probs, "sample_from_probs");
+  m.def("sample_from_probs", [](const py::object& probs, double u) {
+          const py::array a = float32_array(probs, 1, false, "sample_from_probs");
+          const std::span<float> s = float32_span(a);
           return sample_from_probs(s.data(), static_cast<std::int32_t>(s.size()), u);
-        }, py::arg("probs"), py::arg("u"), "Inverse-CDF draw from a row of non-negative weights; -1 when none is positive.");
+        }, py::arg("probs"), py::arg("u"),
+        "Inverse-CDF draw from a row of non-negative weights ([n] float32); -1 when none is positive.");
 
   py::class_<StepCost>(m, "StepCost", "Seconds a verification step takes by tokens run: flat, affine or calibrated.")
       .def(py::init<>(), "The flat model (every step costs 1).")
@@ -537,9 +369,14 @@ PYBIND11_MODULE(refdec, m) {
            }),
            py::arg("prior"), py::arg("half_life") = 32.0, py::arg("fallback_weight") = 1.0,
            "Learns around `prior` (measured or affine, not flat); half_life in observations.")
-      .def("observe", &StepCostTracker::observe, py::arg("tokens"), py::arg("seconds"),
-           "One timed step that ran `tokens` tokens in `seconds`.")
-      .def("current", &StepCostTracker::current, "The learned cost, a StepCost.")
+      .def("observe", [](StepCostTracker& t, std::size_t tokens, double seconds, std::size_t batch) { t.observe(tokens, seconds, batch); },
+           py::arg("tokens"), py::arg("seconds"), py::arg("batch") = 1,
+           "One timed step of `batch` sequences that ran `tokens` tokens in all in `seconds`.")
+      .def("current", [](const StepCostTracker& t, std::size_t batch) { return t.current(batch); }, py::arg("batch") = 1,
+           "The learned cost of a step of `batch` sequences by its total tokens, a StepCost: one sequence's curve plus "
+           "the overhead learned for that batch size.")
+      .def("overhead", &StepCostTracker::overhead, py::arg("batch"),
+           "Seconds a step of `batch` sequences costs beyond one sequence's step of the same tokens.")
       .def("correction", &StepCostTracker::correction, py::arg("tokens"),
            "The factor the prior is multiplied by at `tokens` tokens.")
       .def_property_readonly("prior", &StepCostTracker::prior, "The calibration it learns around.")
@@ -550,8 +387,8 @@ PYBIND11_MODULE(refdec, m) {
   // --- the step plan, the walk, the keep plan --------------------------------------------------------
   py::class_<StepPlan>(m, "StepPlan",
                        "One verification step of a batch, ragged and packed (docs/engine.md). The array properties are "
-                       "torch.Tensor views of the plan's own memory (no copy), valid until the plan is next written "
-                       "(plan_step(..., out=plan)); clone() one to keep it.")
+                       "numpy arrays over the plan's own memory (no copy; torch.from_numpy(a) shares it too), valid until "
+                       "the plan is next written (plan_step(..., out=plan)); copy() one to keep it.")
       .def(py::init<>(), "An empty plan (reuse it through plan_step(..., out=plan)).")
       .def_property_readonly("batch", &StepPlan::batch, "Number of sequences.")
       .def_property_readonly("num_rows", py::overload_cast<>(&StepPlan::rows, py::const_), "Rows of all sequences.")
@@ -559,25 +396,26 @@ PYBIND11_MODULE(refdec, m) {
       .def("aux_rows", &StepPlan::aux_rows, py::arg("b"), "Auxiliary rows of sequence b (after its tree rows).")
       .def("mask_words", &StepPlan::mask_words, py::arg("b"), "64-bit mask words per row of sequence b.")
       .def("sees", &StepPlan::sees, py::arg("b"), py::arg("i"), py::arg("j"), "True when local row i of sequence b attends to its local row j.")
-      .def_property_readonly("indptr", tensor_view([](StepPlan& p) { return view_of(p.indptr, at::kInt); }),
+      .def_property_readonly("indptr", array_view<std::int32_t>(&StepPlan::indptr),
                              "[B + 1] int32: sequence b owns rows indptr[b] .. indptr[b + 1] - 1.")
-      .def_property_readonly("num_nodes", tensor_view([](StepPlan& p) { return view_of(p.num_nodes, at::kInt); }),
+      .def_property_readonly("num_nodes", array_view<std::int32_t>(&StepPlan::num_nodes),
                              "[B] int32: tree rows of each sequence (root included); the rest are auxiliary.")
-      .def_property_readonly("lengths", tensor_view([](StepPlan& p) { return view_of(p.lengths, at::kLong); }),
+      .def_property_readonly("lengths", array_view<std::int64_t>(&StepPlan::lengths),
                              "[B] int64: cached entries of each sequence before the step.")
-      .def_property_readonly("tokens", tensor_view([](StepPlan& p) { return view_of(p.tokens, at::kInt); }),
+      .def_property_readonly("tokens", array_view<std::int32_t>(&StepPlan::tokens),
                              "[R] int32: token of each row (the model's input).")
-      .def_property_readonly("positions", tensor_view([](StepPlan& p) { return view_of(p.positions, at::kLong); }),
+      .def_property_readonly("positions", array_view<std::int64_t>(&StepPlan::positions),
                              "[R] int64: rotary position of each row.")
-      .def_property_readonly("first_child", tensor_view([](StepPlan& p) { return view_of(p.first_child, at::kInt); }),
+      .def_property_readonly("first_child", array_view<std::int32_t>(&StepPlan::first_child),
                              "[R] int32: local index of a tree row's first child, -1 for none.")
-      .def_property_readonly("next_sibling", tensor_view([](StepPlan& p) { return view_of(p.next_sibling, at::kInt); }),
+      .def_property_readonly("next_sibling", array_view<std::int32_t>(&StepPlan::next_sibling),
                              "[R] int32: local index of a tree row's next sibling, -1 for none.")
-      .def_property_readonly("mask_indptr", tensor_view([](StepPlan& p) { return view_of(p.mask_indptr, at::kLong); }),
+      .def_property_readonly("mask_indptr", array_view<std::int64_t>(&StepPlan::mask_indptr),
                              "[B + 1] int64: first mask word of each sequence.")
-      .def_property_readonly("mask", tensor_view([](StepPlan& p) { return view_of(p.mask, at::kLong); }),
-                             "Packed mask, int64 words holding the uint64 bits: per sequence [rows(b), mask_words(b)]; bit j "
-                             "(j % 64 of word j // 64) of local row i is set when row i attends to local row j.")
+      .def_property_readonly("mask", array_view<std::int64_t>(&StepPlan::mask),
+                             "Packed mask, int64 words holding the uint64 bits (torch.from_numpy takes int64): per sequence "
+                             "[rows(b), mask_words(b)]; bit j (j % 64 of word j // 64) of local row i is set when row i attends "
+                             "to local row j.")
       .def("__repr__", [](const StepPlan& p) {
         return "<refdec.StepPlan of " + std::to_string(p.batch()) + " sequences, " + std::to_string(p.rows()) + " rows>";
       });
@@ -622,9 +460,9 @@ PYBIND11_MODULE(refdec, m) {
   };
   m.def(
       "accept_greedy",
-      [](const StepPlan& plan, const at::Tensor& targets) {
-        const at::Tensor t = as_tokens(targets, plan.rows(), "accept_greedy: targets");
-        const Token* tp = t.data_ptr<Token>();
+      [](const StepPlan& plan, const Tokens& targets) {
+        check_targets(targets, plan.rows(), "accept_greedy");
+        const Token* tp = targets.data();
         py::gil_scoped_release release;
         std::vector<Acceptance> out(static_cast<std::size_t>(plan.batch()));
         for (std::int32_t b = 0; b < plan.batch(); ++b)
@@ -632,8 +470,8 @@ PYBIND11_MODULE(refdec, m) {
         return out;
       },
       py::arg("plan"), py::arg("targets"),
-      "Greedy acceptance of every sequence: `targets` ([plan.num_rows] integer tensor) is the target's token at each row "
-      "(the argmax of its logits). Returns one Acceptance per sequence.");
+      "Greedy acceptance of every sequence: `targets` ([plan.num_rows] integer array or CPU tensor) is the target's token "
+      "at each row (the argmax of its logits). Returns one Acceptance per sequence.");
   m.def(
       "accept_with",
       [check_b](const StepPlan& plan, std::int32_t b, const py::function& choose) {
@@ -654,24 +492,22 @@ PYBIND11_MODULE(refdec, m) {
       "row `node` after `depth` accepted drafts. Asked at most once per node, root to leaf (draw fresh randomness per depth).");
   m.def(
       "accept_sampled",
-      [check_b](const StepPlan& plan, std::int32_t b, const at::Tensor& logits, LogitsProcessor& processor, const TokenCounts& counts,
+      [check_b](const StepPlan& plan, std::int32_t b, const py::object& logits, LogitsProcessor& processor, const TokenCounts& counts,
                 std::uint64_t generated) {
         check_b(plan, b);
         const std::int32_t nodes = plan.num_nodes[static_cast<std::size_t>(b)];
-        REFDEC_CHECK(logits.defined() && logits.dim() == 2 && logits.device().is_cpu() && logits.scalar_type() == at::kFloat &&
-                         logits.is_contiguous(),
-                     "accept_sampled: logits must be a contiguous float32 CPU tensor [rows, vocab]");
-        REFDEC_CHECK(logits.size(0) >= nodes, "accept_sampled: " << logits.size(0) << " logit rows for " << nodes << " tree nodes");
-        const auto vocab = static_cast<std::int32_t>(logits.size(1));
-        std::span<float> rows(logits.data_ptr<float>(), static_cast<std::size_t>(nodes) * static_cast<std::size_t>(vocab));
+        const py::array a = float32_array(logits, 2, true, "accept_sampled: logits [rows, vocab]");
+        REFDEC_CHECK(a.shape(0) >= nodes, "accept_sampled: " << a.shape(0) << " logit rows for " << nodes << " tree nodes");
+        const auto vocab = static_cast<std::int32_t>(a.shape(1));
+        const std::span<float> rows = float32_span(a).first(static_cast<std::size_t>(nodes) * static_cast<std::size_t>(vocab));
         py::gil_scoped_release release;
         Acceptance out;
         sampled_accept_lazy(plan.tree(b), rows, vocab, processor, counts, generated, out);
         return out;
       },
       py::arg("plan"), py::arg("b"), py::arg("logits"), py::arg("processor"), py::arg("counts"), py::arg("generated"),
-      "Sample-then-match over sequence b's tree, exactly as the C++ Session samples: `logits` (contiguous float32 CPU, "
-      "[at least num_nodes[b], vocab], the sequence's rows) is processed in place for the rows the walk visits, each with "
+      "Sample-then-match over sequence b's tree, exactly as the C++ Session samples: `logits` (a contiguous float32 "
+      "numpy array or CPU tensor, [at least num_nodes[b], vocab], the sequence's rows) is processed in place for the rows the walk visits, each with "
       "its node's own prefix, and drawn with uniform(seed, generated + depth). Same tokens as plain sampling for the seed.");
   m.def(
       "accept_all",
@@ -695,14 +531,14 @@ PYBIND11_MODULE(refdec, m) {
 
   py::class_<KeepPlan>(m, "KeepPlan",
                        "What each sequence's cache keeps after a step: kept local rows move to entries lengths_before[b], "
-                       "lengths_before[b] + 1, ... in order. Tensor properties are views (see StepPlan).")
+                       "lengths_before[b] + 1, ... in order. Array properties are views (see StepPlan).")
       .def(py::init<>())
       .def_property_readonly("batch", &KeepPlan::batch, "Number of sequences.")
-      .def_property_readonly("indptr", tensor_view([](KeepPlan& k) { return view_of(k.indptr, at::kInt); }),
+      .def_property_readonly("indptr", array_view<std::int32_t>(&KeepPlan::indptr),
                              "[B + 1] int32: first entry of each sequence in `rows`.")
-      .def_property_readonly("rows", tensor_view([](KeepPlan& k) { return view_of(k.rows, at::kInt); }),
+      .def_property_readonly("rows", array_view<std::int32_t>(&KeepPlan::rows),
                              "[K] int32: local step rows kept, increasing per sequence.")
-      .def_property_readonly("lengths", tensor_view([](KeepPlan& k) { return view_of(k.lengths, at::kLong); }),
+      .def_property_readonly("lengths", array_view<std::int64_t>(&KeepPlan::lengths),
                              "[B] int64: cached entries after the step.")
       .def("kept", [](const KeepPlan& k, std::int32_t b) {
              REFDEC_CHECK(b >= 0 && b < k.batch(), "KeepPlan.kept: sequence " << b << " out of range [0, " << k.batch() << ")");
@@ -737,10 +573,12 @@ PYBIND11_MODULE(refdec, m) {
                         "statistics. Its C++ work runs without the GIL, so drafters of different sequences draft in parallel "
                         "from Python threads; one drafter serves one call at a time.")
       .def_property_readonly("name", [](const PyDrafter& d) { return d.drafter.name(); }, "Short name for reports.")
-      .def("begin", [](PyDrafter& d, const Tokens& prompt, const std::vector<Tokens>& references) {
-             with_drafter(d, [&] { d.drafter.begin(prompt, references); });
-           }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{},
-           "Starts a sequence: `prompt` and the token sequences it may draw from.")
+      .def("begin", [](PyDrafter& d, const Tokens& prompt, const py::iterable& references) {
+             const PyReferences refs(references);
+             with_drafter(d, [&] { d.drafter.begin(prompt, refs.view()); });
+           }, py::arg("prompt"), py::arg("references") = py::list(),
+           "Starts a sequence: `prompt` and the token sequences it may draw from (lists or 1-D integer arrays; int32 "
+           "arrays and torch int32 CPU tensors are read in place, not copied).")
       .def("propose", [](PyDrafter& d, std::size_t budget, std::optional<DraftTree*> out) {
              DraftTree fresh;
              DraftTree& dst = out ? **out : fresh;
@@ -795,13 +633,31 @@ PYBIND11_MODULE(refdec, m) {
 
   py::class_<PyNoDrafter, PyDrafter>(m, "NoDrafter", "Proposes nothing: plain decoding.").def(py::init<>());
 
+  py::class_<LlmaIndex, std::shared_ptr<LlmaIndex>>(m, "LlmaIndex",
+                                                   "LLMA's index of a document set, built once and shared by the LlmaDrafters "
+                                                   "of every sequence over those documents (LlmaDrafter(index=...)): "
+                                                   "immutable, safe from any thread.")
+      .def(py::init([](const py::iterable& documents) {
+             const PyReferences docs(documents);
+             py::gil_scoped_release release;
+             return std::make_shared<LlmaIndex>(docs.view());
+           }),
+           py::arg("documents"), "Indexes `documents` (lists or 1-D integer arrays of token ids >= 0; the GIL is released).")
+      .def_property_readonly("tokens", &LlmaIndex::tokens, "Tokens indexed, over all documents.")
+      .def_property_readonly("documents", &LlmaIndex::documents, "Documents indexed.")
+      .def_property_readonly("bytes", &LlmaIndex::bytes, "Bytes the index holds.");
+
   py::class_<PyLlmaDrafter, PyDrafter>(m, "LlmaDrafter",
                                        "LLMA span copy: the longest suffix match of the sequence in the references (and, with "
                                        "self_reference, the sequence itself), copying the k tokens that follow; m spans as a tree.")
-      .def(py::init([](std::size_t n, std::size_t k, std::size_t mm, bool self_reference) {
-             return std::make_unique<PyLlmaDrafter>(LlmaOptions{n, k, mm, self_reference});
+      .def(py::init([](std::size_t n, std::size_t k, std::size_t mm, bool self_reference, std::optional<std::shared_ptr<LlmaIndex>> index) {
+             return std::make_unique<PyLlmaDrafter>(LlmaOptions{n, k, mm, self_reference}, index.value_or(nullptr));
            }),
-           py::arg("n") = 1, py::arg("k") = 16, py::arg("m") = 1, py::arg("self_reference") = false)
+           py::arg("n") = 1, py::arg("k") = 16, py::arg("m") = 1, py::arg("self_reference") = false, py::arg("index") = py::none(),
+           "With `index` (an LlmaIndex), drafts from that shared index of its references: begin() then indexes nothing "
+           "(its references are not read).")
+      .def_property_readonly("index", [](const PyLlmaDrafter& d) { return std::const_pointer_cast<LlmaIndex>(d.index); },
+                             "The shared LlmaIndex, or None.")
       .def_property_readonly("n", [](const PyLlmaDrafter& d) { return d.options.n; }, "Shortest suffix match that triggers a copy.")
       .def_property_readonly("k", [](const PyLlmaDrafter& d) { return d.options.k; }, "Tokens copied per span.")
       .def_property_readonly("m", [](const PyLlmaDrafter& d) { return d.options.m; }, "Spans proposed as a tree.")
@@ -1045,97 +901,12 @@ PYBIND11_MODULE(refdec, m) {
       "renamed. progress(stage, done, total) is called now and then. Raises ValueError for bad input, OSError for a "
       "write failure.");
 
-  // --- the reference model and the Session ------------------------------------------------------------
-  py::enum_<RopeStyle>(m, "RopeStyle", "How rotary embeddings pair a head's dimensions.")
-      .value("interleaved", RopeStyle::kInterleaved, "Pairs (2i, 2i+1): llama2.c.")
-      .value("half", RopeStyle::kHalf, "Pairs (i, i + d/2): Hugging Face.");
-  py::class_<LlamaConfig>(m, "LlamaConfig", "Shape and constants of a Llama-family model.")
-      .def(py::init<>())
-      .def_readwrite("dim", &LlamaConfig::dim, "Model width.")
-      .def_readwrite("hidden_dim", &LlamaConfig::hidden_dim, "SwiGLU width.")
-      .def_readwrite("n_layers", &LlamaConfig::n_layers, "Layers.")
-      .def_readwrite("n_heads", &LlamaConfig::n_heads, "Query heads.")
-      .def_readwrite("n_kv_heads", &LlamaConfig::n_kv_heads, "Key/value heads.")
-      .def_readwrite("vocab_size", &LlamaConfig::vocab_size, "Vocabulary size.")
-      .def_readwrite("max_seq_len", &LlamaConfig::max_seq_len, "Trained context length.")
-      .def_readwrite("rope_theta", &LlamaConfig::rope_theta, "Rotary base.")
-      .def_readwrite("norm_eps", &LlamaConfig::norm_eps, "RMSNorm epsilon.")
-      .def_readwrite("tied_embeddings", &LlamaConfig::tied_embeddings, "Output projection shares the embedding.")
-      .def_readwrite("rope_style", &LlamaConfig::rope_style, "RopeStyle.")
-      .def_readwrite("bos_id", &LlamaConfig::bos_id, "Beginning-of-sequence id.")
-      .def_readwrite("eos_id", &LlamaConfig::eos_id, "End-of-sequence id.")
-      .def_property_readonly("head_dim", &LlamaConfig::head_dim, "dim / n_heads.")
-      .def("validate", &LlamaConfig::validate, "Raises ValueError naming the first inconsistent field.");
-
-  py::class_<LlamaModel, std::shared_ptr<LlamaModel>>(m, "LlamaModel", "refdec's reference Llama-family model (libtorch).")
-      .def_static("load_llama2c", [](const std::filesystem::path& path, const py::object& dtype, const std::string& linear) {
-             const at::ScalarType t = scalar_type_of(dtype);
-             const LinearKernel kernel = parse_linear_kernel(linear);
-             py::gil_scoped_release release;
-             return std::make_shared<LlamaModel>(load_llama2c(path, t, at::kCPU, kernel));
-           }, py::arg("path"), py::arg("dtype") = py::none(), py::arg("linear") = "auto",
-           "Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); "
-           "OSError for a missing or bad file. `linear`: the linear layers' kernel (auto, aten, packed, onednn, avx2; "
-           "linear_path says which ran and why).")
-      .def_static("random", [](const LlamaConfig& config, std::uint64_t seed, const py::object& dtype, const std::string& linear) {
-             return std::make_shared<LlamaModel>(LlamaModel::random(config, seed, scalar_type_of(dtype), at::kCPU, parse_linear_kernel(linear)));
-           }, py::arg("config"), py::arg("seed"), py::arg("dtype") = py::none(), py::arg("linear") = "auto",
-           "A model with seeded random weights; `linear` as load_llama2c takes it.")
-      .def_property_readonly("linear_kernel", [](const LlamaModel& md) { return std::string(linear_kernel_name(md.linear_kernel())); },
-                             "The kernel the linear layers run on: 'aten', 'onednn' or 'avx2'.")
-      .def_property_readonly("linear_path", &LlamaModel::linear_path,
-                             "Which kernel the linear layers run on and why it was chosen (what this CPU runs).")
-      .def_property_readonly("config", &LlamaModel::config, "LlamaConfig (a copy).")
-      .def_property_readonly("vocab_size", &LlamaModel::vocab_size, "Vocabulary size.")
-      .def_property_readonly("max_seq_len", &LlamaModel::max_seq_len, "Trained context length.")
-      .def_property_readonly("dtype", [](const LlamaModel& md) { return dtype_object(md.dtype()); }, "torch.dtype of the weights.");
-
+  // --- the step driver ---------------------------------------------------------------------------------
   py::enum_<FinishReason>(m, "FinishReason", "Why a request left a Session.")
       .value("stop_token", FinishReason::kStopToken, "It produced a stop token (not emitted).")
       .value("max_new_tokens", FinishReason::kMaxNewTokens, "It reached its token limit.")
       .value("max_context", FinishReason::kMaxContext, "Prompt and output filled the context.")
       .value("cancelled", FinishReason::kCancelled, "Session.cancel().");
-  py::enum_<SamplingPath>(m, "SamplingPath", "Where sampled steps process the logits (same output).")
-      .value("auto", SamplingPath::kAuto, "Tensor ops on a GPU, the host elsewhere.")
-      .value("host", SamplingPath::kHost, "The host, rows the walk visits only.")
-      .value("tensor", SamplingPath::kTensor, "Every node's draw by tensor ops on the logits' device.");
-
-  py::class_<GenerateOptions>(m, "GenerateOptions", "Defaults and limits of a Session.")
-      .def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
-                       std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk,
-                       std::optional<StepCost> step_cost, double step_cost_half_life, std::int64_t drafting_threads,
-                       bool batch_budget) {
-             return GenerateOptions{max_new_tokens, budget,           std::move(stop_tokens), max_context, sampling,
-                                    sampling_path,  prefill_chunk,    drafting_threads,       std::move(step_cost),
-                                    {.half_life = step_cost_half_life}, batch_budget};
-           }),
-           py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
-           py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512,
-           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = 32.0, py::arg("drafting_threads") = 1,
-           py::arg("batch_budget") = true)
-      .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
-      .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
-      .def_readwrite("stop_tokens", &GenerateOptions::stop_tokens, "Generation stops before any of these.")
-      .def_readwrite("max_context", &GenerateOptions::max_context, "Prompt + output at most; 0: the model's max_seq_len.")
-      .def_readwrite("sampling", &GenerateOptions::sampling, "SamplingOptions for requests without their own; None: greedy.")
-      .def_readwrite("sampling_path", &GenerateOptions::sampling_path, "SamplingPath.")
-      .def_readwrite("prefill_chunk", &GenerateOptions::prefill_chunk, "Prompt tokens a step prefills per request at most (0: all).")
-      .def_readwrite("drafting_threads", &GenerateOptions::drafting_threads,
-                     "Threads that draft a step's requests at once, the stepping thread's among them (>= 1; the GIL is "
-                     "released once per step).")
-      .def_readwrite("step_cost", &GenerateOptions::step_cost,
-                     "A calibration (StepCost) the session learns around from its own steps: with batch_budget, each "
-                     "step's draft nodes are chosen across the batch under it; without, it is given to a lone "
-                     "request's cost-aware drafter (the mixture). None: drafters keep their own.")
-      .def_readwrite("batch_budget", &GenerateOptions::batch_budget,
-                     "With step_cost: one budget for the whole step, spent where it pays across the batch (each "
-                     "request's budget is its cap); False: each request's drafter chooses its own.");
-
-  py::class_<StepTimes>(m, "StepTimes", "Wall time of the parts of the steps, in seconds.")
-      .def_readonly("plan", &StepTimes::plan, "Building the step plan.")
-      .def_readonly("model", &StepTimes::model, "Forward pass, argmax and its copy to the host.")
-      .def_readonly("accept", &StepTimes::accept, "Tree walks and the keep plan.")
-      .def_readonly("commit", &StepTimes::commit, "Applying the keep plan to the KV store.");
   py::class_<StepDriverStats>(m, "StepDriverStats", "What a StepDriver's steps did, summed over sequences.")
       .def_readonly("tokens", &StepDriverStats::tokens, "Generated tokens.")
       .def_readonly("steps", &StepDriverStats::steps, "Verification steps, counted per request.")
@@ -1146,86 +917,11 @@ PYBIND11_MODULE(refdec, m) {
       .def_readonly("drafting", &StepDriverStats::drafting, "DrafterStats of the requests that have left, each over its own request.")
       .def_property_readonly("tokens_per_step", &StepDriverStats::tokens_per_step, "τ: mean tokens per step, bonus included.");
 
-  py::class_<GenerateStats, StepDriverStats>(m, "GenerateStats", "What a Session did, summed over requests (StepDriverStats and the model's part).")
-      .def_readonly("forward_passes", &GenerateStats::forward_passes, "Model calls for the whole batch.")
-      .def_readonly("verify", &GenerateStats::verify, "StepTimes (no drafter's time).")
-      .def_readonly("total_seconds", &GenerateStats::total_seconds, "Wall time of the steps.");
-
   py::class_<RequestUpdate>(m, "RequestUpdate", "What one step did for one request.")
       .def_readonly("id", &RequestUpdate::id, "The request.")
       .def_readonly("tokens", &RequestUpdate::tokens, "Tokens appended by this step (stop token excluded).")
       .def_readonly("finished", &RequestUpdate::finished, "FinishReason when the request left, else None.")
       .def("__repr__", [](const RequestUpdate& u) { return "<refdec.RequestUpdate id=" + std::to_string(u.id) + " tokens=[" + join(u.tokens) + "]>"; });
-
-  py::class_<PySession>(m, "Session",
-                        "Continuous batching over refdec's reference model: requests join (add) and leave between steps; "
-                        "each step drafts, verifies every active request in one forward pass and commits the KV store. "
-                        "Output equals plain greedy decoding (and plain sampling for the same seed). One thread drives a "
-                        "session; step() runs without the GIL.")
-      .def(py::init([](std::shared_ptr<LlamaModel> model, const GenerateOptions& options, const std::string& kv_store,
-                       std::int64_t capacity, std::int64_t num_blocks, std::int64_t block_size) {
-             REFDEC_CHECK(model != nullptr, "Session: model is None");
-             auto s = std::make_unique<PySession>();
-             s->model = model;
-             const std::int64_t context = options.max_context > 0 ? options.max_context : model->max_seq_len();
-             if (kv_store == "contiguous") {
-               // Room for the context plus a lookahead window's auxiliary rows.
-               const std::int64_t cap = capacity > 0 ? capacity : context + 256;
-               s->session = std::make_unique<ContiguousSession>(*model, ContiguousKvStore(model->kv_layout(), cap), options);
-             } else if (kv_store == "paged") {
-               const std::int64_t blocks = num_blocks > 0 ? num_blocks : 64 * ((context + 256 + block_size - 1) / std::max<std::int64_t>(block_size, 1));
-               s->session = std::make_unique<PagedSession>(*model, PagedKvStore(model->kv_layout(), blocks, block_size), options);
-             } else {
-               REFDEC_CHECK(false, "Session: kv_store must be 'contiguous' or 'paged', got '" << kv_store << "'");
-             }
-             return s;
-           }),
-           py::arg("model"), py::arg("options") = GenerateOptions{}, py::arg("kv_store") = "contiguous", py::arg("capacity") = 0,
-           py::arg("num_blocks") = 0, py::arg("block_size") = 16,
-           "A session over `model`. kv_store 'contiguous' (one buffer of `capacity` entries per request; 0: the context + "
-           "256) or 'paged' (a pool of `num_blocks` blocks of `block_size` entries; 0: room for 64 full-context requests).")
-      .def("add", [](PySession& s, const Tokens& prompt, const std::vector<Tokens>& references, py::object drafter,
-                     std::optional<SamplingOptions> sampling, std::optional<std::int64_t> max_new_tokens,
-                     std::optional<Tokens> stop_tokens, std::optional<std::int64_t> budget) {
-             Request r{prompt, references, sampling, max_new_tokens, stop_tokens, budget};
-             if (drafter.is_none()) return s.visit([&](auto& session) { return session.add(std::move(r)); });
-             auto& d = drafter.cast<PyDrafter&>();
-             const RequestId id = with_drafter(d, [&] { return s.visit([&](auto& session) { return session.add(std::move(r), &d.drafter); }); });
-             s.drafters.lend(id, std::move(drafter));
-             return id;
-           }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{}, py::arg("drafter") = py::none(),
-           py::arg("sampling") = std::nullopt, py::arg("max_new_tokens") = std::nullopt, py::arg("stop_tokens") = std::nullopt,
-           py::arg("budget") = std::nullopt,
-           "Adds a request; returns its id. `drafter` (None: plain decoding) is borrowed until the request leaves: its "
-           "statistics grow with the request's (never reset) and stay readable; it cannot serve anything else meanwhile. Unset limits take "
-           "the session's defaults. Raises ValueError without changing the session when something is wrong.")
-      .def("step", [](PySession& s) {
-             std::vector<RequestUpdate> updates = s.drafters.locked([&] { return s.visit([](auto& session) { return session.step(); }); });
-             s.drafters.release_finished(updates);
-             return updates;
-           }, "Runs one step for every active request; returns a RequestUpdate per request that emitted or left.")
-      .def("cancel", [](PySession& s, RequestId id) {
-             const bool found = s.visit([&](auto& session) { return session.cancel(id); });
-             s.drafters.release(id);
-             return found;
-           }, py::arg("id"), "Ends request `id` now (reported as cancelled by the next step); False for unknown ids.")
-      .def_property_readonly("active", [](PySession& s) { return s.visit([](auto& session) { return session.active(); }); },
-                             "Requests in the session.")
-      .def_property_readonly("idle", [](PySession& s) { return s.visit([](auto& session) { return session.idle(); }); },
-                             "True when step() has nothing left to do or report.")
-      .def("output", [](PySession& s, RequestId id) { return s.visit([&](auto& session) { return session.output(id); }); },
-           py::arg("id"), "Tokens request `id` has generated so far (while active).")
-      .def_property_readonly("stats", [](PySession& s) { return s.visit([](auto& session) { return session.stats(); }); },
-                             "GenerateStats (a copy).")
-      .def_property_readonly("model", [](const PySession& s) { return std::const_pointer_cast<LlamaModel>(s.model); }, "The model.")
-      .def_property_readonly("step_cost_tracker", [](PySession& s) {
-             return s.visit([](auto& session) -> std::optional<StepCostTracker> {
-               const StepCostTracker* t = session.step_cost_tracker();
-               return t != nullptr ? std::optional<StepCostTracker>(*t) : std::nullopt;
-             });
-           }, "A copy of the step cost learned so far (GenerateOptions.step_cost); None when the session learns none.")
-      .def_property_readonly("last_plan", [](PySession& s) { return s.visit([](auto& session) { return session.last_plan(); }); },
-                             "A copy of the last step's StepPlan.");
 
   py::class_<PyStepDriver>(m, "StepDriver",
                            "The step protocol for an engine of your own (docs/engine.md): per sequence its drafter, prompt, "
@@ -1241,16 +937,17 @@ PYBIND11_MODULE(refdec, m) {
            "A driver for token ids in [0, vocab_size), prompt + output at most `max_context` per sequence, prompts "
            "prefilled `prefill_chunk` tokens per step at most (0: at once), sequences drafted on `drafting_threads` "
            "threads at once (the caller's among them; the GIL is released once per step).")
-      .def("add", [](PyStepDriver& s, const Tokens& prompt, const std::vector<Tokens>& references, py::object drafter,
+      .def("add", [](PyStepDriver& s, const Tokens& prompt, const py::iterable& references, py::object drafter,
                      std::int64_t max_new_tokens, const Tokens& stop_tokens, std::int64_t budget) {
              const SequenceLimits limits{max_new_tokens, stop_tokens, budget};
-             if (drafter.is_none()) return s.driver.add(prompt, references, limits);
+             const PyReferences refs(references);
+             if (drafter.is_none()) return s.driver.add(prompt, refs.view(), limits);
              auto& d = drafter.cast<PyDrafter&>();
              const std::size_t before = s.driver.active();
-             const RequestId id = with_drafter(d, [&] { return s.driver.add(prompt, references, limits, &d.drafter); });
+             const RequestId id = with_drafter(d, [&] { return s.driver.add(prompt, refs.view(), limits, &d.drafter); });
              if (s.driver.active() > before) s.drafters.lend(id, std::move(drafter));
              return id;
-           }, py::arg("prompt"), py::arg("references") = std::vector<Tokens>{}, py::arg("drafter") = py::none(),
+           }, py::arg("prompt"), py::arg("references") = py::list(), py::arg("drafter") = py::none(),
            py::arg("max_new_tokens") = 256, py::arg("stop_tokens") = Tokens{}, py::arg("budget") = 16,
            "Adds a sequence; returns its id. `drafter` (None: plain decoding) is borrowed until the sequence leaves. Raises "
            "ValueError without changing the driver when something is wrong. A sequence with max_new_tokens=0 takes no "
@@ -1271,14 +968,13 @@ PYBIND11_MODULE(refdec, m) {
            }, py::arg("accepted"), py::arg("aux_choices") = std::vector<Tokens>{},
            "Completes the prepared step with your walk: one Acceptance per sequence of the plan, and each sequence's "
            "greedy choices at its auxiliary rows ([] when none ran). Tells the drafters, applies stops and limits.")
-      .def("complete_greedy", [](PyStepDriver& s, const at::Tensor& targets) {
-             const at::Tensor t = as_tokens(targets, s.driver.plan().rows(), "complete_greedy: targets");
-             const std::span<const Token> choices(t.data_ptr<Token>(), static_cast<std::size_t>(t.size(0)));
-             s.drafters.locked([&] { s.driver.complete_greedy(choices); });
+      .def("complete_greedy", [](PyStepDriver& s, const Tokens& targets) {
+             check_targets(targets, s.driver.plan().rows(), "complete_greedy");
+             s.drafters.locked([&] { s.driver.complete_greedy(targets); });
              s.drafters.release_finished(s.driver.updates());
            }, py::arg("targets"),
-           "Completes the prepared step by greedy acceptance: `targets` ([plan.num_rows] integer tensor) is the target's "
-           "token at each row.")
+           "Completes the prepared step by greedy acceptance: `targets` ([plan.num_rows] integer array or CPU tensor) is "
+           "the target's token at each row.")
       .def_property_readonly("updates", [](PyStepDriver& s) { return s.driver.updates(); },
                              "What the last prepare() and complete() did: a RequestUpdate per sequence that emitted or left.")
       .def_property_readonly("keep", [](PyStepDriver& s) -> const KeepPlan& { return s.driver.keep(); },
