@@ -69,7 +69,16 @@ struct Settings {
   std::vector<double> step_cost;  // the mixture's affine step cost (a, b); empty: flat
   std::string step_cost_file;     // the mixture's measured step cost (refdec-speed-bench --json); empty: none
   std::string combine = "max";    // the mixture's MixtureCombine
+  std::size_t batch = 0;          // > 0: the batch replay at this batch size
+  double batch_overhead = 0.0;    // its cost per sequence beyond the first, seconds
 };
+
+// The step cost of --step-cost / --step-cost-file; flat without either.
+StepCost step_cost_of(const Settings& s) {
+  if (!s.step_cost.empty()) return StepCost::affine(s.step_cost[0], s.step_cost[1]);
+  if (!s.step_cost_file.empty()) return read_step_cost(s.step_cost_file, "--step-cost-file");
+  return StepCost::flat();
+}
 
 std::vector<std::string> split_sources(const std::string& list) {
   std::vector<std::string> names;
@@ -106,8 +115,7 @@ AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatisti
     sources.push_back(make_single(name, s));
   }
   MixtureOptions options = s.mixture;
-  if (!s.step_cost.empty()) options.cost = StepCost::affine(s.step_cost[0], s.step_cost[1]);
-  if (!s.step_cost_file.empty()) options.cost = read_step_cost(s.step_cost_file, "--step-cost-file");
+  options.cost = step_cost_of(s);
   options.combine = s.combine == "noisy-or" ? MixtureCombine::noisy_or : MixtureCombine::max;
   MixtureDrafter mixture(std::move(sources), options);
   mixture_stats = mixture.statistics();
@@ -227,6 +235,53 @@ void print_row(const std::string& name, const ReplayStats& st) {
               st.step_micros_quantile(0.5), st.step_micros_quantile(0.99));
 }
 
+// --batch: the traces decoded s.batch at a time under each policy, with no model (replay_batch()).
+int run_batch(const Settings& s, const std::vector<Trace>& traces) {
+  const StepCost cost = step_cost_of(s);
+  const std::pair<const char*, BatchPolicy> policies[] = {{"plain", BatchPolicy::kPlain},
+                                                          {"fixed budget", BatchPolicy::kFixed},
+                                                          {"per-request adaptive", BatchPolicy::kPerRequest},
+                                                          {"one budget for the step", BatchPolicy::kAllocator}};
+  nlohmann::json rows = nlohmann::json::array();
+  double plain_rate = 0.0;
+  if (!s.json)
+    std::printf("dataset %s, drafter %s, batch %zu, budget %zu, overhead %g s per sequence beyond the first, settings %s\n\n"
+                "| policy | tokens per %s | x plain | tokens per sequence step | rows per step | expected / produced tokens |\n"
+                "|---|---|---|---|---|---|\n",
+                s.dataset.c_str(), s.drafter.c_str(), s.batch, s.budget, s.batch_overhead, settings_json(s).dump().c_str(),
+                cost.is_flat() ? "unit of cost" : "second");
+  for (const auto& [name, policy] : policies) {
+    std::vector<AnyDrafter> drafters;
+    for (std::size_t b = 0; b < s.batch; ++b) {
+      std::shared_ptr<const MixtureStatistics> unused;
+      drafters.push_back(make_drafter(s, unused));
+    }
+    const BatchReplayStats st = replay_batch(drafters, traces, s.budget, policy, cost, s.batch_overhead);
+    if (policy == BatchPolicy::kPlain) plain_rate = st.tokens_per_second();
+    const double per_step_rows = static_cast<double>(st.rows) / static_cast<double>(std::max<std::int64_t>(st.steps, 1));
+    const double expected = policy == BatchPolicy::kAllocator ? st.expected_tokens / static_cast<double>(st.tokens) : 0.0;
+    rows.push_back({{"policy", name},
+                    {"tokens_per_second", st.tokens_per_second()},
+                    {"x_plain", st.tokens_per_second() / plain_rate},
+                    {"tokens_per_sequence_step", st.tokens_per_sequence_step()},
+                    {"rows_per_step", per_step_rows},
+                    {"steps", st.steps},
+                    {"tokens", st.tokens},
+                    {"expected_over_produced", expected}});
+    if (s.json) continue;
+    char ratio[32] = "-";
+    if (policy == BatchPolicy::kAllocator) std::snprintf(ratio, sizeof ratio, "%.3f", expected);
+    std::printf("| %s | %.3f | %.3f | %.3f | %.1f | %s |\n", name, st.tokens_per_second(), st.tokens_per_second() / plain_rate,
+                st.tokens_per_sequence_step(), per_step_rows, ratio);
+  }
+  if (s.json)
+    std::cout << nlohmann::json{{"dataset", s.dataset}, {"drafter", s.drafter}, {"batch", s.batch}, {"budget", s.budget},
+                                {"batch_overhead", s.batch_overhead}, {"settings", settings_json(s)}, {"policies", rows}}
+                     .dump(2)
+              << "\n";
+  return 0;
+}
+
 int run(const Settings& s) {
   const fs::path data = s.data_dir.empty() ? data_dir_or(REFDEC_DEFAULT_DATA_DIR) : fs::path(s.data_dir);
   const fs::path tok_path = s.tokenizer.empty() ? data / "tokenizers" / "llama2.model" : fs::path(s.tokenizer);
@@ -271,6 +326,7 @@ int run(const Settings& s) {
   }
 
   std::shared_ptr<const MixtureStatistics> mixture_stats;
+  if (s.batch > 0) return run_batch(s, traces);
   AnyDrafter drafter = make_drafter(s, mixture_stats);
   ReplayOptions options;
   options.budget = s.budget;
@@ -475,6 +531,12 @@ int main(int argc, char** argv) {
   app.add_option("--step-cost-file", s.step_cost_file,
                  "mixture: the step cost measured on a model (the --json file of refdec-speed-bench)")
       ->excludes("--step-cost");
+  app.add_option("--batch", s.batch,
+                 "decode the traces this many at a time, with no model, under each policy (plain, fixed budget, per-request "
+                 "adaptive, one budget for the step) and report tokens per second under --step-cost/--step-cost-file "
+                 "(and --batch-overhead), and the allocator's expected tokens over those the walk produced");
+  app.add_option("--batch-overhead", s.batch_overhead, "--batch: seconds a step costs per sequence beyond the first")
+      ->transform(cli::finite_in(0.0, 1e3));
   CLI11_PARSE(app, argc, argv);
   if (s.sources.empty()) {  // REST is a default source only where it has a datastore to read
     s.sources = s.datastore.empty() ? "llma,ngram-trie" : "llma,ngram-trie,rest";

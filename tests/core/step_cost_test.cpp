@@ -75,6 +75,18 @@ TEST(StepCost, CalibratedInterpolatesAveragesAndNeverDecreases) {
     EXPECT_NEAR(StepCost::calibrated(line).seconds(n), std::max(0.53, 0.5 + 0.01 * static_cast<double>(n)), 1e-12) << n;
 }
 
+TEST(StepCost, PlusAddsSecondsToEveryStep) {
+  const StepCost affine = StepCost::affine(1.0, 0.1).plus(0.5);
+  EXPECT_DOUBLE_EQ(affine.seconds(1), 1.6);
+  EXPECT_DOUBLE_EQ(affine.seconds(10), 2.5);
+  const std::vector<std::pair<std::size_t, double>> samples{{1, 2.0}, {8, 3.0}};
+  const StepCost measured = StepCost::calibrated(samples);
+  for (const std::size_t n : {1, 4, 8, 20}) EXPECT_DOUBLE_EQ(measured.plus(0.25).seconds(n), measured.seconds(n) + 0.25) << n;
+  EXPECT_DOUBLE_EQ(measured.plus(0.0).seconds(5), measured.seconds(5));
+  refdec_test::expect_error([] { (void)StepCost::flat().plus(1.0); }, "not flat()");
+  refdec_test::expect_error([&] { (void)measured.plus(-1.0); }, "got -1");
+}
+
 TEST(StepCost, RejectsBadParametersNamingThem) {
   refdec_test::expect_error([] { StepCost::affine(0.0, 1.0); }, "got 0");
   refdec_test::expect_error([] { StepCost::affine(1.0, -0.5); }, "got -0.5");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -333,6 +334,122 @@ TEST(Replay, PromptLookupAgreesWithAHandDrivenRun) {
   }
   EXPECT_EQ(st.steps, steps);
   EXPECT_GT(st.tokens_per_step(), 1.0);
+}
+
+// Knows every trace's output (found by its context) and proposes the next `k` tokens of it, never
+// past its end, each scored `score`: a cost-aware drafter whose estimates are exact at score 1.
+class TraceOracle {
+ public:
+  TraceOracle(const std::vector<Trace>* traces, std::size_t k, float score = 1.0f) : traces_(traces), k_(k), score_(score) {}
+  void begin(std::span<const Token> prompt, References) {
+    output_ = nullptr;
+    for (const Trace& t : *traces_)
+      if (std::equal(prompt.begin(), prompt.end(), t.context.begin(), t.context.end())) output_ = &t.output;
+    pos_ = 0;
+  }
+  void propose(std::size_t budget, DraftTree& out) {
+    std::vector<Token> path;
+    for (std::size_t i = 0; i < std::min(k_, budget) && pos_ + i < output_->size(); ++i) path.push_back((*output_)[pos_ + i]);
+    if (!path.empty()) out.insert(path, score_);
+  }
+  void accept(std::span<const Token> tokens) { pos_ += tokens.size(); }
+  void set_step_cost(const StepCost&) {}
+  std::string name() const { return "trace-oracle"; }
+
+ private:
+  const std::vector<Trace>* traces_;
+  std::size_t k_;
+  float score_;
+  const std::vector<Token>* output_ = nullptr;
+  std::size_t pos_ = 0;
+};
+
+std::vector<Trace> batch_traces() {
+  std::vector<Trace> traces;
+  for (std::size_t i = 0; i < 5; ++i) {
+    Trace t = make_trace(10 + 10 * i);
+    t.context.push_back(static_cast<Token>(100 + i));  // each its own context
+    traces.push_back(t);
+  }
+  return traces;
+}
+
+std::vector<AnyDrafter> oracles(const std::vector<Trace>& traces, std::size_t batch, std::size_t k, float score = 1.0f) {
+  std::vector<AnyDrafter> d;
+  for (std::size_t b = 0; b < batch; ++b) d.emplace_back(TraceOracle(&traces, k, score));
+  return d;
+}
+
+// One slot decodes every trace: every token once, steps and rows as the policy implies; two slots
+// keep the batch full and stop when one finds no trace left.
+TEST(ReplayBatch, CountsTokensStepsAndRowsPerPolicy) {
+  const std::vector<Trace> traces = batch_traces();
+  std::int64_t total = 0, chunks_of_5 = 0;
+  for (const Trace& t : traces) {
+    total += static_cast<std::int64_t>(t.output.size());
+    chunks_of_5 += static_cast<std::int64_t>((t.output.size() + 4) / 5);
+  }
+  auto d = oracles(traces, 1, 4);
+  const BatchReplayStats plain = replay_batch(d, traces, 16, BatchPolicy::kPlain, StepCost::flat());
+  EXPECT_EQ(plain.tokens, total);
+  EXPECT_EQ(plain.steps, total);
+  EXPECT_EQ(plain.rows, total);
+  EXPECT_DOUBLE_EQ(plain.seconds, static_cast<double>(total));  // flat: one per step
+  d = oracles(traces, 1, 4);
+  const BatchReplayStats fixed = replay_batch(d, traces, 16, BatchPolicy::kFixed, StepCost::flat());
+  EXPECT_EQ(fixed.tokens, total);
+  EXPECT_EQ(fixed.sequence_steps, chunks_of_5);  // 4 drafts and the bonus per step
+  EXPECT_EQ(fixed.rows, total);                  // the root and the 4 drafts of each 5 tokens (outputs of 10, 20, ... 50)
+  EXPECT_EQ(fixed.expected_tokens, 0.0);
+  // Under the flat cost the allocator keeps every node; its estimates are exact, so it expects
+  // exactly what the walk produces.
+  d = oracles(traces, 1, 4);
+  const BatchReplayStats all = replay_batch(d, traces, 16, BatchPolicy::kAllocator, StepCost::flat());
+  EXPECT_EQ(all.sequence_steps, fixed.sequence_steps);
+  EXPECT_EQ(all.rows, fixed.rows);
+  EXPECT_DOUBLE_EQ(all.expected_tokens, static_cast<double>(all.tokens));
+  // Two slots: every step runs both; plain decoding yields one token per sequence step.
+  d = oracles(traces, 2, 4);
+  const BatchReplayStats two = replay_batch(d, traces, 16, BatchPolicy::kPlain, StepCost::flat());
+  EXPECT_EQ(two.sequence_steps, 2 * two.steps);
+  EXPECT_EQ(two.tokens, two.sequence_steps);
+  EXPECT_LT(two.tokens, total);  // stopped when a slot found no trace left
+  EXPECT_GE(two.tokens, total - 50);  // the longest trace, 50 tokens, is at most what the other slot left undone
+  // Nodes estimated at 0.3 and rows a thousand times dearer than the step's fixed cost: nothing
+  // pays, plain decoding (and it expects one token per sequence, as it gets).
+  d = oracles(traces, 2, 4, 0.3f);
+  const BatchReplayStats none = replay_batch(d, traces, 16, BatchPolicy::kAllocator, StepCost::affine(0.001, 1.0));
+  EXPECT_EQ(none.rows, two.rows);
+  EXPECT_EQ(none.sequence_steps, two.sequence_steps);
+  EXPECT_DOUBLE_EQ(none.expected_tokens, static_cast<double>(none.tokens));
+  std::vector<AnyDrafter> six = oracles(traces, 6, 4);
+  EXPECT_THROW(replay_batch(six, traces, 16, BatchPolicy::kPlain, StepCost::flat()), ArgumentError);  // 5 traces
+}
+
+// The overhead per sequence beyond the first is charged per step, and makes rows relatively
+// cheap: with it the allocator keeps the drafts a cost of rows alone refuses.
+TEST(ReplayBatch, ChargesTheOverheadPerSequenceAndTheAllocatorSeesIt) {
+  const std::vector<Trace> traces = batch_traces();
+  auto d = oracles(traces, 3, 4);
+  const BatchReplayStats plain = replay_batch(d, traces, 16, BatchPolicy::kPlain, StepCost::affine(1.0, 0.0), 0.5);
+  auto p = oracles(traces, 3, 4);
+  const BatchReplayStats again = replay_batch(p, traces, 16, BatchPolicy::kPlain, StepCost::affine(1.0, 0.0));
+  // The same steps; each costs 1 + 0.5 for each of the 2 sequences beyond the first.
+  EXPECT_EQ(plain.steps, again.steps);
+  EXPECT_DOUBLE_EQ(plain.seconds - again.seconds, 1.0 * static_cast<double>(plain.steps));
+  // Nodes estimated at 0.3 and a row costing 0.4 on top of a 0.1 step: no node pays for its row;
+  // with 5 per sequence beyond the first, the rows are a small part of the step and they do.
+  d = oracles(traces, 3, 4, 0.3f);
+  const BatchReplayStats dear = replay_batch(d, traces, 16, BatchPolicy::kAllocator, StepCost::affine(0.1, 0.4));
+  EXPECT_EQ(dear.rows, dear.sequence_steps);
+  d = oracles(traces, 3, 4, 0.3f);
+  const BatchReplayStats cheap = replay_batch(d, traces, 16, BatchPolicy::kAllocator, StepCost::affine(0.1, 0.4), 5.0);
+  EXPECT_LT(cheap.sequence_steps, dear.sequence_steps);
+  EXPECT_GT(cheap.rows, cheap.sequence_steps);
+  std::vector<AnyDrafter> empty;
+  EXPECT_THROW(replay_batch(empty, traces, 16, BatchPolicy::kPlain, StepCost::flat()), ArgumentError);
+  EXPECT_THROW(replay_batch(d, traces, 16, BatchPolicy::kPlain, StepCost::affine(1.0, 0.0), -1.0), ArgumentError);
+  EXPECT_THROW(replay_batch(d, traces, 16, BatchPolicy::kPlain, StepCost::flat(), 0.5), ArgumentError);
 }
 
 }  // namespace

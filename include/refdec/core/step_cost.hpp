@@ -82,6 +82,16 @@ class StepCost {
   /// True for the flat model, under which the best budget is always the largest.
   bool is_flat() const { return table_.empty(); }
 
+  /// This cost plus `seconds` (finite, >= 0) per step, whatever it runs (e.g. the work a step of
+  /// several sequences does per sequence). Not for flat(), which has no unit.
+  StepCost plus(double seconds) const {
+    REFDEC_CHECK(!is_flat(), "step cost: plus() needs a cost in seconds, not flat()");
+    REFDEC_CHECK(std::isfinite(seconds) && seconds >= 0.0, "step cost: plus() takes finite non-negative seconds, got " << seconds);
+    StepCost c = *this;
+    for (auto& point : c.table_) point.second += seconds;
+    return c;
+  }
+
  private:
   std::vector<std::pair<double, double>> table_;  // [points] (tokens, seconds), tokens ascending; empty: flat
 };
@@ -181,13 +191,7 @@ class StepCostTracker {
 
   /// The learned cost of a step of `batch` sequences by its total tokens: current() plus
   /// overhead(batch).
-  StepCost current(std::size_t batch) const {
-    const double extra = overhead(batch);
-    if (extra <= 0.0) return current_;
-    std::array<std::pair<std::size_t, double>, kSamples> samples = sample_points();
-    for (auto& [tokens, seconds] : samples) seconds = current_.seconds(tokens) + extra;
-    return StepCost::calibrated(samples);
-  }
+  StepCost current(std::size_t batch) const { return current_.plus(overhead(batch)); }
 
   /// The calibration it learns around.
   const StepCost& prior() const { return prior_; }
@@ -195,28 +199,23 @@ class StepCostTracker {
   std::int64_t observations() const { return observations_; }
 
  private:
-  static constexpr std::size_t kClasses = 9;                 // 1, 2-3, 4-7, ..., 128-255, 256 and more
-  static constexpr std::size_t kBatchClasses = 8;            // 2-3, 4-7, ..., 128-255, 256 and more
-  static constexpr std::size_t kSamples = 2 * kClasses - 2;  // sample_points()
+  static constexpr std::size_t kClasses = 9;       // 1, 2-3, 4-7, ..., 128-255, 256 and more
+  static constexpr std::size_t kBatchClasses = 8;  // 2-3, 4-7, ..., 128-255, 256 and more
   static std::size_t size_class(std::size_t tokens) {
     return std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(tokens)) - 1, kClasses - 1);
   }
   static std::size_t batch_class(std::size_t batch) {
     return std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(batch)) - 2, kBatchClasses - 1);
   }
-  // Two token counts per size class: 1, 2, 3, 4, 6, 8, ... 256 (seconds left 0).
-  static std::array<std::pair<std::size_t, double>, kSamples> sample_points() {
-    std::array<std::pair<std::size_t, double>, kSamples> samples{};
+  // The prior corrected at two token counts per size class: 1, 2, 3, 4, 6, 8, ... 256.
+  StepCost learned() const {
+    std::array<std::pair<std::size_t, double>, 2 * kClasses - 2> samples{};
     std::size_t k = 0;
     for (std::size_t base = 1; base <= (std::size_t{1} << (kClasses - 1)); base *= 2) {
-      samples[k++] = {base, 0.0};
-      if (base > 1 && base < (std::size_t{1} << (kClasses - 1))) samples[k++] = {base + base / 2, 0.0};
+      samples[k++] = {base, prior_.seconds(base) * correction(base)};
+      if (base > 1 && base < (std::size_t{1} << (kClasses - 1)))
+        samples[k++] = {base + base / 2, prior_.seconds(base + base / 2) * correction(base + base / 2)};
     }
-    return samples;
-  }
-  StepCost learned() const {
-    std::array<std::pair<std::size_t, double>, kSamples> samples = sample_points();
-    for (auto& [tokens, seconds] : samples) seconds = prior_.seconds(tokens) * correction(tokens);
     return StepCost::calibrated(samples);
   }
   StepCost prior_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -17,6 +18,7 @@
 #include "refdec/core/batch_budget.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/step_cost.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/drafters/drafter.hpp"
 
@@ -230,6 +232,126 @@ inline ReplayReport replay(AnyDrafter& drafter, std::span<const Trace> traces, c
     if (!t.category.empty()) report.by_category[t.category].merge(st);
   }
   return report;
+}
+
+/// How a batch replay (replay_batch()) chooses each step's draft nodes.
+enum class BatchPolicy {
+  kPlain,       ///< none: one row per sequence
+  kFixed,       ///< every node each drafter offers, up to the budget
+  kPerRequest,  ///< each drafter sizes its own draft under the step cost (its CostAwareDrafter choice)
+  kAllocator,   ///< one choice for the whole step (BatchBudget) under the cost of its total rows
+};
+
+/// What a batch replay measured under its cost model.
+struct BatchReplayStats {
+  std::int64_t steps = 0;           ///< batch steps
+  std::int64_t sequence_steps = 0;  ///< steps summed over sequences (a step of B sequences counts B)
+  std::int64_t tokens = 0;          ///< output tokens produced
+  std::int64_t rows = 0;            ///< rows verified: a root per sequence, and the kept draft nodes
+  double seconds = 0.0;             ///< the steps' cost under the model
+  /// kAllocator: the tokens BatchBudget expected its choices to yield (bonus tokens included), to
+  /// set against `tokens` (what the walk produced on the same steps).
+  double expected_tokens = 0.0;
+
+  /// Output tokens per second of the model's time (per unit of relative cost under a flat cost).
+  double tokens_per_second() const { return seconds > 0.0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  /// Mean tokens per sequence per step (τ).
+  double tokens_per_sequence_step() const {
+    return sequence_steps > 0 ? static_cast<double>(tokens) / static_cast<double>(sequence_steps) : 0.0;
+  }
+};
+
+/// Replays `traces` as a server decoding `batch` sequences at once would, with no model: `batch`
+/// slots, each with a drafter of its own, take the traces in order (a slot whose trace ends begins
+/// the next one not yet started, on the same drafter, as a server reuses a slot); per step every
+/// slot drafts up to `budget` nodes, `policy` keeps some, each tree is walked against its
+/// trace's output, and the step costs `cost` at its total rows plus `overhead` seconds per
+/// sequence beyond the first (host work per sequence). The allocator and the per-request drafters
+/// are given that same curve (the allocator's at the step's batch size), so what they expected
+/// can be set against what the walk produced. `drafters.size()` is the batch size (>= 1); they
+/// are restarted per trace. Every step runs the full batch: the replay stops when a slot finds no
+/// trace left to begin (the tail where a server's batch empties is not a step at this batch size).
+inline BatchReplayStats replay_batch(std::span<AnyDrafter> drafters, std::span<const Trace> traces, std::size_t budget, BatchPolicy policy,
+                                     const StepCost& cost, double overhead = 0.0) {
+  REFDEC_CHECK(!drafters.empty(), "replay_batch: needs at least one drafter (the batch size)");
+  REFDEC_CHECK(std::isfinite(overhead) && overhead >= 0.0, "replay_batch: overhead must be finite and >= 0, got " << overhead);
+  REFDEC_CHECK(overhead == 0.0 || !cost.is_flat(), "replay_batch: an overhead in seconds needs a cost in seconds, not flat()");
+  const std::size_t B = drafters.size();
+  REFDEC_CHECK(static_cast<std::size_t>(std::count_if(traces.begin(), traces.end(), [](const Trace& t) { return !t.output.empty(); })) >= B,
+               "replay_batch: a batch of " << B << " needs at least as many traces with an output, got " << traces.size());
+  struct Slot {
+    const Trace* trace = nullptr;
+    std::size_t pos = 0;
+  };
+  std::vector<Slot> slots(B);
+  std::size_t next = 0;
+  const auto begin_next = [&](std::size_t b) {
+    slots[b] = {};
+    while (next < traces.size() && traces[next].output.empty()) ++next;
+    if (next == traces.size()) return;
+    const Trace& t = traces[next++];
+    REFDEC_CHECK(!t.context.empty(), "replay: trace '" << t.id << "' has an empty context");
+    drafters[b].begin(t.context, t.references);
+    slots[b].trace = &t;
+  };
+  for (std::size_t b = 0; b < B; ++b) begin_next(b);
+  for (AnyDrafter& d : drafters) d.set_step_cost(policy == BatchPolicy::kPerRequest ? cost : StepCost::flat());
+  BatchReplayStats st;
+  DraftTree draft;
+  LinearizeScratch cut;
+  std::vector<LinearTree> trees(B);
+  std::vector<BudgetOffer> offers;
+  std::vector<std::int32_t> path;
+  BatchBudget allocator;
+  const double extra = static_cast<double>(B - 1) * overhead;
+  const StepCost step_cost = extra > 0.0 ? cost.plus(extra) : cost;
+  while (std::all_of(slots.begin(), slots.end(), [](const Slot& slot) { return slot.trace != nullptr; })) {
+    for (std::size_t b = 0; b < B; ++b) {
+      const Slot& s = slots[b];
+      const Token root = s.pos == 0 ? s.trace->context.back() : s.trace->output[s.pos - 1];
+      draft.clear();
+      if (policy != BatchPolicy::kPlain) drafters[b].propose(budget, draft);
+      draft.linearize(root, budget, trees[b], cut);
+    }
+    if (policy == BatchPolicy::kAllocator) {
+      offers.clear();
+      for (std::size_t b = 0; b < B; ++b)
+        offers.push_back(
+            {&trees[b], drafters[b].cost_aware(), drafters[b].stats().proposed_at_depth, drafters[b].stats().accepted_at_depth});
+      const double rate = allocator.cut(offers, B, step_cost);
+      std::size_t kept = 0;
+      for (const std::size_t c : allocator.counts()) kept += c;
+      st.expected_tokens += rate * step_cost.seconds(B + kept);
+    }
+    std::size_t rows = 0;
+    for (std::size_t b = 0; b < B; ++b) {
+      Slot& s = slots[b];
+      const auto& out = s.trace->output;
+      drafters[b].record_proposal(trees[b]);
+      rows += static_cast<std::size_t>(trees[b].size());
+      const std::size_t at = s.pos;
+      auto truth = [&](std::int32_t /*node*/, std::int32_t depth) {
+        const std::size_t i = at + static_cast<std::size_t>(depth);
+        return i < out.size() ? out[i] : Token{-1};
+      };
+      path.resize(static_cast<std::size_t>(trees[b].size()));
+      Token bonus = -1;
+      const auto accepted = static_cast<std::size_t>(walk(view(trees[b]), truth, path.data(), bonus));
+      const std::size_t emitted = std::min(accepted + 1, out.size() - at);
+      drafters[b].accept(std::span<const Token>(out).subspan(at, emitted));
+      s.pos += emitted;
+      st.tokens += static_cast<std::int64_t>(emitted);
+      if (s.pos == out.size()) {
+        drafters[b].finish();
+        begin_next(b);
+      }
+    }
+    ++st.steps;
+    st.sequence_steps += static_cast<std::int64_t>(B);
+    st.rows += static_cast<std::int64_t>(rows);
+    st.seconds += step_cost.seconds(rows);
+  }
+  return st;
 }
 
 REFDEC_NAMESPACE_END
