@@ -12,10 +12,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "refdec/core/aux_block.hpp"
@@ -257,11 +259,14 @@ double resident_bytes() {
 // 64-token prompt): `shared` 0, each LlmaDrafter indexes the documents in its begin() (what every
 // sequence paid before LlmaIndex); 1, one LlmaIndex is built and every drafter is given it. One
 // iteration: the index (shared), the 16 begin() calls, the memory they hold; then all is freed.
+// REFDEC_BENCH_REFERENCE_TOKENS sets the set's size (the CTest smoke run takes a small one).
 void BM_SharedReferenceBegin(benchmark::State& state) {
-  constexpr std::size_t kSequences = 16, kDocuments = 16, kDocumentTokens = std::size_t{1} << 17;
+  constexpr std::size_t kSequences = 16, kDocuments = 16;
   static const std::vector<Tokens> documents = [] {
+    const char* env = std::getenv("REFDEC_BENCH_REFERENCE_TOKENS");
+    const std::size_t total = env != nullptr && *env != '\0' ? static_cast<std::size_t>(std::stoull(env)) : std::size_t{1} << 21;
     std::vector<Tokens> d;
-    for (std::uint32_t i = 0; i < kDocuments; ++i) d.push_back(make_text(kDocumentTokens, {}, 100 + i));
+    for (std::uint32_t i = 0; i < kDocuments; ++i) d.push_back(make_text(std::max<std::size_t>(total / kDocuments, 1), {}, 100 + i));
     return d;
   }();
   std::vector<Tokens> prompts;
@@ -293,7 +298,9 @@ void BM_SharedReferenceBegin(benchmark::State& state) {
   state.counters["begin_ms_per_sequence"] = 1e3 * begin_s / n / kSequences;
   state.counters["held_MiB"] = held / n / (1 << 20);
   if (shared) state.counters["index_MiB"] = static_cast<double>(LlmaIndex(documents).bytes()) / (1 << 20);
-  state.counters["reference_tokens"] = static_cast<double>(kDocuments * kDocumentTokens);
+  std::size_t tokens = 0;
+  for (const Tokens& d : documents) tokens += d.size();
+  state.counters["reference_tokens"] = static_cast<double>(tokens);
 }
 BENCHMARK(BM_SharedReferenceBegin)->ArgNames({"shared"})->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
