@@ -300,10 +300,10 @@ struct LiveSteps {
 // under the calibration, pricing a step by its own tokens: what a Session without a batch budget
 // does at batch > 1); one budget for the whole step (BatchBudget over the step's total rows, the
 // cost learned online from the calibration at every step, as a Session with a step cost does).
-enum class LivePolicy { kPlain, kFixed, kPerRequest, kBatch };
+// The drafting is refdec-replay --batch's (BatchDrafting), with the model's step in between.
 struct LiveBatchRow {
   std::string name;
-  LivePolicy policy;
+  BatchPolicy policy;
   std::size_t budget;
   std::vector<AnyDrafter> drafters;
   std::vector<std::size_t> trace, pos;
@@ -314,21 +314,20 @@ struct LiveBatchRow {
   double seconds = 0;
   std::int64_t tokens = 0, drafted = 0;
 
-  LiveBatchRow(std::string row_name, LivePolicy row_policy, std::size_t row_budget, std::size_t B, const std::vector<Trace>& traces,
+  LiveBatchRow(std::string row_name, BatchPolicy row_policy, std::size_t row_budget, std::size_t B, const std::vector<Trace>& traces,
                std::size_t warmup, const std::shared_ptr<const Datastore>& datastore, const StepCost& calibrated,
                const ForcedDecoder& prefilled)
       : name(std::move(row_name)), policy(row_policy), budget(row_budget), trace(B), pos(B, 0), decoder(prefilled) {
-    const StepCost own = policy == LivePolicy::kPerRequest ? calibrated : StepCost::flat();
+    const StepCost own = policy == BatchPolicy::kPerRequest ? calibrated : StepCost::flat();
     for (std::size_t b = 0; b < B; ++b) {
       drafters.push_back(live_mixture(datastore, own));
-      if (policy != LivePolicy::kPlain)
+      if (policy != BatchPolicy::kPlain)
         for (std::size_t w = 0; w < warmup && w < traces.size(); ++w) (void)replay_trace(drafters[b], traces[w], {.budget = budget});
       trace[b] = (std::min(warmup, traces.size() - 1) + b) % traces.size();
       drafters[b].begin(traces[trace[b]].context, traces[trace[b]].references);
     }
-    if (policy == LivePolicy::kBatch) tracker.emplace(calibrated);
-    trees.resize(B);
-    nodes.resize(B), accepted.resize(B), emitted.resize(B);
+    if (policy == BatchPolicy::kAllocator) tracker.emplace(calibrated);
+    roots.resize(B), nodes.resize(B), accepted.resize(B), emitted.resize(B);
   }
 
   void step(const std::vector<Trace>& traces) {
@@ -336,29 +335,14 @@ struct LiveBatchRow {
     const auto t0 = Clock::now();
     for (std::size_t b = 0; b < B; ++b) {
       const auto& out = traces[trace[b]].output;
-      const Token root = pos[b] == 0 ? traces[trace[b]].context.back() : out[pos[b] - 1];
-      draft.clear();
-      if (policy != LivePolicy::kPlain) drafters[b].propose(budget, draft);
-      draft.linearize(root, budget, trees[b], cut);
+      roots[b] = pos[b] == 0 ? traces[trace[b]].context.back() : out[pos[b] - 1];
     }
-    if (policy == LivePolicy::kBatch) {
-      offers.clear();
-      for (std::size_t b = 0; b < B; ++b)
-        offers.push_back({&trees[b], drafters[b].cost_aware(), drafters[b].stats().proposed_at_depth, drafters[b].stats().accepted_at_depth});
-      allocator.cut(offers, B, tracker->current(B));
-    }
+    (void)drafting.draft(drafters, roots, budget, policy, tracker ? tracker->current(B) : StepCost::flat());
     for (std::size_t b = 0; b < B; ++b) {
       const auto& out = traces[trace[b]].output;
-      drafters[b].record_proposal(trees[b]);
-      path.resize(static_cast<std::size_t>(trees[b].size()));
-      Token bonus = -1;
-      const std::size_t at = pos[b];
-      const auto truth = [&](std::int32_t, std::int32_t depth) {
-        const std::size_t i = at + static_cast<std::size_t>(depth);
-        return i < out.size() ? out[i] : Token{-1};
-      };
-      accepted[b] = walk(view(trees[b]), truth, path.data(), bonus);
-      nodes[b] = trees[b].num_drafts();
+      const LinearTree& tree = drafting.trees()[b];
+      accepted[b] = static_cast<std::int32_t>(accepted_on_trace(tree, out, pos[b], path));
+      nodes[b] = tree.num_drafts();
       emitted[b] = std::min<std::size_t>(static_cast<std::size_t>(accepted[b]) + 1, out.size() - pos[b]);
       drafted += nodes[b];
     }
@@ -381,13 +365,10 @@ struct LiveBatchRow {
   double tokens_per_second() const { return static_cast<double>(tokens) / seconds; }
 
  private:
-  DraftTree draft;
-  LinearizeScratch cut;
-  std::vector<LinearTree> trees;
-  std::vector<BudgetOffer> offers;
+  BatchDrafting drafting;
+  std::vector<Token> roots;
   std::vector<std::size_t> emitted;
   std::vector<std::int32_t> nodes, accepted, path;
-  BatchBudget allocator;
 };
 
 }  // namespace
@@ -911,10 +892,10 @@ int main(int argc, char** argv) {
     if (!live_batches.empty()) {
       phase("live batch sweep");
       const StepCost calibrated = StepCost::calibrated(samples);
-      std::vector<std::tuple<std::string, LivePolicy, std::size_t>> kinds = {{"plain", LivePolicy::kPlain, 0}};
-      for (const std::size_t b : live_fixed) kinds.emplace_back("fixed @" + std::to_string(b), LivePolicy::kFixed, b);
-      kinds.emplace_back("per-request adaptive @" + std::to_string(live_budget), LivePolicy::kPerRequest, live_budget);
-      kinds.emplace_back("batch budget @" + std::to_string(live_budget), LivePolicy::kBatch, live_budget);
+      std::vector<std::tuple<std::string, BatchPolicy, std::size_t>> kinds = {{"plain", BatchPolicy::kPlain, 0}};
+      for (const std::size_t b : live_fixed) kinds.emplace_back("fixed @" + std::to_string(b), BatchPolicy::kFixed, b);
+      kinds.emplace_back("per-request adaptive @" + std::to_string(live_budget), BatchPolicy::kPerRequest, live_budget);
+      kinds.emplace_back("batch budget @" + std::to_string(live_budget), BatchPolicy::kAllocator, live_budget);
       nlohmann::json live_sweep = nlohmann::json::object();
       for (const std::string& file : live_datasets) {
         const std::string dataset = std::filesystem::path(file).stem().string();

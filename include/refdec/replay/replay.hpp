@@ -102,6 +102,20 @@ struct ReplayObserver {
   void after_step(std::size_t /*pos*/, const LinearTree& /*tree*/, std::size_t /*accepted*/, std::size_t /*emitted*/) {}
 };
 
+/// The draft tokens the walk accepts in `tree` when the target's greedy choice at draft depth d is
+/// the true token at `output[pos + d]` (past the output's end nothing matches: -1 is never a draft
+/// token). `path` is scratch.
+inline std::size_t accepted_on_trace(const LinearTree& tree, std::span<const Token> output, std::size_t pos,
+                                     std::vector<std::int32_t>& path) {
+  auto truth = [&](std::int32_t /*node*/, std::int32_t depth) {
+    const std::size_t at = pos + static_cast<std::size_t>(depth);
+    return at < output.size() ? output[at] : Token{-1};
+  };
+  path.resize(static_cast<std::size_t>(tree.size()));
+  Token bonus = -1;
+  return static_cast<std::size_t>(walk(view(tree), truth, path.data(), bonus));
+}
+
 /// Replays one trace with `drafter` (restarted with begin()) and returns its statistics. The
 /// last step may accept draft tokens up to the end of the output with no bonus token after them
 /// (in a real run the end-of-sequence token would be that bonus; the drafter statistics then count
@@ -139,15 +153,7 @@ ReplayStats replay_trace(AnyDrafter& drafter, const Trace& trace, const ReplayOp
     draft.linearize(root, options.budget, tree, cut);
     const auto t1 = Clock::now();
     drafter.record_proposal(tree);
-    // The target's choice at depth d is the true token at pos + d; past the end of the output
-    // nothing matches (-1 is never a draft token).
-    auto truth = [&](std::int32_t /*node*/, std::int32_t depth) {
-      const std::size_t at = pos + static_cast<std::size_t>(depth);
-      return at < n ? out[at] : Token{-1};
-    };
-    path.resize(static_cast<std::size_t>(tree.size()));
-    Token bonus = -1;
-    const auto accepted = static_cast<std::size_t>(walk(view(tree), truth, path.data(), bonus));
+    const std::size_t accepted = accepted_on_trace(tree, out, pos, path);
     const std::size_t emitted = std::min(accepted + 1, n - pos);
     const auto t2 = Clock::now();
     drafter.accept(std::span<const Token>(out).subspan(pos, emitted));
@@ -242,6 +248,48 @@ enum class BatchPolicy {
   kAllocator,   ///< one choice for the whole step (BatchBudget) under the cost of its total rows
 };
 
+/// One step's drafting for a batch: each drafter proposes up to `budget` nodes (none under kPlain),
+/// its tree is linearised under its root, and under kAllocator one BatchBudget choice cuts the
+/// trees under the cost of the step's total rows. Each drafter's proposal is then recorded (what
+/// is verified). Scratch reused across steps.
+class BatchDrafting {
+ public:
+  /// Drafts for `drafters` (roots[b]: sequence b's last token) and returns the tokens the
+  /// allocator expects the step to yield, bonus tokens included (0 under the other policies).
+  double draft(std::span<AnyDrafter> drafters, std::span<const Token> roots, std::size_t budget, BatchPolicy policy, const StepCost& cost) {
+    const std::size_t B = drafters.size();
+    REFDEC_CHECK(roots.size() == B, "BatchDrafting: " << roots.size() << " roots for " << B << " drafters");
+    trees_.resize(B);
+    for (std::size_t b = 0; b < B; ++b) {
+      draft_.clear();
+      if (policy != BatchPolicy::kPlain) drafters[b].propose(budget, draft_);
+      draft_.linearize(roots[b], budget, trees_[b], cut_);
+    }
+    double expected = 0.0;
+    if (policy == BatchPolicy::kAllocator) {
+      offers_.clear();
+      for (std::size_t b = 0; b < B; ++b)
+        offers_.push_back(
+            {&trees_[b], drafters[b].cost_aware(), drafters[b].stats().proposed_at_depth, drafters[b].stats().accepted_at_depth});
+      const double rate = allocator_.cut(offers_, B, cost);
+      std::size_t kept = 0;
+      for (const std::size_t c : allocator_.counts()) kept += c;
+      expected = rate * cost.seconds(B + kept);
+    }
+    for (std::size_t b = 0; b < B; ++b) drafters[b].record_proposal(trees_[b]);
+    return expected;
+  }
+  /// The step's trees, one per drafter, as verified.
+  std::span<const LinearTree> trees() const { return trees_; }
+
+ private:
+  DraftTree draft_;
+  LinearizeScratch cut_;
+  std::vector<LinearTree> trees_;
+  std::vector<BudgetOffer> offers_;
+  BatchBudget allocator_;
+};
+
 /// What a batch replay measured under its cost model.
 struct BatchReplayStats {
   std::int64_t steps = 0;           ///< batch steps
@@ -297,48 +345,23 @@ inline BatchReplayStats replay_batch(std::span<AnyDrafter> drafters, std::span<c
   for (std::size_t b = 0; b < B; ++b) begin_next(b);
   for (AnyDrafter& d : drafters) d.set_step_cost(policy == BatchPolicy::kPerRequest ? cost : StepCost::flat());
   BatchReplayStats st;
-  DraftTree draft;
-  LinearizeScratch cut;
-  std::vector<LinearTree> trees(B);
-  std::vector<BudgetOffer> offers;
+  BatchDrafting drafting;
+  std::vector<Token> roots(B);
   std::vector<std::int32_t> path;
-  BatchBudget allocator;
   const double extra = static_cast<double>(B - 1) * overhead;
   const StepCost step_cost = extra > 0.0 ? cost.plus(extra) : cost;
   while (std::all_of(slots.begin(), slots.end(), [](const Slot& slot) { return slot.trace != nullptr; })) {
-    for (std::size_t b = 0; b < B; ++b) {
-      const Slot& s = slots[b];
-      const Token root = s.pos == 0 ? s.trace->context.back() : s.trace->output[s.pos - 1];
-      draft.clear();
-      if (policy != BatchPolicy::kPlain) drafters[b].propose(budget, draft);
-      draft.linearize(root, budget, trees[b], cut);
-    }
-    if (policy == BatchPolicy::kAllocator) {
-      offers.clear();
-      for (std::size_t b = 0; b < B; ++b)
-        offers.push_back(
-            {&trees[b], drafters[b].cost_aware(), drafters[b].stats().proposed_at_depth, drafters[b].stats().accepted_at_depth});
-      const double rate = allocator.cut(offers, B, step_cost);
-      std::size_t kept = 0;
-      for (const std::size_t c : allocator.counts()) kept += c;
-      st.expected_tokens += rate * step_cost.seconds(B + kept);
-    }
+    for (std::size_t b = 0; b < B; ++b)
+      roots[b] = slots[b].pos == 0 ? slots[b].trace->context.back() : slots[b].trace->output[slots[b].pos - 1];
+    st.expected_tokens += drafting.draft(drafters, roots, budget, policy, step_cost);
     std::size_t rows = 0;
     for (std::size_t b = 0; b < B; ++b) {
       Slot& s = slots[b];
       const auto& out = s.trace->output;
-      drafters[b].record_proposal(trees[b]);
-      rows += static_cast<std::size_t>(trees[b].size());
-      const std::size_t at = s.pos;
-      auto truth = [&](std::int32_t /*node*/, std::int32_t depth) {
-        const std::size_t i = at + static_cast<std::size_t>(depth);
-        return i < out.size() ? out[i] : Token{-1};
-      };
-      path.resize(static_cast<std::size_t>(trees[b].size()));
-      Token bonus = -1;
-      const auto accepted = static_cast<std::size_t>(walk(view(trees[b]), truth, path.data(), bonus));
-      const std::size_t emitted = std::min(accepted + 1, out.size() - at);
-      drafters[b].accept(std::span<const Token>(out).subspan(at, emitted));
+      const LinearTree& tree = drafting.trees()[b];
+      rows += static_cast<std::size_t>(tree.size());
+      const std::size_t emitted = std::min(accepted_on_trace(tree, out, s.pos, path) + 1, out.size() - s.pos);
+      drafters[b].accept(std::span<const Token>(out).subspan(s.pos, emitted));
       s.pos += emitted;
       st.tokens += static_cast<std::int64_t>(emitted);
       if (s.pos == out.size()) {
