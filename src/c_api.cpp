@@ -141,6 +141,14 @@ void check_tree(const refdec_tree* tree, const char* who) {
                who << ": a tree needs its root and its tokens, first_child and next_sibling arrays");
 }
 
+// The C options as LlmaOptions (NULL: the defaults).
+refdec::LlmaOptions llma_options_of(const refdec_llma_options* options) {
+  refdec_llma_options o;
+  refdec_llma_options_init(&o);
+  if (options != nullptr) o = *options;
+  return {.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference != 0};
+}
+
 }  // namespace
 
 extern "C" {
@@ -165,11 +173,7 @@ void refdec_ngram_trie_options_init(refdec_ngram_trie_options* options) {
 }
 
 refdec_status refdec_llma_create(const refdec_llma_options* options, refdec_drafter** out) {
-  refdec_llma_options o;
-  refdec_llma_options_init(&o);
-  if (options != nullptr) o = *options;
-  return create(out, "refdec_llma_create",
-                [&] { return refdec::LlmaDrafter({.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference != 0}); });
+  return create(out, "refdec_llma_create", [&] { return refdec::LlmaDrafter(llma_options_of(options)); });
 }
 refdec_status refdec_prompt_lookup_create(const refdec_prompt_lookup_options* options, refdec_drafter** out) {
   refdec_prompt_lookup_options o;
@@ -201,12 +205,7 @@ void refdec_llma_index_destroy(refdec_llma_index* index) { delete index; }
 
 refdec_status refdec_llma_create_shared(const refdec_llma_index* index, const refdec_llma_options* options, refdec_drafter** out) {
   constexpr const char* who = "refdec_llma_create_shared";
-  refdec_llma_options o;
-  refdec_llma_options_init(&o);
-  if (options != nullptr) o = *options;
-  return create(out, who, [&] {
-    return refdec::LlmaDrafter(deref(index, who, "index").index, {.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference != 0});
-  });
+  return create(out, who, [&] { return refdec::LlmaDrafter(deref(index, who, "index").index, llma_options_of(options)); });
 }
 
 void refdec_reference_index_options_init(refdec_reference_index_options* options) {

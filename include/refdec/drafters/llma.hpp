@@ -232,7 +232,8 @@ class LlmaDrafter {
     const std::int32_t self_state = self_match_state();
     for (const bool self : {false, true}) {
       const std::int32_t state = self ? self_state : cursor_;
-      if ((self ? (state <= 0 || self_.state(state).len != found.len) : found.in_self)) continue;
+      const bool matched_here = self ? state > 0 && self_.state(state).len == found.len : !found.in_self;
+      if (!matched_here) continue;
       const detail::SuffixAutomaton& a = automaton(self);
       for (std::int32_t e = a.state(state).edges; e >= 0 && extra + 1 < opt_.m; e = a.edge(e).next) {
         const Token c = a.edge(e).token;
