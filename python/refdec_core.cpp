@@ -734,18 +734,21 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("depth", [](const ReferenceIndex& i) { return i.options().depth; }, "Tokens by which suffixes are ordered.");
 
   py::class_<PyIndexDrafter, PyDrafter>(m, "IndexDrafter",
-                                        "Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it, then "
-                                        "its continuations best first by how many occurrences they continue; the tokens accepted in "
-                                        "a sequence join the index when it ends.")
-      .def(py::init([](std::shared_ptr<ReferenceIndex> index, std::size_t max_match, std::size_t continuation) {
+                                        "Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it (and, "
+                                        "with request, in its own references and context), then its continuations best first by "
+                                        "how many occurrences they continue; the tokens accepted in a sequence join the index when "
+                                        "it ends.")
+      .def(py::init([](std::shared_ptr<ReferenceIndex> index, std::size_t max_match, std::size_t continuation, bool request) {
              REFDEC_CHECK(index != nullptr, "index drafter: index is None");
-             return std::make_unique<PyIndexDrafter>(std::move(index), IndexDrafterOptions{max_match, continuation});
+             return std::make_unique<PyIndexDrafter>(std::move(index), IndexDrafterOptions{max_match, continuation, request});
            }),
            py::arg("index"), py::arg("max_match") = IndexDrafterOptions{}.max_match,
-           py::arg("continuation") = IndexDrafterOptions{}.continuation)
+           py::arg("continuation") = IndexDrafterOptions{}.continuation, py::arg("request") = IndexDrafterOptions{}.request)
       .def_property_readonly("index", [](const PyIndexDrafter& d) { return d.index; }, "The shared ReferenceIndex.")
       .def_property_readonly("max_match", [](const PyIndexDrafter& d) { return d.options.max_match; }, "Longest suffix searched.")
-      .def_property_readonly("continuation", [](const PyIndexDrafter& d) { return d.options.continuation; }, "Deepest draft.");
+      .def_property_readonly("continuation", [](const PyIndexDrafter& d) { return d.options.continuation; }, "Deepest draft.")
+      .def_property_readonly("request", [](const PyIndexDrafter& d) { return d.options.request; },
+                             "Whether the sequence's references and context are searched too.");
 
   py::class_<SuffixDecodingCache, std::shared_ptr<SuffixDecodingCache>>(m, "SuffixDecodingCache",
                                                                         "SuffixDecoding's global tree over earlier responses (the "

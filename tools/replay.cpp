@@ -135,7 +135,7 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
     return {{"history_tokens", s.history_tokens}, {"n", s.trie.n}, {"prefix_len", s.trie.prefix_len},
             {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
   if (name == "index")
-    return {{"index_max_tokens", s.index.max_tokens}, {"index_depth", s.index.depth}, {"max_match", s.index_drafter.max_match},
+    return {{"index_max_tokens", s.index.max_tokens}, {"index_depth", s.index.depth}, {"max_match", s.index_drafter.max_match}, {"request", s.index_drafter.request},
             {"continuation", s.index_drafter.continuation}};
   if (name == "suffix")
     return {{"max_depth", s.suffix.max_depth}, {"max_spec_factor", s.suffix.max_spec_factor},
@@ -470,6 +470,9 @@ int main(int argc, char** argv) {
   app.add_option("--index-max-match", s.index_drafter.max_match, "index: longest context suffix searched")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 64));
+  app.add_flag("--index-request,!--no-index-request", s.index_drafter.request,
+               "index: also search the trace's references and its own context (--no-index-request: the index only)")
+      ->capture_default_str();
   app.add_option("--index-continuation", s.index_drafter.continuation, "index: tokens read after each occurrence")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 1024));

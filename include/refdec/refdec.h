@@ -130,12 +130,13 @@ REFDEC_C_EXPORT size_t refdec_reference_index_tokens(const refdec_reference_inde
 /** Releases the caller's handle; the index lives on while index drafters use it. */
 REFDEC_C_EXPORT void refdec_reference_index_destroy(refdec_reference_index* index);
 
-/** A drafter over a shared index: the sequence's longest suffix found there, then its continuations
- *  best first by how many occurrences they continue. Adds its sequence's output to the index when
- *  the sequence ends. */
+/** A drafter over a shared index: the sequence's longest suffix found there (and, with request, in
+ *  its own references and context), then its continuations best first by how many occurrences they
+ *  continue. Adds its sequence's output to the index when the sequence ends. */
 typedef struct refdec_index_drafter_options {
   size_t max_match;    /**< longest suffix of the sequence searched */
   size_t continuation; /**< deepest draft node, in tokens after the match */
+  int request;         /**< nonzero: also search the sequence's references and its own context */
 } refdec_index_drafter_options;
 REFDEC_C_EXPORT void refdec_index_drafter_options_init(refdec_index_drafter_options* options);
 REFDEC_C_EXPORT refdec_status refdec_index_drafter_create(refdec_reference_index* index, const refdec_index_drafter_options* options,

@@ -722,8 +722,8 @@ class HistoryDrafter(Drafter):
         """The shared OutputHistory."""
 
 class IndexDrafter(Drafter):
-    """Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it, then its continuations best first by how many occurrences they continue; the tokens accepted in a sequence join the index when it ends."""
-    def __init__(self: IndexDrafter, index: ReferenceIndex, max_match: int = 16, continuation: int = 64) -> None:
+    """Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it (and, with request, in its own references and context), then its continuations best first by how many occurrences they continue; the tokens accepted in a sequence join the index when it ends."""
+    def __init__(self: IndexDrafter, index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True) -> None:
         ...
     @property
     def index(self) -> ReferenceIndex:
@@ -734,6 +734,9 @@ class IndexDrafter(Drafter):
     @property
     def continuation(self) -> int:
         """Deepest draft."""
+    @property
+    def request(self) -> bool:
+        """Whether the sequence's references and context are searched too."""
 
 class SuffixDecodingDrafter(Drafter):
     """The SuffixDecoding baseline: a path per step from the request's own suffix tree or the shared global one, whichever scores higher."""

@@ -187,12 +187,14 @@ TEST(IndexDrafter, DraftsWhatFollowedTheContextInEarlierOutputs) {
 }
 
 // The drafter against counting over the documents directly: the longest context suffix found
-// (at most max_match and the index's depth), every continuation path below it up to the depth
-// allowed with its share of the occurrences, over many segments of short random documents; and,
-// with a small budget, a prefix-closed subset of those nodes that leaves none better outside.
+// followed by a token (at most max_match and the index's depth less one), every continuation path
+// below it up to the depth allowed with its share of the occurrences, over many segments of short
+// random documents, and with `request` over the request's references and context too; and, with a
+// small budget, a prefix-closed subset of those nodes that leaves none better outside.
 TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
-  std::mt19937 rng(11);
+  for (const bool request : {false, true})
   for (const std::size_t depth : {std::size_t{6}, std::size_t{64}}) {
+    std::mt19937 rng(11);
     auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.depth = depth});
     std::deque<Tokens> docs;
     for (int d = 0; d < 60; ++d) {
@@ -202,21 +204,37 @@ TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
       docs.push_back(doc);
     }
     ASSERT_GT(index->snapshot()->segments.size(), 2u);
-    const IndexDrafterOptions opt{.max_match = 5, .continuation = 4};
+    const IndexDrafterOptions opt{.max_match = 5, .continuation = 4, .request = request};
     for (int trial = 0; trial < 200; ++trial) {
-      SCOPED_TRACE("depth " + std::to_string(depth) + ", trial " + std::to_string(trial));
+      SCOPED_TRACE("depth " + std::to_string(depth) + ", trial " + std::to_string(trial) + (request ? ", request" : ""));
       Tokens context(1 + rng() % 8);
       for (Token& t : context) t = static_cast<Token>(rng() % 5);  // 4: found nowhere
-      // The longest suffix found, its occurrences' continuations and their counts.
-      std::size_t len = std::min({opt.max_match, context.size(), depth});
+      std::vector<Tokens> references(rng() % 3);
+      for (Tokens& r : references) {
+        r.resize(rng() % 12);
+        for (Token& t : r) t = static_cast<Token>(rng() % 6);  // 5: only in references
+      }
+      std::deque<Tokens> searched = docs;
+      if (request) {
+        searched.push_back(context);
+        searched.insert(searched.end(), references.begin(), references.end());
+      }
+      // The longest suffix found with a token after it, its occurrences' continuations and their counts.
+      std::size_t len = std::min({opt.max_match, context.size(), depth - 1});
       const auto suffix = [&](std::size_t l) { return Tokens(context.end() - static_cast<std::ptrdiff_t>(l), context.end()); };
-      while (len > 0 && count_in(docs, suffix(len)) == 0) --len;
+      const auto continued = [&](const Tokens& pattern) {
+        for (const Tokens& doc : searched)
+          for (std::size_t i = 0; i + pattern.size() < doc.size(); ++i)
+            if (std::equal(pattern.begin(), pattern.end(), doc.begin() + static_cast<std::ptrdiff_t>(i))) return true;
+        return false;
+      };
+      while (len > 0 && !continued(suffix(len))) --len;
       const std::size_t max_depth = len == 0 ? 0 : std::min(opt.continuation, depth - len);
       std::map<Tokens, std::size_t> counts;
       std::size_t total = 0;
       if (len > 0) {
         const Tokens pattern = suffix(len);
-        for (const Tokens& doc : docs)
+        for (const Tokens& doc : searched)
           for (std::size_t i = 0; i + len <= doc.size(); ++i) {
             if (!std::equal(pattern.begin(), pattern.end(), doc.begin() + static_cast<std::ptrdiff_t>(i))) continue;
             total += i + len < doc.size();
@@ -225,7 +243,7 @@ TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
           }
       }
       IndexDrafter drafter(index, opt);
-      drafter.begin(context, {});
+      drafter.begin(context, references);
       DraftTree all;
       drafter.propose(1 << 20, all);
       EXPECT_EQ(drafter.last_match(), total > 0 ? len : 0);
@@ -249,6 +267,55 @@ TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
       }
     }
   }
+}
+
+// With `request` (the default) the request's references and its own context are searched as well:
+// the references from begin(), the context as it was when it last doubled. A match must have a
+// token after it: a document that ends with the context's suffix does not make it the match.
+TEST(IndexDrafter, DraftsFromTheRequestsReferencesAndItsOwnContext) {
+  const std::vector<Tokens> references = {{7, 8, 9, 10}, {}};
+  for (const bool request : {true, false}) {
+    SCOPED_TRACE(request ? "request" : "index only");
+    auto index = std::make_shared<ReferenceIndex>();
+    IndexDrafter d(index, {.request = request});
+    DraftTree tree;
+    d.begin(Tokens{1, 2, 3}, references);
+    d.propose(8, tree);
+    EXPECT_EQ(tree.size(), 0u) << "the context's own end continues nowhere";
+    d.accept(Tokens{7, 8});
+    tree.clear();
+    d.propose(8, tree);
+    if (request) {
+      EXPECT_EQ(d.last_match(), 2u);
+      EXPECT_FLOAT_EQ(score_of(tree, {9, 10}), 1.0f);
+      EXPECT_EQ(tree.size(), 2u);
+    } else {
+      EXPECT_EQ(tree.size(), 0u);
+    }
+    d.accept(Tokens{5, 7});  // the context has doubled: indexed again at the next proposal
+    tree.clear();
+    d.propose(8, tree);
+    d.accept(Tokens{1, 2});
+    tree.clear();
+    d.propose(8, tree);
+    if (request) {
+      EXPECT_FLOAT_EQ(score_of(tree, {3, 7, 8}), 1.0f) << "what followed 1 2 in its own context";
+    } else {
+      EXPECT_EQ(tree.size(), 0u);
+    }
+    d.begin(Tokens{}, {});  // its output joins the index, not its references
+    EXPECT_EQ(index->tokens(), 6u);
+  }
+  // "9 1 2" ends a document, so the longest match of "9 1 2" that continues is "1 2".
+  auto index = std::make_shared<ReferenceIndex>();
+  index->add(Tokens{1, 2, 3});
+  index->add(Tokens{9, 1, 2});
+  IndexDrafter d(index, {.request = false});
+  DraftTree tree;
+  d.begin(Tokens{9, 1, 2}, {});
+  d.propose(8, tree);
+  EXPECT_EQ(d.last_match(), 2u);
+  EXPECT_FLOAT_EQ(score_of(tree, {3}), 1.0f);
 }
 
 TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {

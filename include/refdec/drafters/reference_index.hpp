@@ -41,13 +41,25 @@ class IndexSegment {
   static constexpr Token kEnd = -1;
 
   /// A segment of one document (token ids >= 0, not empty).
-  IndexSegment(std::span<const Token> document, std::size_t depth) : depth_(depth) {
-    REFDEC_CHECK(!document.empty(), "reference index: a document must not be empty");
-    for (const Token t : document) REFDEC_CHECK(t >= 0, "reference index: token ids must be non-negative, got " << t);
-    text_.assign(document.begin(), document.end());
-    text_.push_back(kEnd);
-    suffixes_.resize(document.size());
-    for (std::size_t i = 0; i < document.size(); ++i) suffixes_[i] = static_cast<std::uint32_t>(i);
+  IndexSegment(std::span<const Token> document, std::size_t depth)
+      : IndexSegment(References(std::vector<std::span<const Token>>{document}), depth) {}
+
+  /// A segment of `documents` (token ids >= 0; empty ones skipped, at least one token in all).
+  IndexSegment(References documents, std::size_t depth) : depth_(depth) {
+    std::size_t n = 0;
+    for (const auto& d : documents) n += d.size();
+    REFDEC_CHECK(n > 0, "reference index: a document must not be empty");
+    text_.reserve(n + documents.size());
+    suffixes_.reserve(n);
+    for (const auto& d : documents) {
+      if (d.empty()) continue;
+      for (const Token t : d) {
+        REFDEC_CHECK(t >= 0, "reference index: token ids must be non-negative, got " << t);
+        suffixes_.push_back(static_cast<std::uint32_t>(text_.size()));
+        text_.push_back(t);
+      }
+      text_.push_back(kEnd);
+    }
     std::sort(suffixes_.begin(), suffixes_.end(), [&](std::uint32_t a, std::uint32_t b) {
       const int c = compare(text_, a, text_, b);
       return c != 0 ? c < 0 : a < b;
@@ -85,10 +97,14 @@ class IndexSegment {
   std::span<const std::uint32_t> suffixes() const { return suffixes_; }
   std::size_t depth() const { return depth_; }
 
-  /// Whether some suffix starts with `pattern` (at most depth() tokens): one binary search.
-  bool contains(std::span<const Token> pattern) const {
-    const auto lo = std::partition_point(suffixes_.begin(), suffixes_.end(),
-                                         [&](std::uint32_t s) { return compare_prefix(s, pattern) < 0; });
+  /// Whether some suffix starts with `pattern` (fewer than depth() tokens) followed by a token
+  /// (not by its document's end): one binary search, since those that end right after it sort
+  /// first among the suffixes that start with it.
+  bool continues(std::span<const Token> pattern) const {
+    const auto lo = std::partition_point(suffixes_.begin(), suffixes_.end(), [&](std::uint32_t s) {
+      const int c = compare_prefix(s, pattern);
+      return c < 0 || (c == 0 && text_[s + pattern.size()] == kEnd);
+    });
     return lo != suffixes_.end() && compare_prefix(*lo, pattern) == 0;
   }
 
@@ -131,7 +147,7 @@ class IndexSegment {
 struct ReferenceIndexOptions {
   /// Tokens kept at most: past it the oldest segments are dropped (each at most an eighth of it).
   std::size_t max_tokens = std::size_t{1} << 26;
-  /// Suffixes are ordered by this many tokens: the longest match a query can find.
+  /// Suffixes are ordered by this many tokens (at least 2): a match and its continuations are at most this long.
   std::size_t depth = 64;
   /// Merge segments on a thread of the index's own instead of in add(): add() then only sorts its
   /// document's suffixes, and readers meanwhile search a few more (small) segments.
@@ -156,7 +172,7 @@ class ReferenceIndex {
   explicit ReferenceIndex(ReferenceIndexOptions options = {}) : opt_(options), current_(std::make_shared<const Snapshot>()) {
     REFDEC_CHECK(opt_.max_tokens >= 1 && opt_.max_tokens <= (std::size_t{1} << 31),
                  "reference index: max_tokens must be in [1, 2^31], got " << opt_.max_tokens);
-    REFDEC_CHECK(opt_.depth >= 1 && opt_.depth <= 1024, "reference index: depth must be in [1, 1024], got " << opt_.depth);
+    REFDEC_CHECK(opt_.depth >= 2 && opt_.depth <= 1024, "reference index: depth must be in [2, 1024], got " << opt_.depth);
     if (opt_.background_merge) merger_ = std::thread([this] { merge_loop(); });
   }
   ReferenceIndex(const ReferenceIndex&) = delete;
@@ -287,6 +303,10 @@ class ReferenceIndex {
 struct IndexDrafterOptions {
   std::size_t max_match = 16;     ///< longest context suffix searched
   std::size_t continuation = 64;  ///< deepest draft node, in tokens after the match: a whole repeated answer drafts in few steps
+  /// Also draft from the request's own text, as if it were in the index: its references (indexed
+  /// at begin()) and its prompt and output (indexed again whenever they have doubled since),
+  /// SuffixDecoding's per-request tree. Costs begin() a sort of the references and prompt.
+  bool request = true;
 };
 
 /// A drafter over a shared ReferenceIndex: per step, the longest suffix of the sequence (prompt
@@ -310,6 +330,7 @@ class IndexDrafter {
       index_ = std::move(o.index_), opt_ = o.opt_, context_ = std::move(o.context_);
       output_ = std::exchange(o.output_, {});
       last_match_ = o.last_match_, last_match_seen_ = o.last_match_seen_, last_context_size_ = o.last_context_size_;
+      references_ = std::move(o.references_), context_segment_ = std::move(o.context_segment_), context_indexed_ = o.context_indexed_;
     }
     return *this;
   }
@@ -322,36 +343,49 @@ class IndexDrafter {
   /// The match length of the last proposal (0: none).
   std::size_t last_match() const { return last_match_; }
 
-  /// Ends the previous sequence (finish()) and starts one on `prompt`.
-  void begin(std::span<const Token> prompt, References /*references*/) {
+  /// Ends the previous sequence (finish()) and starts one on `prompt` (and `references`, read
+  /// here only, with options().request).
+  void begin(std::span<const Token> prompt, References references) {
     REFDEC_CHECK(index_ != nullptr, "index drafter: used after it was moved from");
     finish();
     context_.assign(prompt.begin(), prompt.end());
     last_match_ = last_match_seen_ = 0;
     last_context_size_ = 0;  // the first probe is the longest match allowed
+    references_.reset();
+    context_segment_.reset();
+    if (!opt_.request) return;
+    std::size_t n = 0;
+    for (const auto& r : references) n += r.size();
+    if (n > 0) references_ = std::make_shared<const IndexSegment>(references, index_->options().depth);
+    index_context();
   }
 
   void propose(std::size_t budget, DraftTree& out) {
     last_match_ = 0;
     if (budget == 0 || context_.empty()) return;
     const auto snap = index_->snapshot();
-    if (snap->segments.empty()) return;
+    if (opt_.request && context_.size() >= 2 * context_indexed_) index_context();
+    segments_.clear();
+    for (const auto& s : snap->segments) segments_.push_back(s.get());
+    if (references_) segments_.push_back(references_.get());
+    if (context_segment_) segments_.push_back(context_segment_.get());
+    if (segments_.empty()) return;
     // The longest match: a suffix occurs whenever a longer one does, so the length is searched by
     // halves, each probe a binary search per segment.
-    const std::size_t most = std::min({opt_.max_match, context_.size(), snap->segments.front()->depth()});
+    const std::size_t most = std::min({opt_.max_match, context_.size(), segments_.front()->depth() - 1});
     std::size_t lo = 0, hi = most;  // lo occurs (0 trivially); the answer is in [lo, hi]
     // First probe: the last match grown by the tokens accepted since, where the next match
     // usually is (it cannot be longer unless the index grew).
     const std::size_t hint = std::min(most, last_match_seen_ + (context_.size() - last_context_size_));
     if (hint > 0) {
-      if (occurs(*snap, hint))
+      if (occurs(hint))
         lo = hint;
       else
         hi = hint - 1;
     }
     while (lo < hi) {
       const std::size_t mid = (lo + hi + 1) / 2;
-      if (occurs(*snap, mid))
+      if (occurs(mid))
         lo = mid;
       else
         hi = mid - 1;
@@ -368,15 +402,15 @@ class IndexDrafter {
     heap_.clear();
     Node root;
     root.first_run = 0;
-    for (std::size_t si = 0; si < snap->segments.size(); ++si) {
-      const auto [a, b] = snap->segments[si]->find(pattern);
+    for (std::size_t si = 0; si < segments_.size(); ++si) {
+      const auto [a, b] = segments_[si]->find(pattern);
       if (a < b) runs_.push_back(Run{static_cast<std::uint32_t>(si), a, b});
     }
     root.runs = static_cast<std::uint32_t>(runs_.size());
     nodes_.push_back(root);
-    const std::size_t max_depth = std::min(opt_.continuation, snap->segments.front()->depth() - len);
+    const std::size_t max_depth = std::min(opt_.continuation, segments_.front()->depth() - len);
     std::size_t total = 0;  // occurrences with a continuation
-    expand(*snap, 0, len, total);
+    expand(0, len, total);
     if (total == 0) return;
     last_match_ = len;
     std::size_t kept = 0;
@@ -390,7 +424,7 @@ class IndexDrafter {
       ++kept;
       if (kept < budget && static_cast<std::size_t>(n.depth) < max_depth) {
         std::size_t unused = 0;
-        expand(*snap, v, len, unused);
+        expand(v, len, unused);
       }
     }
   }
@@ -434,22 +468,22 @@ class IndexDrafter {
     return a.node > b.node;
   }
 
-  bool occurs(const ReferenceIndex::Snapshot& snap, std::size_t len) const {
+  bool occurs(std::size_t len) const {
     const auto pattern = std::span<const Token>(context_).last(len);
-    for (const auto& s : snap.segments)
-      if (s->contains(pattern)) return true;
+    for (const IndexSegment* s : segments_)
+      if (s->continues(pattern)) return true;
     return false;
   }
 
   // Adds node v's children (one per next token, its runs in every segment) as candidates; `with_next`
   // gets the occurrences that have a next token.
-  void expand(const ReferenceIndex::Snapshot& snap, std::int32_t v, std::size_t match, std::size_t& with_next) {
+  void expand(std::int32_t v, std::size_t match, std::size_t& with_next) {
     const Node parent = nodes_[static_cast<std::size_t>(v)];
     const std::size_t offset = match + static_cast<std::size_t>(parent.depth);
     found_.clear();
     for (std::size_t r = parent.first_run; r < parent.first_run + parent.runs; ++r) {
       const Run run = runs_[r];
-      const IndexSegment& seg = *snap.segments[run.segment];
+      const IndexSegment& seg = *segments_[run.segment];
       const auto text = seg.text();
       const auto sa = seg.suffixes();
       auto next = [&](std::size_t rank) { return text[sa[rank] + offset]; };
@@ -494,6 +528,13 @@ class IndexDrafter {
     }
   }
 
+  // The request's prompt and output so far as a segment of its own.
+  void index_context() {
+    context_indexed_ = context_.size();
+    if (!context_.empty())
+      context_segment_ = std::make_shared<const IndexSegment>(std::span<const Token>(context_), index_->options().depth);
+  }
+
   // A destructor must not throw: an output that cannot be stored (out of memory) is dropped.
   void finish_noexcept() noexcept {
     try {
@@ -510,7 +551,11 @@ class IndexDrafter {
   std::size_t last_match_ = 0;
   std::size_t last_match_seen_ = 0;    // the longest match found by the last proposal (0: none)
   std::size_t last_context_size_ = 0;  // the context's length then
+  // options().request: the request's references, and its context up to context_indexed_ tokens.
+  std::shared_ptr<const IndexSegment> references_, context_segment_;
+  std::size_t context_indexed_ = 0;
   // Scratch of propose().
+  std::vector<const IndexSegment*> segments_;  // the snapshot's, then the request's
   std::vector<Node> nodes_;
   std::vector<Run> runs_;
   std::vector<Candidate> heap_;
