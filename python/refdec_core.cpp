@@ -754,18 +754,18 @@ PYBIND11_MODULE(_core, m) {
                                                                         "SuffixDecoding's global tree over earlier responses (the "
                                                                         "baseline's; ArcticInference's defaults).")
       .def(py::init([](std::size_t max_depth, double max_spec_factor, double max_spec_offset, float min_token_prob,
-                       std::size_t max_cached_requests) {
+                       std::size_t max_cached_requests, bool tree) {
              return std::make_shared<SuffixDecodingCache>(
-                 SuffixDecodingOptions{max_depth, max_spec_factor, max_spec_offset, min_token_prob, max_cached_requests});
+                 SuffixDecodingOptions{max_depth, max_spec_factor, max_spec_offset, min_token_prob, max_cached_requests, tree});
            }),
            py::arg("max_depth") = SuffixDecodingOptions{}.max_depth, py::arg("max_spec_factor") = SuffixDecodingOptions{}.max_spec_factor,
            py::arg("max_spec_offset") = SuffixDecodingOptions{}.max_spec_offset,
            py::arg("min_token_prob") = SuffixDecodingOptions{}.min_token_prob,
-           py::arg("max_cached_requests") = SuffixDecodingOptions{}.max_cached_requests)
+           py::arg("max_cached_requests") = SuffixDecodingOptions{}.max_cached_requests, py::arg("tree") = SuffixDecodingOptions{}.tree)
       .def_property_readonly("tokens", &SuffixDecodingCache::tokens, "Tokens of the cached responses.");
 
   py::class_<PySuffixDecodingDrafter, PyDrafter>(m, "SuffixDecodingDrafter",
-                                                 "The SuffixDecoding baseline: a path per step from the request's own suffix tree "
+                                                 "The SuffixDecoding baseline: a path (or a tree, with the cache's tree option) per step from the request's own suffix tree "
                                                  "or the shared global one, whichever scores higher.")
       .def(py::init([](std::shared_ptr<SuffixDecodingCache> cache) {
              REFDEC_CHECK(cache != nullptr, "suffix decoding: cache is None");

@@ -140,7 +140,7 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
   if (name == "suffix")
     return {{"max_depth", s.suffix.max_depth}, {"max_spec_factor", s.suffix.max_spec_factor},
             {"max_spec_offset", s.suffix.max_spec_offset}, {"min_token_prob", s.suffix.min_token_prob},
-            {"max_cached_requests", s.suffix.max_cached_requests}};
+            {"max_cached_requests", s.suffix.max_cached_requests}, {"tree", s.suffix.tree}};
   if (name == "rest")
     return {{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
             {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}};
@@ -488,6 +488,7 @@ int main(int argc, char** argv) {
   app.add_option("--suffix-min-prob", s.suffix.min_token_prob, "suffix: least estimated probability of a speculated token")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--suffix-tree", s.suffix.tree, "suffix: speculate a tree, not a path (ArcticInference's use_tree_spec)");
   app.add_option("--suffix-max-requests", s.suffix.max_cached_requests, "suffix: responses its global tree keeps (0: none)")
       ->capture_default_str()
       ->transform(cli::integer_in(0, std::int64_t{1} << 40));

@@ -463,7 +463,7 @@ class ReferenceIndex:
 
 class SuffixDecodingCache:
     """SuffixDecoding's global tree over earlier responses (the baseline's; ArcticInference's defaults)."""
-    def __init__(self: SuffixDecodingCache, max_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0, min_token_prob: float = 0.10000000149011612, max_cached_requests: int = 100000) -> None:
+    def __init__(self: SuffixDecodingCache, max_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0, min_token_prob: float = 0.10000000149011612, max_cached_requests: int = 100000, tree: bool = False) -> None:
         ...
     @property
     def tokens(self) -> int:
@@ -739,7 +739,7 @@ class IndexDrafter(Drafter):
         """Whether the sequence's references and context are searched too."""
 
 class SuffixDecodingDrafter(Drafter):
-    """The SuffixDecoding baseline: a path per step from the request's own suffix tree or the shared global one, whichever scores higher."""
+    """The SuffixDecoding baseline: a path (or a tree, with the cache's tree option) per step from the request's own suffix tree or the shared global one, whichever scores higher."""
     def __init__(self: SuffixDecodingDrafter, cache: SuffixDecodingCache) -> None:
         ...
     @property

@@ -118,6 +118,44 @@ TEST(SuffixTrie, SpeculatesTheMostFrequentPathWithinItsCaps) {
   EXPECT_EQ(s.match_len, 2u);
 }
 
+// Tree mode (ArcticInference's use_tree_spec): the most probable nodes below the match, each with
+// its parent, while the same caps hold; the drafter puts the tree, not a chain, into its draft.
+TEST(SuffixTrie, SpeculatesTheMostProbableTreeWithinItsCaps) {
+  SuffixDecodingOptions opt;
+  opt.max_depth = 16;
+  opt.tree = true;
+  SuffixTrie trie(opt.max_depth);
+  // After "1 2 3": 4 6 7 twice, 5 8 once (three sequences).
+  const std::vector<Tokens> sequences = {{1, 2, 3, 4, 6, 7}, {1, 2, 3, 4, 6, 7}, {1, 2, 3, 5, 8}};
+  for (std::size_t i = 0; i < sequences.size(); ++i)
+    for (const Token t : sequences[i]) trie.append(static_cast<std::int64_t>(i), t);
+  const Tokens context{0, 1, 2, 3};
+  const auto d = trie.speculate(context, 10, opt);  // match 3 allows 3 tokens: 4, 6, then 7 (2/3) before 5 (1/3)
+  EXPECT_EQ(d.tokens, (Tokens{4, 6, 7}));
+  EXPECT_EQ(d.parents, (std::vector<std::int32_t>{-1, 0, 1}));
+  SuffixDecodingOptions wide = opt;
+  wide.max_spec_offset = 2.0;  // 5 tokens: 4 6 7 (2/3 each), then 5 and 8 (1/3 each)
+  const auto w = trie.speculate(context, 10, wide);
+  EXPECT_EQ(w.tokens, (Tokens{4, 6, 7, 5, 8}));
+  EXPECT_EQ(w.parents, (std::vector<std::int32_t>{-1, 0, 1, -1, 3}));
+  EXPECT_FLOAT_EQ(w.probs[3], 1.0f / 3.0f);
+  EXPECT_FLOAT_EQ(w.score, 2.0f + 2.0f / 3.0f);
+  SuffixDecodingOptions strict = wide;
+  strict.min_token_prob = 0.5f;  // 5 and 8 (1/3) are cut
+  EXPECT_EQ(trie.speculate(context, 10, strict).tokens, (Tokens{4, 6, 7}));
+  // The drafter: the tree's branches side by side under the root.
+  SuffixDecodingOptions cache_opt = wide;
+  auto cache = std::make_shared<SuffixDecodingCache>(cache_opt);
+  SuffixDecodingDrafter drafter(cache);
+  drafter.begin(context, sequences);  // "1 2 3" also ends the prompt: 4 is 1/2 likely, 5 1/4
+  DraftTree tree;
+  drafter.propose(10, tree);
+  ASSERT_EQ(tree.size(), 5u);
+  EXPECT_GE(tree.find_child(0, 4), 0);
+  EXPECT_GE(tree.find_child(0, 5), 0);
+  EXPECT_GE(tree.find_child(tree.find_child(0, 5), 8), 0);
+}
+
 // The drafter: the request's own tree holds its prompt and references; the global tree the earlier
 // responses (not their prompts), and its bound evicts the oldest.
 TEST(SuffixDecodingDrafter, DraftsFromItsPromptAndFromEarlierResponses) {

@@ -41,12 +41,17 @@ struct SuffixDecodingOptions {
   double max_spec_offset = 0.0;              ///< tokens speculated beyond max_spec_factor * match length
   float min_token_prob = 0.1f;               ///< a path stops before a token whose estimated probability is lower
   std::size_t max_cached_requests = 100000;  ///< responses the global tree keeps (0: none), oldest evicted first
+  /// Speculate a tree instead of a path: from the match, the most probable node not yet taken,
+  /// again and again (each node's probability the product of count(child) / count(parent) along
+  /// its path, at least min_token_prob), ArcticInference's use_tree_spec. Off by default, as there.
+  bool tree = false;
 };
 
-/// A speculated path: tokens, each one's estimated probability, their sum, and the match it
-/// continues.
+/// A speculation: tokens, each one's parent (an index into tokens; -1: the match) and estimated
+/// probability, their sum, and the match it continues. A path's parents are -1, 0, 1, ...
 struct SuffixDraft {
   std::vector<Token> tokens;
+  std::vector<std::int32_t> parents;
   std::vector<float> probs;
   float score = 0.0f;
   std::size_t match_len = 0;
@@ -99,11 +104,12 @@ class SuffixTrie {
     return node < 0 ? 0 : nodes_[static_cast<std::size_t>(node)].count;
   }
 
-  /// SuffixDecoding's path speculation over `context` (its last max_depth tokens are used): for
-  /// every match length m from 1 while the context's last m tokens occur (m < the tokens used),
-  /// the most frequent continuation from their node, at most min(max_tokens, max_spec_factor * m +
-  /// max_spec_offset) tokens, each kept while its probability is at least min_token_prob; the
-  /// highest-scored (ties: longer match). Empty if nothing matches.
+  /// SuffixDecoding's speculation over `context` (its last max_depth tokens are used): for every
+  /// match length m from 1 while the context's last m tokens occur (m < the tokens used), the
+  /// most frequent continuation from their node (with opt.tree, the most probable nodes below it),
+  /// at most min(max_tokens, max_spec_factor * m + max_spec_offset) tokens, each kept while its
+  /// probability is at least min_token_prob; the highest-scored (ties: longer match). Empty if
+  /// nothing matches.
   SuffixDraft speculate(std::span<const Token> context, std::size_t max_tokens, const SuffixDecodingOptions& opt) const {
     SuffixDraft best, draft;
     if (context.size() > max_depth_) context = context.last(max_depth_);
@@ -112,7 +118,10 @@ class SuffixTrie {
       if (node < 0) break;
       const double cap = static_cast<double>(m) * opt.max_spec_factor + opt.max_spec_offset + 1e-6;
       const std::size_t limit = std::min(max_tokens, cap <= 0 ? std::size_t{0} : static_cast<std::size_t>(cap));
-      follow(node, limit, opt.min_token_prob, draft);
+      if (opt.tree)
+        grow_tree(node, limit, opt.min_token_prob, draft);
+      else
+        follow(node, limit, opt.min_token_prob, draft);
       if (draft.score >= best.score) {
         draft.match_len = m;
         std::swap(best, draft);
@@ -212,7 +221,7 @@ class SuffixTrie {
 
   // The most frequent path below `node`: at most `limit` tokens of probability >= min_prob.
   void follow(std::int32_t node, std::size_t limit, float min_prob, SuffixDraft& out) const {
-    out.tokens.clear(), out.probs.clear(), out.score = 0.0f, out.match_len = 0;
+    out.tokens.clear(), out.parents.clear(), out.probs.clear(), out.score = 0.0f, out.match_len = 0;
     double prob = 1.0;
     while (out.tokens.size() < limit) {
       const Node& parent = nodes_[static_cast<std::size_t>(node)];
@@ -220,10 +229,43 @@ class SuffixTrie {
       if (child < 0 || nodes_[static_cast<std::size_t>(child)].count == 0) break;
       prob *= static_cast<double>(nodes_[static_cast<std::size_t>(child)].count) / static_cast<double>(parent.count);
       if (prob < min_prob) break;
+      out.parents.push_back(static_cast<std::int32_t>(out.tokens.size()) - 1);
       out.tokens.push_back(nodes_[static_cast<std::size_t>(child)].token);
       out.probs.push_back(static_cast<float>(prob));
       out.score += static_cast<float>(prob);
       node = child;
+    }
+  }
+
+  // The tree below `node`: the most probable node not yet taken, while fewer than `limit`; a
+  // node's children enter the choice when it is taken, those at least `min_prob` likely.
+  void grow_tree(std::int32_t node, std::size_t limit, float min_prob, SuffixDraft& out) const {
+    out.tokens.clear(), out.parents.clear(), out.probs.clear(), out.score = 0.0f, out.match_len = 0;
+    struct Item {
+      double prob;
+      std::int32_t node, parent;  // parent: its index in out.tokens, -1 for the match
+      bool operator<(const Item& o) const { return prob < o.prob; }
+    };
+    std::vector<Item> heap;
+    auto push_children = [&](std::int32_t n, double prob, std::int32_t parent) {
+      const Node& p = nodes_[static_cast<std::size_t>(n)];
+      for (std::int32_t c = p.first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling) {
+        const double q = prob * static_cast<double>(nodes_[static_cast<std::size_t>(c)].count) / static_cast<double>(p.count);
+        if (nodes_[static_cast<std::size_t>(c)].count == 0 || q < min_prob) continue;
+        heap.push_back({q, c, parent});
+        std::push_heap(heap.begin(), heap.end());
+      }
+    };
+    push_children(node, 1.0, -1);
+    while (out.tokens.size() < limit && !heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end());
+      const Item it = heap.back();
+      heap.pop_back();
+      out.parents.push_back(it.parent);
+      out.tokens.push_back(nodes_[static_cast<std::size_t>(it.node)].token);
+      out.probs.push_back(static_cast<float>(it.prob));
+      out.score += static_cast<float>(it.prob);
+      push_children(it.node, it.prob, static_cast<std::int32_t>(out.tokens.size()) - 1);
     }
   }
 
@@ -279,10 +321,9 @@ class SuffixDecodingCache {
   std::int64_t next_id_ = 0;
 };
 
-/// SuffixDecoding as a refdec drafter: a chain per step, the better of the request's own tree (its
-/// prompt, its references as further sequences, its response so far) and the shared global tree,
-/// each node scored by its estimated probability. One per sequence at a time; the cache may be
-/// shared.
+/// SuffixDecoding as a refdec drafter: a chain (or, with SuffixDecodingOptions::tree, a tree) per step, the better of the request's own
+/// tree (its prompt, its references as further sequences, its response so far) and the shared global tree, each node scored by its
+/// estimated probability. One per sequence at a time; the cache may be shared.
 class SuffixDecodingDrafter {
  public:
   /// Drafts over `cache` (not null) with its options.
@@ -315,10 +356,11 @@ class SuffixDecodingDrafter {
     SuffixDraft mine = local_.speculate(context_, budget, cache_->options());
     SuffixDraft global = cache_->speculate(context_, budget);
     const SuffixDraft& draft = mine.score >= global.score ? mine : global;
-    std::int32_t node = 0;
+    ids_.clear();
     for (std::size_t i = 0; i < draft.tokens.size(); ++i) {
-      node = out.add_child(node, draft.tokens[i]);
-      out.set_score(node, draft.probs[i]);
+      const std::int32_t parent = draft.parents[i] < 0 ? 0 : ids_[static_cast<std::size_t>(draft.parents[i])];
+      ids_.push_back(out.add_child(parent, draft.tokens[i]));
+      out.set_score(ids_.back(), draft.probs[i]);
     }
     if (!draft.tokens.empty()) last_match_ = draft.match_len;
   }
@@ -344,6 +386,7 @@ class SuffixDecodingDrafter {
   std::vector<Token> context_;  // prompt and response so far
   std::int64_t id_ = -1;        // the request's id in the global tree; -1 outside a request
   std::size_t last_match_ = 0;
+  std::vector<std::int32_t> ids_;  // scratch of propose(): the DraftTree node of each drafted token
 };
 
 static_assert(Drafter<SuffixDecodingDrafter>);
