@@ -24,6 +24,7 @@
 #include "eval/datasets.hpp"
 #include "eval/step_cost_file.hpp"
 #include "refdec/core/file_io.hpp"
+#include "refdec/datastore/index_files.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -63,6 +64,7 @@ struct Settings {
   std::size_t history_tokens = OutputHistory::kDefaultMaxTokens;  // the history drafter's bound
   SuffixDecodingOptions suffix;  // the SuffixDecoding baseline's
   ReferenceIndexOptions index;   // the shared index's (the index drafter, the mixture's index source)
+  std::string index_static;      // a datastore the index holds as a static segment; empty: none
   IndexDrafterOptions index_drafter;
   std::string sources;  // the mixture's, comma-separated; empty: llma,ngram-trie and, with a datastore, rest
   MixtureOptions mixture;
@@ -92,8 +94,11 @@ AnyDrafter make_single(const std::string& name, const Settings& s) {
     return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter(s.trie)), std::make_shared<OutputHistory>(s.history_tokens)));
   if (name == "suffix")  // the SuffixDecoding baseline, its global tree grown over the traces replayed before
     return AnyDrafter(SuffixDecodingDrafter(std::make_shared<SuffixDecodingCache>(s.suffix)));
-  if (name == "index")  // the shared index over the outputs of the traces replayed before
-    return AnyDrafter(IndexDrafter(std::make_shared<ReferenceIndex>(s.index), s.index_drafter));
+  if (name == "index") {  // the shared index over the outputs of the traces replayed before
+    auto index = std::make_shared<ReferenceIndex>(s.index);
+    if (!s.index_static.empty()) index->add_static(index_segment(Datastore::open_shared(s.index_static), s.index.depth));
+    return AnyDrafter(IndexDrafter(std::move(index), s.index_drafter));
+  }
   if (name == "none") return AnyDrafter{};
   if (name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
   if (name == "llma") return AnyDrafter(LlmaDrafter(s.llma));
@@ -136,6 +141,7 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
             {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
   if (name == "index")
     return {{"index_max_tokens", s.index.max_tokens}, {"index_depth", s.index.depth}, {"max_match", s.index_drafter.max_match}, {"request", s.index_drafter.request},
+            {"static", fs::path(s.index_static).filename().string()},
             {"continuation", s.index_drafter.continuation}};
   if (name == "suffix")
     return {{"max_depth", s.suffix.max_depth}, {"max_spec_factor", s.suffix.max_spec_factor},
@@ -293,6 +299,7 @@ int run(const Settings& s) {
                                   data / "data/spec_bench/vicuna-7b-v1.3-greedy.jsonl", data / "data/llma/rag.jsonl"};
   if (s.dataset != "specbench" && s.dataset != "llma-rag") inputs.emplace_back(s.dataset);
   if (!s.datastore.empty()) inputs.emplace_back(s.datastore);
+  if (!s.index_static.empty()) inputs.emplace_back(s.index_static);
   if (!s.trajectories.empty()) trajectories_file.emplace(s.trajectories, "--trajectories file", inputs);
   if (!s.dump_traces.empty()) traces_file.emplace(s.dump_traces, "--dump-traces file", inputs);
   const auto load_start = std::chrono::steady_clock::now();
@@ -464,6 +471,8 @@ int main(int argc, char** argv) {
   app.add_option("--history-tokens", s.history_tokens, "history: tokens of earlier outputs kept at most")
       ->capture_default_str()
       ->transform(cli::integer_in(1, OutputHistory::kMaxTokens));
+  app.add_option("--index-static", s.index_static,
+                 "index: a datastore file (refdec-datastore build) held as a static segment of the index, read in place");
   app.add_option("--index-max-tokens", s.index.max_tokens, "index: tokens of earlier outputs kept at most")
       ->capture_default_str()
       ->transform(cli::integer_in(1, std::int64_t{1} << 31));

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -57,6 +58,7 @@ TEST(ReferenceIndexFiles, ReopenedIndexDraftsWhatTheOriginalDrafted) {
   }
   const auto reopened = open_reference_index(dir.path(), {.max_tokens = 6000});
   EXPECT_TRUE(reopened.refused.empty());
+  for (const auto& s : reopened.index->snapshot()->segments) EXPECT_TRUE(s->in_place()) << "read from the mapped file, not sorted again";
   EXPECT_EQ(reopened.index->tokens(), tokens);
   EXPECT_EQ(drafts(reopened.index, contexts), before);
   EXPECT_NE(before.find('['), std::string::npos) << "the contexts found something to draft";
@@ -99,6 +101,58 @@ TEST(ReferenceIndexFiles, ACorruptOrTruncatedSegmentIsRefusedTheOthersServed) {
   EXPECT_EQ(reopened.served.size(), files.size() - 2);
   refdec_test::expect_error([&] { (void)open_reference_index(dir.path() / "missing"); }, "is not a directory");
   refdec_test::expect_error([&] { (void)save_reference_index(index, dir.path(), 10); }, "outside the vocabulary [0, 10)");
+}
+
+// Any datastore (REST's format, 2-byte codes here) joins an index as a segment read in place; a
+// static one stays first, never merged or dropped, while the grown ones come and go past the bound.
+TEST(ReferenceIndexFiles, ADatastoreIsAStaticSegmentReadInPlace) {
+  refdec_test::TempDir dir;
+  std::mt19937 rng(3);
+  std::vector<Tokens> corpus;
+  for (int d = 0; d < 8; ++d) corpus.push_back(refdec_test::random_text(rng, 20 + rng() % 30, 30));
+  corpus.push_back({});                                 // an empty document: a separator only
+  corpus.push_back({39, 38, 37, 36, 1, 2, 3});          // found only here
+  build_datastore(corpus, 40, dir.path() / "corpus.ds");
+  const auto store = Datastore::open_shared(dir.path() / "corpus.ds");
+  ASSERT_EQ(store->header().token_width, 2u);
+  auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 300});
+  const auto segment = index_segment(store, index->options().depth);
+  EXPECT_TRUE(segment->in_place());
+  ASSERT_EQ(segment->text_size(), store->size());
+  for (std::size_t k = 0; k < store->size(); ++k) ASSERT_EQ(segment->token(k), store->token(k)) << k;
+  std::size_t corpus_tokens = 0;
+  for (const Tokens& d : corpus) corpus_tokens += d.size();
+  EXPECT_EQ(segment->tokens(), corpus_tokens);
+  index->add_static(segment);
+  for (int d = 0; d < 40; ++d) index->add(refdec_test::random_text(rng, 20 + rng() % 30, 30));
+  const auto snap = index->snapshot();
+  ASSERT_EQ(snap->statics, 1u);
+  EXPECT_EQ(snap->segments[0], segment) << "never merged or dropped";
+  EXPECT_LE(snap->tokens - corpus_tokens, 300u) << "the bound counts the grown segments only";
+  EXPECT_GT(snap->segments.size(), 2u);
+  // Patterns are counted in the static segment as in the grown ones.
+  for (Token a = 0; a < 30; a += 7) {
+    std::size_t in_corpus = 0;
+    for (const Tokens& d : corpus) in_corpus += static_cast<std::size_t>(std::count(d.begin(), d.end(), a));
+    const auto [lo, hi] = segment->find(Tokens{a});
+    EXPECT_EQ(hi - lo, in_corpus) << a;
+  }
+  IndexDrafter drafter(index, {.request = false});
+  DraftTree tree;
+  drafter.begin(Tokens{5, 39, 38, 37, 36}, {});
+  drafter.propose(3, tree);
+  EXPECT_EQ(drafter.last_match(), 4u);
+  ASSERT_EQ(tree.size(), 3u);
+  EXPECT_EQ(tree.node(1).token, 1);
+  EXPECT_EQ(tree.node(3).token, 3);
+  EXPECT_FLOAT_EQ(tree.node(3).score, 1.0f);
+  // Refused: no segment, another depth, more tokens than the bound, widths a datastore never has.
+  refdec_test::expect_error([&] { index->add_segment(nullptr); }, "must not be null");
+  refdec_test::expect_error([&] { index->add_segment(index_segment(store, 8)); }, "cannot join an index of depth 64");
+  ReferenceIndex tiny({.max_tokens = 10});
+  refdec_test::expect_error([&] { tiny.add_segment(index_segment(store, 64)); }, "exceeds max_tokens 10");
+  IndexSegment::Arrays odd{.codes = store->codes(), .code_width = 3, .num_codes = store->size(), .suffixes = store->suffix_array()};
+  refdec_test::expect_error([&] { IndexSegment(odd, store, 64); }, "codes must be 2 or 4 bytes, got 3");
 }
 
 }  // namespace

@@ -76,11 +76,12 @@ TEST(ReferenceIndex, CountsEveryPatternThroughMergesAndEviction) {
       }
     }
     for (const auto& s : snap->segments) {
-      const auto text = s->text();
-      const auto sa = s->suffixes();
-      for (std::size_t r = 1; r < sa.size(); ++r) {
-        const Tokens x(text.begin() + sa[r - 1], std::find(text.begin() + sa[r - 1], text.end(), IndexSegment::kEnd));
-        const Tokens y(text.begin() + sa[r], std::find(text.begin() + sa[r], text.end(), IndexSegment::kEnd));
+      Tokens text(s->text_size());
+      for (std::size_t i = 0; i < text.size(); ++i) text[i] = s->token(i);
+      for (std::size_t r = 1; r < s->tokens(); ++r) {
+        const auto from = [&](std::size_t rank) { return text.begin() + static_cast<std::ptrdiff_t>(s->suffix(rank)); };
+        const Tokens x(from(r - 1), std::find(from(r - 1), text.end(), IndexSegment::kEnd));
+        const Tokens y(from(r), std::find(from(r), text.end(), IndexSegment::kEnd));
         ASSERT_LE(Tokens(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(6, x.size()))),
                   Tokens(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(6, y.size()))));
       }

@@ -1,9 +1,10 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A ReferenceIndex kept across restarts: each segment written as a datastore file (the checksummed
-// format REST's datastores use, refdec/datastore/format.hpp), and a directory of them read back
-// into a new index, a corrupt or truncated file refused with its reason while the others are
-// served. Link against refdec::datastore.
+// format REST's datastores use, refdec/datastore/format.hpp), and a directory of them opened as
+// the segments of a new index, read in place from the mapped files (nothing sorted again), a
+// corrupt or truncated file refused with its reason while the others are served. Any datastore
+// (REST's too) can be a segment of an index: index_segment(). Link against refdec::datastore.
 
 #include <algorithm>
 #include <cstdint>
@@ -49,6 +50,21 @@ std::vector<std::vector<Token>> split_documents(std::uint64_t n, TokenAt token) 
 }
 }  // namespace index_files_detail
 
+/// A segment over `store`'s arrays, read in place (the mapping stays open while the segment
+/// lives), ordered for an index of `depth`: a datastore's suffix array is in full order.
+inline std::shared_ptr<const IndexSegment> index_segment(std::shared_ptr<const Datastore> store, std::size_t depth) {
+  REFDEC_CHECK(store != nullptr, "reference index: the datastore must not be null");
+  const DatastoreHeader& h = store->header();
+  const IndexSegment::Arrays arrays{.codes = store->codes(),
+                                    .code_width = h.token_width,
+                                    .num_codes = static_cast<std::size_t>(h.num_tokens),
+                                    .suffixes = store->suffix_array(),
+                                    .suffix_width = h.index_width,
+                                    .skip = static_cast<std::size_t>(h.num_documents),  // separators sort first
+                                    .num_suffixes = static_cast<std::size_t>(h.num_tokens - h.num_documents)};
+  return std::make_shared<const IndexSegment>(arrays, std::shared_ptr<const void>(store), depth);
+}
+
 /// Writes the segments of `index` as it is now (one snapshot) into directory `dir` (created if
 /// missing), oldest first as segment-000000.ds, segment-000001.ds, ... (each written atomically
 /// by build_datastore), and segment files of an earlier save beyond the new ones are removed. Token ids must be below `vocab_size`. Returns
@@ -59,10 +75,10 @@ inline std::vector<std::filesystem::path> save_reference_index(const ReferenceIn
   const auto snap = index.snapshot();
   std::vector<std::filesystem::path> written;
   for (std::size_t i = 0; i < snap->segments.size(); ++i) {
-    const auto text = snap->segments[i]->text();
+    const IndexSegment& segment = *snap->segments[i];
     char name[32];
     std::snprintf(name, sizeof name, "segment-%06zu.ds", i);
-    build_datastore(index_files_detail::split_documents(text.size(), [&](std::uint64_t k) { return text[k]; }), vocab_size,
+    build_datastore(index_files_detail::split_documents(segment.text_size(), [&](std::uint64_t k) { return segment.token(k); }), vocab_size,
                     dir / name);  // written to a temporary and renamed, or not at all
     written.push_back(dir / name);
   }
@@ -78,24 +94,23 @@ struct ReferenceIndexFiles {
   std::vector<std::string> refused;  ///< one line per file refused: its path and why
 };
 
-/// A new index (with `options`) holding the documents of every segment file in `dir`, oldest
-/// first. A file that does not open as a datastore (corrupt, truncated, wrong version: the
-/// datastore's own checks, checksum included) is refused, named with the reason in `refused`, and
-/// the others are served. Throws refdec::IoError when `dir` is not a readable directory.
+/// A new index (with `options`) whose segments are the segment files in `dir`, oldest first, each
+/// mapped and read in place (index_segment()). A file that does not open as a datastore (corrupt,
+/// truncated, wrong version: the datastore's own checks, checksum included) or holds more than
+/// options.max_tokens tokens is refused, named with the reason in `refused`, and the others are
+/// served (the oldest dropped while they hold more than max_tokens together, as in the index).
+/// Throws refdec::IoError when `dir` is not a readable directory.
 inline ReferenceIndexFiles open_reference_index(const std::filesystem::path& dir, ReferenceIndexOptions options = {}) {
   REFDEC_CHECK_IO(std::filesystem::is_directory(dir), "reference index: '" << dir.string() << "' is not a directory");
   ReferenceIndexFiles out;
   out.index = std::make_shared<ReferenceIndex>(options);
   for (const auto& path : index_files_detail::segment_files(dir)) {
-    std::vector<std::vector<Token>> documents;
     try {
-      const Datastore store = Datastore::open(path);
-      documents = index_files_detail::split_documents(store.size(), [&](std::uint64_t k) { return store.token(k); });
+      out.index->add_segment(index_segment(Datastore::open_shared(path), options.depth));
     } catch (const Error& e) {
       out.refused.push_back(path.string() + ": " + e.what());
       continue;
     }
-    for (const auto& d : documents) out.index->add(d);
     out.served.push_back(path);
   }
   return out;

@@ -149,6 +149,11 @@ class Datastore {
     }
     return out.size() - before;
   }
+  /// The token array in place: codes token + 1 (0 for a separator), header().token_width bytes
+  /// each, little-endian; size() of them.
+  const void* codes() const { return tokens_; }
+  /// The suffix array in place: header().index_width bytes per entry, little-endian; size() of them.
+  const void* suffix_array() const { return suffix_; }
   /// A hint to fetch the suffix array entry of rank `rank` into the cache; no effect on results,
   /// and harmless for any rank.
   void prefetch_suffix(std::uint64_t rank) const { prefetch(suffix_ + rank * header_.index_width); }

@@ -14,7 +14,9 @@
 // index's own (background_merge). Readers take the current list (a shared pointer copied under a
 // lock held for nothing else); a writer builds the next list aside and swaps it in. Continuation
 // counts come from the suffix array ranges: how often each next token followed the matched
-// context.
+// context. A segment may also be a datastore file read in place (a saved index reopened, or a
+// static corpus such as REST's: refdec/datastore/index_files.hpp); static segments stay first,
+// never merged or dropped.
 
 #include <algorithm>
 #include <condition_variable>
@@ -34,11 +36,39 @@
 REFDEC_NAMESPACE_BEGIN
 
 /// An immutable run of documents with the suffix array of their tokens: every suffix ends at its
-/// document's end, and suffixes are ordered by their first `depth` tokens (ties: older first).
+/// document's end, and suffixes are ordered by their first `depth` tokens (ties: older first). The
+/// arrays are the segment's own, or someone else's read in place (a datastore file mapped in
+/// memory, refdec/datastore/index_files.hpp), in the datastore format's layout: each token stored
+/// as the code token + 1, with the code 0 ending each document, 2 or 4 bytes a code; suffix array
+/// entries 4 or 8 bytes.
 class IndexSegment {
  public:
-  /// Marks the end of each document in text().
+  /// A document's end, as token() gives it.
   static constexpr Token kEnd = -1;
+
+  /// Arrays held elsewhere (kept alive by the owner given with them), little-endian.
+  struct Arrays {
+    const void* codes = nullptr;     ///< [num_codes] token + 1, 0 at each document's end (the last code is 0)
+    std::uint32_t code_width = 4;    ///< bytes per code: 2 or 4
+    std::size_t num_codes = 0;       ///< codes, document ends included
+    const void* suffixes = nullptr;  ///< [skip + num_suffixes] code positions, ordered by the codes from there on
+    std::uint32_t suffix_width = 4;  ///< bytes per entry: 4 or 8
+    std::size_t skip = 0;            ///< the first `skip` entries, the suffixes that start at a document's end, are left out
+    std::size_t num_suffixes = 0;    ///< the entries after those: one per token
+  };
+
+  /// Calls f(codes, suffixes) with the arrays as typed pointers (std::uint16_t or std::uint32_t
+  /// codes, std::uint32_t or std::uint64_t entries, the skipped ones already passed), so that a
+  /// hot loop is compiled once per layout instead of asking for the widths at every access.
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    const auto* c16 = static_cast<const std::uint16_t*>(a_.codes);
+    const auto* c32 = static_cast<const std::uint32_t*>(a_.codes);
+    const auto* s32 = static_cast<const std::uint32_t*>(a_.suffixes) + a_.skip;
+    const auto* s64 = static_cast<const std::uint64_t*>(a_.suffixes) + a_.skip;
+    if (a_.code_width == 4) return a_.suffix_width == 4 ? f(c32, s32) : f(c32, s64);
+    return a_.suffix_width == 4 ? f(c16, s32) : f(c16, s64);
+  }
 
   /// A segment of one document (token ids >= 0, not empty).
   IndexSegment(std::span<const Token> document, std::size_t depth)
@@ -49,103 +79,160 @@ class IndexSegment {
     std::size_t n = 0;
     for (const auto& d : documents) n += d.size();
     REFDEC_CHECK(n > 0, "reference index: a document must not be empty");
-    text_.reserve(n + documents.size());
-    suffixes_.reserve(n);
+    Owned owned;
+    owned.codes.reserve(n + documents.size());
+    owned.suffixes.reserve(n);
     for (const auto& d : documents) {
       if (d.empty()) continue;
       for (const Token t : d) {
         REFDEC_CHECK(t >= 0, "reference index: token ids must be non-negative, got " << t);
-        suffixes_.push_back(static_cast<std::uint32_t>(text_.size()));
-        text_.push_back(t);
+        owned.suffixes.push_back(static_cast<std::uint32_t>(owned.codes.size()));
+        owned.codes.push_back(static_cast<std::uint32_t>(t) + 1);
       }
-      text_.push_back(kEnd);
+      owned.codes.push_back(0);
     }
-    std::sort(suffixes_.begin(), suffixes_.end(), [&](std::uint32_t a, std::uint32_t b) {
-      const int c = compare(text_, a, text_, b);
+    const std::uint32_t* codes = owned.codes.data();
+    std::sort(owned.suffixes.begin(), owned.suffixes.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const int c = compare(codes, a, codes, b, depth_);
       return c != 0 ? c < 0 : a < b;
     });
+    own(std::move(owned));
   }
 
-  /// The segment of `older`'s documents followed by `newer`'s (same depth).
+  /// A segment over `arrays` held by `owner`, read in place. The suffixes (after the first
+  /// arrays.skip) must be ordered by at least their first `depth` tokens; a datastore's are (in
+  /// full). Throws refdec::ArgumentError for widths other than 2 or 4 (codes), 4 or 8 (entries).
+  IndexSegment(Arrays arrays, std::shared_ptr<const void> owner, std::size_t depth) : depth_(depth), a_(arrays), owner_(std::move(owner)) {
+    REFDEC_CHECK(a_.code_width == 2 || a_.code_width == 4, "reference index: codes must be 2 or 4 bytes, got " << a_.code_width);
+    REFDEC_CHECK(a_.suffix_width == 4 || a_.suffix_width == 8,
+                 "reference index: suffix entries must be 4 or 8 bytes, got " << a_.suffix_width);
+    REFDEC_CHECK(a_.skip + a_.num_suffixes <= a_.num_codes,
+                 "reference index: " << a_.skip << " + " << a_.num_suffixes << " suffixes for " << a_.num_codes << " positions");
+  }
+
+  /// The segment of `older`'s documents followed by `newer`'s (same depth), its own arrays.
   static std::shared_ptr<const IndexSegment> merge(const IndexSegment& older, const IndexSegment& newer) {
-    auto m = std::shared_ptr<IndexSegment>(new IndexSegment(older.depth_));
-    m->text_.reserve(older.text_.size() + newer.text_.size());
-    m->text_ = older.text_;
-    m->text_.insert(m->text_.end(), newer.text_.begin(), newer.text_.end());
-    const auto shift = static_cast<std::uint32_t>(older.text_.size());
-    m->suffixes_.resize(older.suffixes_.size() + newer.suffixes_.size());
-    std::size_t i = 0, j = 0, k = 0;
-    while (i < older.suffixes_.size() && j < newer.suffixes_.size()) {
-      // Ties (equal over the depth) go to the older suffix: the order a sort would give.
-      if (older.compare(newer.text_, newer.suffixes_[j], older.text_, older.suffixes_[i]) < 0)
-        m->suffixes_[k++] = newer.suffixes_[j++] + shift;
-      else
-        m->suffixes_[k++] = older.suffixes_[i++];
-    }
-    while (i < older.suffixes_.size()) m->suffixes_[k++] = older.suffixes_[i++];
-    while (j < newer.suffixes_.size()) m->suffixes_[k++] = newer.suffixes_[j++] + shift;
-    return m;
+    REFDEC_CHECK(older.a_.num_codes + newer.a_.num_codes <= std::size_t{0xFFFFFFFF},
+                 "reference index: a merged segment must stay below 2^32 positions");
+    Owned m;
+    older.visit([&](const auto* oc, const auto* os) {
+      newer.visit([&](const auto* nc, const auto* ns) {
+        m.codes.reserve(older.a_.num_codes + newer.a_.num_codes);
+        m.codes.assign(oc, oc + older.a_.num_codes);
+        m.codes.insert(m.codes.end(), nc, nc + newer.a_.num_codes);
+        const auto shift = static_cast<std::uint32_t>(older.a_.num_codes);
+        const std::size_t no = older.tokens(), nn = newer.tokens();
+        m.suffixes.resize(no + nn);
+        std::size_t i = 0, j = 0, k = 0;
+        while (i < no && j < nn) {
+          // Ties (equal over the depth) go to the older suffix: the order a sort would give.
+          if (compare(nc, ns[j], oc, os[i], older.depth_) < 0)
+            m.suffixes[k++] = static_cast<std::uint32_t>(ns[j++]) + shift;
+          else
+            m.suffixes[k++] = static_cast<std::uint32_t>(os[i++]);
+        }
+        while (i < no) m.suffixes[k++] = static_cast<std::uint32_t>(os[i++]);
+        while (j < nn) m.suffixes[k++] = static_cast<std::uint32_t>(ns[j++]) + shift;
+      });
+    });
+    auto merged = std::shared_ptr<IndexSegment>(new IndexSegment(older.depth_));
+    merged->own(std::move(m));
+    return merged;
   }
 
-  /// Tokens indexed (document ends excluded).
-  std::size_t tokens() const { return suffixes_.size(); }
-  /// Bytes held: text and suffix array.
-  std::size_t bytes() const { return text_.size() * sizeof(Token) + suffixes_.size() * sizeof(std::uint32_t); }
-  /// The documents, each followed by kEnd.
-  std::span<const Token> text() const { return text_; }
-  /// Suffix starts in order.
-  std::span<const std::uint32_t> suffixes() const { return suffixes_; }
+  /// Tokens indexed (document ends excluded): the suffixes.
+  std::size_t tokens() const { return a_.num_suffixes; }
+  /// Bytes of its arrays (in memory, or mapped).
+  std::size_t bytes() const { return a_.num_codes * a_.code_width + (a_.skip + a_.num_suffixes) * a_.suffix_width; }
+  /// Whether its arrays are someone else's, read in place (a mapped file).
+  bool in_place() const { return !owned_; }
+  /// Positions in the text: the documents' tokens and their ends.
+  std::size_t text_size() const { return a_.num_codes; }
+  /// The token at text position `pos` (< text_size()), kEnd at a document's end.
+  Token token(std::size_t pos) const {
+    return visit([&](const auto* codes, const auto*) { return static_cast<Token>(codes[pos]) - 1; });
+  }
+  /// The text position where the suffix of rank `rank` (< tokens()) starts.
+  std::size_t suffix(std::size_t rank) const {
+    return visit([&](const auto*, const auto* sa) { return static_cast<std::size_t>(sa[rank]); });
+  }
   std::size_t depth() const { return depth_; }
 
   /// Whether some suffix starts with `pattern` (fewer than depth() tokens) followed by a token
   /// (not by its document's end): one binary search, since those that end right after it sort
   /// first among the suffixes that start with it.
   bool continues(std::span<const Token> pattern) const {
-    const auto lo = std::partition_point(suffixes_.begin(), suffixes_.end(), [&](std::uint32_t s) {
-      const int c = compare_prefix(s, pattern);
-      return c < 0 || (c == 0 && text_[s + pattern.size()] == kEnd);
+    return visit([&](const auto* codes, const auto* sa) {
+      const auto* end = sa + tokens();
+      const auto* lo = std::partition_point(sa, end, [&](auto s) {
+        const int c = compare_prefix(codes, s, pattern);
+        return c < 0 || (c == 0 && codes[s + pattern.size()] == 0);
+      });
+      return lo != end && compare_prefix(codes, *lo, pattern) == 0;
     });
-    return lo != suffixes_.end() && compare_prefix(*lo, pattern) == 0;
   }
 
   /// The ranks [first, second) of the suffixes that start with `pattern` (at most depth() tokens).
   std::pair<std::size_t, std::size_t> find(std::span<const Token> pattern) const {
-    const auto lo = std::partition_point(suffixes_.begin(), suffixes_.end(),
-                                         [&](std::uint32_t s) { return compare_prefix(s, pattern) < 0; });
-    const auto hi = std::partition_point(lo, suffixes_.end(), [&](std::uint32_t s) { return compare_prefix(s, pattern) == 0; });
-    return {static_cast<std::size_t>(lo - suffixes_.begin()), static_cast<std::size_t>(hi - suffixes_.begin())};
+    return visit([&](const auto* codes, const auto* sa) {
+      const auto* end = sa + tokens();
+      const auto* lo = std::partition_point(sa, end, [&](auto s) { return compare_prefix(codes, s, pattern) < 0; });
+      const auto* hi = std::partition_point(lo, end, [&](auto s) { return compare_prefix(codes, s, pattern) == 0; });
+      return std::pair<std::size_t, std::size_t>(static_cast<std::size_t>(lo - sa), static_cast<std::size_t>(hi - sa));
+    });
   }
 
  private:
+  struct Owned {
+    std::vector<std::uint32_t> codes;
+    std::vector<std::uint32_t> suffixes;
+  };
   explicit IndexSegment(std::size_t depth) : depth_(depth) {}
 
-  // Suffix a of `x` against suffix b of `y` over at most depth() tokens (kEnd below every token,
-  // and two suffixes that end together are equal).
-  int compare(std::span<const Token> x, std::uint32_t a, std::span<const Token> y, std::uint32_t b) const {
-    for (std::size_t i = 0; i < depth_; ++i) {
-      const Token p = x[a + i], q = y[b + i];
+  void own(Owned owned) {
+    auto held = std::make_shared<Owned>(std::move(owned));
+    a_ = Arrays{.codes = held->codes.data(),
+                .code_width = 4,
+                .num_codes = held->codes.size(),
+                .suffixes = held->suffixes.data(),
+                .suffix_width = 4,
+                .skip = 0,
+                .num_suffixes = held->suffixes.size()};
+    owner_ = std::move(held);
+    owned_ = true;
+  }
+
+  // The suffix at a of `x` against the one at b of `y` over at most `depth` tokens (a document's
+  // end, code 0, below every token, and two suffixes that end together are equal).
+  template <class X, class Y>
+  static int compare(const X* x, std::size_t a, const Y* y, std::size_t b, std::size_t depth) {
+    for (std::size_t i = 0; i < depth; ++i) {
+      const std::uint32_t p = x[a + i], q = y[b + i];
       if (p != q) return p < q ? -1 : 1;
-      if (p == kEnd) return 0;
+      if (p == 0) return 0;
     }
     return 0;
   }
   // The suffix at s against `pattern`: 0 when the suffix starts with it.
-  int compare_prefix(std::uint32_t s, std::span<const Token> pattern) const {
+  template <class C>
+  static int compare_prefix(const C* codes, std::size_t s, std::span<const Token> pattern) {
     for (std::size_t i = 0; i < pattern.size(); ++i) {
-      const Token p = text_[s + i];
-      if (p != pattern[i]) return p < pattern[i] ? -1 : 1;
+      const std::uint32_t c = codes[s + i], p = static_cast<std::uint32_t>(pattern[i]) + 1;
+      if (c != p) return c < p ? -1 : 1;
     }
     return 0;
   }
 
   std::size_t depth_;
-  std::vector<Token> text_;              // documents, each followed by kEnd
-  std::vector<std::uint32_t> suffixes_;  // [tokens] suffix starts in order
+  Arrays a_;
+  std::shared_ptr<const void> owner_;  // keeps the arrays alive
+  bool owned_ = false;                 // owner_ holds an Owned: the arrays are this segment's own
 };
 
 /// Settings of a ReferenceIndex.
 struct ReferenceIndexOptions {
-  /// Tokens kept at most: past it the oldest segments are dropped (each at most an eighth of it).
+  /// Tokens kept at most in the grown segments (static ones not counted): past it the oldest are
+  /// dropped (each at most an eighth of it, unless added whole by add_segment()).
   std::size_t max_tokens = std::size_t{1} << 26;
   /// Suffixes are ordered by this many tokens (at least 2): a match and its continuations are at most this long.
   std::size_t depth = 64;
@@ -158,11 +245,13 @@ struct ReferenceIndexOptions {
 /// (snapshot()) and writers (add(); one at a time, the others wait for it, readers never do).
 class ReferenceIndex {
  public:
-  /// The segments at one moment, oldest first.
+  /// The segments at one moment: the static ones (add_static()) first, then the grown ones,
+  /// oldest first.
   struct Snapshot {
     std::vector<std::shared_ptr<const IndexSegment>> segments;
-    std::size_t tokens = 0;
-    std::size_t bytes = 0;
+    std::size_t statics = 0;  ///< how many of the first segments are static
+    std::size_t tokens = 0;   ///< in every segment
+    std::size_t bytes = 0;    ///< of every segment (mapped ones included)
   };
 
   /// With background_merge, add() merges only past this many segments (the merging thread is
@@ -195,36 +284,32 @@ class ReferenceIndex {
   void add(std::span<const Token> document) {
     if (document.empty()) return;
     if (document.size() > opt_.max_tokens) document = document.last(opt_.max_tokens);
-    auto segment = std::make_shared<const IndexSegment>(document, opt_.depth);  // validates, outside every lock
-    {
-      const std::lock_guard writer(writer_mutex_);
-      auto next = std::make_shared<Snapshot>();
-      next->segments = snapshot()->segments;
-      next->segments.push_back(std::move(segment));
-      auto& segs = next->segments;
-      if (!opt_.background_merge || segs.size() > kMaxSegments) {
-        // The newest pair while the rule holds: the candidates a merge leaves are at the end.
-        for (std::size_t i; (i = candidate(segs)) == segs.size() - 1 && i > 0;) {
-          auto merged = IndexSegment::merge(*segs[i - 1], *segs[i]);
-          segs.pop_back();
-          segs.back() = std::move(merged);
-        }
-      }
-      for (const auto& s : segs) next->tokens += s->tokens();
-      while (next->tokens > opt_.max_tokens) {
-        next->tokens -= segs.front()->tokens();
-        segs.erase(segs.begin());
-      }
-      publish(std::move(next));
-    }
-    if (opt_.background_merge) wake_.notify_all();
+    insert(std::make_shared<const IndexSegment>(document, opt_.depth), false);  // validates, outside every lock
+  }
+
+  /// Adds a sealed segment (a datastore file read in place, refdec/datastore/index_files.hpp) as
+  /// the newest: merged and dropped like the others. Throws refdec::ArgumentError for a null
+  /// segment, another depth than the index's, or more tokens than max_tokens.
+  void add_segment(std::shared_ptr<const IndexSegment> segment) {
+    check_segment(segment.get());
+    REFDEC_CHECK(segment->tokens() <= opt_.max_tokens,
+                 "reference index: a segment of " << segment->tokens() << " tokens exceeds max_tokens " << opt_.max_tokens);
+    insert(std::move(segment), false);
+  }
+
+  /// Adds a segment that stays (a static corpus, such as a REST datastore, drafted from together
+  /// with the grown outputs): never merged, never dropped, not counted against max_tokens; after
+  /// the static segments added before it. Throws refdec::ArgumentError as add_segment() does.
+  void add_static(std::shared_ptr<const IndexSegment> segment) {
+    check_segment(segment.get());
+    insert(std::move(segment), true);
   }
 
   /// Returns once no merge is due (at once without background_merge): for tests and benchmarks
   /// that want the settled shape.
   void wait_for_merges() {
     std::unique_lock writer(writer_mutex_);
-    settled_.wait(writer, [&] { return !opt_.background_merge || (!merging_ && candidate(snapshot()->segments) == 0); });
+    settled_.wait(writer, [&] { return !opt_.background_merge || (!merging_ && candidate(*snapshot()) == 0); });
   }
 
   /// The index as it is now; stays valid (and unchanged) while held.
@@ -237,11 +322,53 @@ class ReferenceIndex {
   std::size_t bytes() const { return snapshot()->bytes; }
 
  private:
-  // The newest i >= 1 such that segments i - 1 and i are due for a merge (the older at most twice
+  void check_segment(const IndexSegment* segment) const {
+    REFDEC_CHECK(segment != nullptr, "reference index: a segment must not be null");
+    REFDEC_CHECK(segment->depth() == opt_.depth,
+                 "reference index: a segment ordered by " << segment->depth() << " tokens cannot join an index of depth " << opt_.depth);
+  }
+
+  // Puts `segment` into the next list (merging the newest pair while the rule holds, dropping the
+  // oldest grown segments past the bound) and publishes it.
+  void insert(std::shared_ptr<const IndexSegment> segment, bool is_static) {
+    {
+      const std::lock_guard writer(writer_mutex_);
+      const auto now = snapshot();
+      auto next = std::make_shared<Snapshot>();
+      next->segments = now->segments;
+      next->statics = now->statics;
+      auto& segs = next->segments;
+      if (is_static) {
+        segs.insert(segs.begin() + static_cast<std::ptrdiff_t>(next->statics++), std::move(segment));
+      } else {
+        segs.push_back(std::move(segment));
+        if (!opt_.background_merge || segs.size() - next->statics > kMaxSegments) {
+          // The newest pair while the rule holds: the candidates a merge leaves are at the end.
+          for (std::size_t i; (i = candidate(*next)) == segs.size() - 1 && i > 0;) {
+            auto merged = IndexSegment::merge(*segs[i - 1], *segs[i]);
+            segs.pop_back();
+            segs.back() = std::move(merged);
+          }
+        }
+      }
+      std::size_t grown = 0;
+      for (std::size_t i = next->statics; i < segs.size(); ++i) grown += segs[i]->tokens();
+      while (grown > opt_.max_tokens) {
+        const auto oldest = segs.begin() + static_cast<std::ptrdiff_t>(next->statics);
+        grown -= (*oldest)->tokens();
+        segs.erase(oldest);
+      }
+      publish(std::move(next));
+    }
+    if (opt_.background_merge) wake_.notify_all();
+  }
+
+  // The newest i such that grown segments i - 1 and i are due for a merge (the older at most twice
   // the newer, together within an eighth of the bound), or 0 for none.
-  std::size_t candidate(const std::vector<std::shared_ptr<const IndexSegment>>& segs) const {
+  std::size_t candidate(const Snapshot& snap) const {
+    const auto& segs = snap.segments;
     const std::size_t cap = std::max<std::size_t>(opt_.max_tokens / 8, 1);
-    for (std::size_t i = segs.size(); i-- > 1;) {
+    for (std::size_t i = segs.size(); i-- > snap.statics + 1;) {
       const std::size_t older = segs[i - 1]->tokens(), newer = segs[i]->tokens();
       if (older <= 2 * newer && older + newer <= cap) return i;
     }
@@ -250,8 +377,8 @@ class ReferenceIndex {
 
   // Swaps in `next` (its byte total computed here). Called with writer_mutex_ held.
   void publish(std::shared_ptr<Snapshot> next) {
-    next->bytes = 0;
-    for (const auto& s : next->segments) next->bytes += s->bytes();
+    next->tokens = next->bytes = 0;
+    for (const auto& s : next->segments) next->tokens += s->tokens(), next->bytes += s->bytes();
     std::shared_ptr<const Snapshot> published = std::move(next);
     const std::lock_guard swap(snapshot_mutex_);
     current_.swap(published);
@@ -263,7 +390,7 @@ class ReferenceIndex {
     std::unique_lock writer(writer_mutex_);
     while (!stop_) {
       const auto snap = snapshot();
-      const std::size_t i = candidate(snap->segments);
+      const std::size_t i = candidate(*snap);
       if (i == 0) {
         merging_ = false;
         settled_.notify_all();
@@ -484,30 +611,31 @@ class IndexDrafter {
     for (std::size_t r = parent.first_run; r < parent.first_run + parent.runs; ++r) {
       const Run run = runs_[r];
       const IndexSegment& seg = *segments_[run.segment];
-      const auto text = seg.text();
-      const auto sa = seg.suffixes();
-      auto next = [&](std::size_t rank) { return text[sa[rank] + offset]; };
-      const Token last = next(run.hi - 1);
-      for (std::size_t i = run.lo; i < run.hi;) {
-        const Token t = next(i);
-        if (t == last) {  // sorted: the rest of the run is all t (often the whole run, deep in the trie)
-          if (t != IndexSegment::kEnd) found_.push_back({t, Run{run.segment, i, run.hi}});
-          break;
+      seg.visit([&](const auto* codes, const auto* sa) {
+        // Codes: token + 1, 0 at a document's end.
+        auto next = [&](std::size_t rank) -> std::uint32_t { return codes[sa[rank] + offset]; };
+        const std::uint32_t last = next(run.hi - 1);
+        for (std::size_t i = run.lo; i < run.hi;) {
+          const std::uint32_t t = next(i);
+          if (t == last) {  // sorted: the rest of the run is all t (often the whole run, deep in the trie)
+            if (t != 0) found_.push_back({static_cast<Token>(t) - 1, Run{run.segment, i, run.hi}});
+            break;
+          }
+          // Galloping: the end of t's run.
+          std::size_t step = 1, j = i + 1;
+          while (j < run.hi && next(j) == t) j = i + (step *= 2);
+          std::size_t a = i + step / 2, b = std::min(j, run.hi);
+          while (a < b) {
+            const std::size_t m = a + (b - a) / 2;
+            if (next(m) == t)
+              a = m + 1;
+            else
+              b = m;
+          }
+          if (t != 0) found_.push_back({static_cast<Token>(t) - 1, Run{run.segment, i, a}});
+          i = a;
         }
-        // Galloping: the end of t's run.
-        std::size_t step = 1, j = i + 1;
-        while (j < run.hi && next(j) == t) j = i + (step *= 2);
-        std::size_t a = i + step / 2, b = std::min(j, run.hi);
-        while (a < b) {
-          const std::size_t m = a + (b - a) / 2;
-          if (next(m) == t)
-            a = m + 1;
-          else
-            b = m;
-        }
-        if (t != IndexSegment::kEnd) found_.push_back({t, Run{run.segment, i, a}});
-        i = a;
-      }
+      });
     }
     std::sort(found_.begin(), found_.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (std::size_t i = 0; i < found_.size();) {
