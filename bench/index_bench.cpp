@@ -2,8 +2,9 @@
 // The shared reference index's costs at server scale: an index of REFDEC_BENCH_INDEX_TOKENS tokens
 // (1M by default; docs/performance.md runs 10M) of synthetic text (Zipf words, one run in three a
 // passage copied from earlier text), 1,000-token documents. begin() of an IndexDrafter, a draft
-// (budget 16) over a 128-token context, add() of a document (tokens/s, merges included, the index
-// at its bound so that the oldest segments are dropped as it grows), and drafting by 1, 4 and 16
+// (budget 16) over a fresh 128-token context and one in a sequence's later steps, add() of a
+// document (tokens/s, merges included, the index at its bound so that the oldest segments are
+// dropped as it grows), and drafting by 1, 4 and 16
 // threads while another adds documents. Counters: the index's bytes per token and segments.
 
 #include <benchmark/benchmark.h>
@@ -101,6 +102,40 @@ void BM_IndexDraft(benchmark::State& state) {
   report(state, *filled().index);
 }
 BENCHMARK(BM_IndexDraft)->Unit(benchmark::kMicrosecond);
+
+// A draft (budget 16) in a sequence's later steps: after each draft the sequence accepts the first
+// branch of it, up to 4 tokens (or, with nothing drafted, the next token of its context), so that
+// each draft's first probe is the last match grown by what was accepted, as in decoding; a fresh
+// context every 64 steps (outside the timing).
+void BM_IndexDraftInSequence(benchmark::State& state) {
+  IndexDrafter drafter(filled().index, {.add_output = false});  // the index stays as filled
+  DraftTree tree;
+  std::uint32_t seed = 0;
+  std::size_t step = 0;
+  std::int64_t nodes = 0, accepted = 0;
+  std::vector<Token> chain;
+  for (auto _ : state) {
+    if (step++ % 64 == 0) {
+      state.PauseTiming();
+      drafter.begin(context(seed++), {});
+      state.ResumeTiming();
+    }
+    tree.clear();
+    drafter.propose(16, tree);
+    state.PauseTiming();
+    nodes += static_cast<std::int64_t>(tree.size());
+    chain.clear();
+    for (std::int32_t n = tree.node(0).first_child; n >= 0 && chain.size() < 4; n = tree.node(n).first_child) chain.push_back(tree.node(n).token);
+    if (chain.empty()) chain.push_back(context(seed)[step % 128]);
+    accepted += static_cast<std::int64_t>(chain.size());
+    drafter.accept(chain);
+    state.ResumeTiming();
+  }
+  state.counters["nodes"] = static_cast<double>(nodes) / static_cast<double>(state.iterations());
+  state.counters["accepted"] = static_cast<double>(accepted) / static_cast<double>(state.iterations());
+  report(state, *filled().index);
+}
+BENCHMARK(BM_IndexDraftInSequence)->Unit(benchmark::kMicrosecond);
 
 // add() of 1,000-token documents into an index already at its bound; the merges in add() (0) or
 // on the index's own thread (1: background_merge, the index settled before timing).

@@ -33,6 +33,7 @@
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/datastore/builder.hpp"
+#include "refdec/datastore/index_files.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/draft_step.hpp"
 #include "refdec/drafters/drafter.hpp"
@@ -727,6 +728,30 @@ PYBIND11_MODULE(_core, m) {
              py::gil_scoped_release release;
              i.add(document);
            }, py::arg("document"), "Adds one document (an empty one is ignored).")
+      .def("add_datastore", [](ReferenceIndex& i, const std::filesystem::path& path, bool is_static) {
+             py::gil_scoped_release release;
+             auto segment = index_segment(Datastore::open_shared(path), i.options().depth);
+             if (is_static)
+               i.add_static(std::move(segment));
+             else
+               i.add_segment(std::move(segment));
+           }, py::arg("path"), py::arg("static") = true,
+           "Adds the datastore file at path as a segment read in place: static (never merged or dropped, outside "
+           "max_tokens) or, with static=False, as the newest grown one.")
+      .def("save", [](const ReferenceIndex& i, const std::filesystem::path& dir, std::int32_t vocab_size) {
+             py::gil_scoped_release release;
+             return save_reference_index(i, dir, vocab_size);
+           }, py::arg("dir"), py::arg("vocab_size"), "Writes each segment as a datastore file in dir; returns the files.")
+      .def_static("open", [](const std::filesystem::path& dir, std::size_t max_tokens, std::size_t depth) {
+             ReferenceIndexFiles files;
+             {
+               py::gil_scoped_release release;
+               files = open_reference_index(dir, ReferenceIndexOptions{max_tokens, depth});
+             }
+             return py::make_tuple(files.index, files.served, files.refused);
+           }, py::arg("dir"), py::arg("max_tokens") = ReferenceIndexOptions{}.max_tokens, py::arg("depth") = ReferenceIndexOptions{}.depth,
+           "An index whose segments are the files save() wrote in dir, read in place: (index, served paths, refused "
+           "lines, one per file with its reason).")
       .def_property_readonly("tokens", &ReferenceIndex::tokens, "Tokens indexed.")
       .def_property_readonly("bytes", &ReferenceIndex::bytes, "Bytes held (text and suffix arrays).")
       .def_property_readonly("segments", [](const ReferenceIndex& i) { return i.snapshot()->segments.size(); }, "Segments now.")

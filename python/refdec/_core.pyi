@@ -445,6 +445,13 @@ class ReferenceIndex:
         ...
     def add(self: ReferenceIndex, document: List[int]) -> None:
         """Adds one document (an empty one is ignored)."""
+    def add_datastore(self: ReferenceIndex, path: Union[str, os.PathLike], static: bool = True) -> None:
+        """Adds the datastore file at path as a segment read in place: static (never merged or dropped, outside max_tokens) or, with static=False, as the newest grown one."""
+    def save(self: ReferenceIndex, dir: Union[str, os.PathLike], vocab_size: int) -> List[Union[str, os.PathLike]]:
+        """Writes each segment as a datastore file in dir; returns the files."""
+    @staticmethod
+    def open(dir: Union[str, os.PathLike], max_tokens: int = 67108864, depth: int = 64) -> tuple:
+        """An index whose segments are the files save() wrote in dir, read in place: (index, served paths, refused lines, one per file with its reason)."""
     @property
     def tokens(self) -> int:
         """Tokens indexed."""

@@ -269,3 +269,23 @@ def test_token_ids_come_as_torch_tensors(torch):
         d.begin(torch.tensor([[1, 2]]), [])
     with pytest.raises(ValueError, match="does not fit a 32-bit token id"):
         d.begin(torch.tensor([1, 2**40]), [])
+
+
+def test_reference_index_saved_reopened_and_holding_a_datastore(tmp_path):
+    index = refdec.ReferenceIndex(max_tokens=1 << 16)
+    for seed in range(5):
+        index.add(text(100, seed, vocab=150))
+    files = index.save(tmp_path / "index", 150)
+    assert len(files) == index.segments
+    reopened, served, refused = refdec.ReferenceIndex.open(tmp_path / "index")
+    assert reopened.tokens == index.tokens and served == files and refused == []
+    refdec.build_datastore([[7, 8, 9, 10]], 150, tmp_path / "corpus.ds")
+    reopened.add_datastore(tmp_path / "corpus.ds")  # static: drafted from, never dropped
+    assert reopened.tokens == index.tokens + 4
+    d = refdec.IndexDrafter(reopened, request=False)
+    d.begin([1, 7, 8])
+    tree = refdec.DraftTree()
+    d.propose(4, tree)
+    assert [tree.node(i).token for i in range(1, len(tree) + 1)] == [9, 10]
+    with pytest.raises(refdec.IoError):
+        reopened.add_datastore(tmp_path / "missing.ds")

@@ -337,6 +337,15 @@ TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {
   EXPECT_EQ(index->tokens(), 3u);
   a.finish();
   EXPECT_EQ(index->tokens(), 5u);
+  {  // add_output off: a sequence's output stays out of the index, however it ends
+    IndexDrafter quiet(index, {.add_output = false});
+    quiet.begin(Tokens{1}, {});
+    quiet.accept(Tokens{7, 8});
+    quiet.finish();
+    quiet.begin(Tokens{1}, {});
+    quiet.accept(Tokens{9});
+  }
+  EXPECT_EQ(index->tokens(), 5u);
 }
 
 }  // namespace

@@ -108,6 +108,7 @@ class IndexSegment {
                  "reference index: suffix entries must be 4 or 8 bytes, got " << a_.suffix_width);
     REFDEC_CHECK(a_.skip + a_.num_suffixes <= a_.num_codes,
                  "reference index: " << a_.skip << " + " << a_.num_suffixes << " suffixes for " << a_.num_codes << " positions");
+    sample();
   }
 
   /// The segment of `older`'s documents followed by `newer`'s (same depth), its own arrays.
@@ -143,7 +144,9 @@ class IndexSegment {
   /// Tokens indexed (document ends excluded): the suffixes.
   std::size_t tokens() const { return a_.num_suffixes; }
   /// Bytes of its arrays (in memory, or mapped).
-  std::size_t bytes() const { return a_.num_codes * a_.code_width + (a_.skip + a_.num_suffixes) * a_.suffix_width; }
+  std::size_t bytes() const {
+    return a_.num_codes * a_.code_width + (a_.skip + a_.num_suffixes) * a_.suffix_width + samples_.size() * sizeof(std::uint64_t);
+  }
   /// Whether its arrays are someone else's, read in place (a mapped file).
   bool in_place() const { return !owned_; }
   /// Positions in the text: the documents' tokens and their ends.
@@ -162,9 +165,10 @@ class IndexSegment {
   /// (not by its document's end): one binary search, since those that end right after it sort
   /// first among the suffixes that start with it.
   bool continues(std::span<const Token> pattern) const {
+    const auto [first, last] = window(pattern);
     return visit([&](const auto* codes, const auto* sa) {
-      const auto* end = sa + tokens();
-      const auto* lo = std::partition_point(sa, end, [&](auto s) {
+      const auto* end = sa + last;
+      const auto* lo = std::partition_point(sa + first, end, [&](auto s) {
         const int c = compare_prefix(codes, s, pattern);
         return c < 0 || (c == 0 && codes[s + pattern.size()] == 0);
       });
@@ -174,9 +178,10 @@ class IndexSegment {
 
   /// The ranks [first, second) of the suffixes that start with `pattern` (at most depth() tokens).
   std::pair<std::size_t, std::size_t> find(std::span<const Token> pattern) const {
+    const auto [first, last] = window(pattern);
     return visit([&](const auto* codes, const auto* sa) {
-      const auto* end = sa + tokens();
-      const auto* lo = std::partition_point(sa, end, [&](auto s) { return compare_prefix(codes, s, pattern) < 0; });
+      const auto* end = sa + last;
+      const auto* lo = std::partition_point(sa + first, end, [&](auto s) { return compare_prefix(codes, s, pattern) < 0; });
       const auto* hi = std::partition_point(lo, end, [&](auto s) { return compare_prefix(codes, s, pattern) == 0; });
       return std::pair<std::size_t, std::size_t>(static_cast<std::size_t>(lo - sa), static_cast<std::size_t>(hi - sa));
     });
@@ -200,6 +205,33 @@ class IndexSegment {
                 .num_suffixes = held->suffixes.size()};
     owner_ = std::move(held);
     owned_ = true;
+    sample();
+  }
+
+  // Every kSampleEvery-th suffix's first two codes as one key, in order: a search narrows to the
+  // suffixes between two samples in this small array before it reads the text.
+  static constexpr std::size_t kSampleEvery = 16;
+  static std::uint64_t key(std::uint32_t first, std::uint32_t second) { return std::uint64_t{first} << 32 | second; }
+  void sample() {
+    samples_.resize((tokens() + kSampleEvery - 1) / kSampleEvery);
+    visit([&](const auto* codes, const auto* sa) {
+      for (std::size_t k = 0; k < samples_.size(); ++k) {
+        const std::size_t s = sa[k * kSampleEvery];
+        samples_[k] = key(codes[s], codes[s] == 0 ? 0 : codes[s + 1]);
+      }
+    });
+  }
+  // The ranks [first, last) outside which no suffix starts with `pattern` (not empty), every one
+  // before them below it.
+  std::pair<std::size_t, std::size_t> window(std::span<const Token> pattern) const {
+    const auto p0 = static_cast<std::uint32_t>(pattern[0]) + 1;
+    const std::uint64_t low = pattern.size() >= 2 ? key(p0, static_cast<std::uint32_t>(pattern[1]) + 1) : key(p0, 0);
+    const std::uint64_t high = pattern.size() >= 2 ? low : key(p0, 0xFFFFFFFFu);
+    const auto a = static_cast<std::size_t>(std::lower_bound(samples_.begin(), samples_.end(), low) - samples_.begin());
+    const auto b = static_cast<std::size_t>(std::upper_bound(samples_.begin() + static_cast<std::ptrdiff_t>(a), samples_.end(), high) -
+                                            samples_.begin());
+    // Sample a - 1 is below every match, sample b above.
+    return {a == 0 ? 0 : (a - 1) * kSampleEvery + 1, std::min(b * kSampleEvery, tokens())};
   }
 
   // The suffix at a of `x` against the one at b of `y` over at most `depth` tokens (a document's
@@ -225,8 +257,9 @@ class IndexSegment {
 
   std::size_t depth_;
   Arrays a_;
-  std::shared_ptr<const void> owner_;  // keeps the arrays alive
-  bool owned_ = false;                 // owner_ holds an Owned: the arrays are this segment's own
+  std::shared_ptr<const void> owner_;   // keeps the arrays alive
+  bool owned_ = false;                  // owner_ holds an Owned: the arrays are this segment's own
+  std::vector<std::uint64_t> samples_;  // key of the suffix of rank k * kSampleEvery
 };
 
 /// Settings of a ReferenceIndex.
@@ -434,6 +467,9 @@ struct IndexDrafterOptions {
   /// at begin()) and its prompt and output (indexed again whenever they have doubled since),
   /// SuffixDecoding's per-request tree. Costs begin() a sort of the references and prompt.
   bool request = true;
+  /// Add the sequence's accepted tokens to the index when it ends; off for a sequence whose
+  /// output must not be drafted from by others.
+  bool add_output = true;
 };
 
 /// A drafter over a shared ReferenceIndex: per step, the longest suffix of the sequence (prompt
@@ -561,8 +597,10 @@ class IndexDrafter {
     output_.insert(output_.end(), tokens.begin(), tokens.end());
   }
 
-  /// Adds the tokens accepted since begin() to the index as one document (nothing if none).
+  /// Adds the tokens accepted since begin() to the index as one document (nothing if none, or
+  /// without options().add_output).
   void finish() {
+    if (!opt_.add_output) output_.clear();
     if (!index_ || output_.empty()) return;
     index_->add(output_);
     output_.clear();
