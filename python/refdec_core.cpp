@@ -721,9 +721,12 @@ PYBIND11_MODULE(_core, m) {
   py::class_<ReferenceIndex, std::shared_ptr<ReferenceIndex>>(m, "ReferenceIndex",
                                                               "One index over every finished output (and any document added), "
                                                               "shared by IndexDrafters and grown online: suffix-array segments "
-                                                              "read through snapshots; at most max_tokens tokens, the oldest dropped.")
-      .def(py::init([](std::size_t max_tokens, std::size_t depth) { return std::make_shared<ReferenceIndex>(ReferenceIndexOptions{max_tokens, depth}); }),
-           py::arg("max_tokens") = ReferenceIndexOptions{}.max_tokens, py::arg("depth") = ReferenceIndexOptions{}.depth)
+                                                              "read through snapshots; at most max_tokens tokens (and max_bytes bytes, when not 0), the oldest dropped.")
+      .def(py::init([](std::size_t max_tokens, std::size_t depth, std::size_t max_bytes) {
+             return std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = max_tokens, .depth = depth, .max_bytes = max_bytes});
+           }),
+           py::arg("max_tokens") = ReferenceIndexOptions{}.max_tokens, py::arg("depth") = ReferenceIndexOptions{}.depth,
+           py::arg("max_bytes") = ReferenceIndexOptions{}.max_bytes)
       .def("add", [](ReferenceIndex& i, const Tokens& document) {
              py::gil_scoped_release release;
              i.add(document);

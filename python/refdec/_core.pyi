@@ -440,8 +440,8 @@ class OutputHistory:
         """Outputs held."""
 
 class ReferenceIndex:
-    """One index over every finished output (and any document added), shared by IndexDrafters and grown online: suffix-array segments read through snapshots; at most max_tokens tokens, the oldest dropped."""
-    def __init__(self: ReferenceIndex, max_tokens: int = 67108864, depth: int = 64) -> None:
+    """One index over every finished output (and any document added), shared by IndexDrafters and grown online: suffix-array segments read through snapshots; at most max_tokens tokens (and max_bytes bytes, when not 0), the oldest dropped."""
+    def __init__(self: ReferenceIndex, max_tokens: int = 67108864, depth: int = 64, max_bytes: int = 0) -> None:
         ...
     def add(self: ReferenceIndex, document: List[int]) -> None:
         """Adds one document (an empty one is ignored)."""

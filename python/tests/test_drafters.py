@@ -179,6 +179,10 @@ def test_index_drafter_drafts_earlier_outputs_from_a_shared_index():
         index.add([1, -1])
     with pytest.raises(refdec.ArgumentError):
         refdec.ReferenceIndex(max_tokens=0)
+    small = refdec.ReferenceIndex(max_bytes=9 * 1000)
+    for seed in range(20):
+        small.add(text(200, seed, vocab=150))
+    assert 0 < small.bytes <= 9 * 1000
 
 
 def test_suffix_decoding_baseline_drafts_from_its_global_tree():

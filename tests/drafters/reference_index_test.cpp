@@ -116,6 +116,27 @@ TEST(ReferenceIndex, MergesInTheBackgroundWithoutChangingAnyCount) {
       for (Token c = 0; c < 3; ++c) EXPECT_EQ(count_in(*settled, {a, b, c}), count_in(kept, {a, b, c}));
 }
 
+// max_bytes bounds the grown segments' bytes as max_tokens bounds their tokens: the oldest go, the
+// newest documents stay countable, and merges stop at an eighth of the bound.
+TEST(ReferenceIndex, KeepsItsBytesWithinMaxBytes) {
+  std::mt19937 rng(4);
+  const std::size_t max_bytes = 9 * 4000;
+  ReferenceIndex index({.max_bytes = max_bytes});
+  std::deque<Tokens> docs;
+  for (int d = 0; d < 200; ++d) {
+    Tokens doc(20 + rng() % 60);
+    for (Token& t : doc) t = static_cast<Token>(rng() % 50);
+    index.add(doc);
+    docs.push_back(doc);
+    const auto snap = index.snapshot();
+    ASSERT_LE(snap->bytes, max_bytes) << "document " << d;
+    for (const auto& seg : snap->segments) ASSERT_LE(seg->tokens(), 4000u / 8 + 80) << "a merge past an eighth of the bound";
+  }
+  const auto snap = index.snapshot();
+  EXPECT_GT(snap->bytes, max_bytes / 2) << "only the oldest are dropped";
+  EXPECT_GE(count_in(*snap, docs.back()), 1u);  // the newest document is still there
+}
+
 TEST(ReferenceIndex, SnapshotsStayAsTheyWere) {
   ReferenceIndex index;
   index.add(Tokens{1, 2, 3});

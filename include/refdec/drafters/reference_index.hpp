@@ -272,6 +272,10 @@ struct ReferenceIndexOptions {
   /// Merge segments on a thread of the index's own instead of in add(): add() then only sorts its
   /// document's suffixes, and readers meanwhile search a few more (small) segments.
   bool background_merge = false;
+  /// Bytes kept at most in the grown segments (their bytes(); 0: no bound but max_tokens): past it
+  /// the oldest are dropped, and no merge makes a segment of more than an eighth of it (at about
+  /// 9 bytes a token, what a segment of the index's own holds).
+  std::size_t max_bytes = 0;
 };
 
 /// The shared, growing index (see the top of this file). Thread-safe: any number of readers
@@ -290,6 +294,9 @@ class ReferenceIndex {
   /// With background_merge, add() merges only past this many segments (the merging thread is
   /// behind): readers never face more.
   static constexpr std::size_t kMaxSegments = 64;
+  /// About what a segment of the index's own holds per token (4-byte codes and suffix array
+  /// entries, a sample of the suffixes, document ends): max_bytes's merge cap assumes it.
+  static constexpr std::size_t kBytesPerToken = 9;
 
   explicit ReferenceIndex(ReferenceIndexOptions options = {}) : opt_(options), current_(std::make_shared<const Snapshot>()) {
     REFDEC_CHECK(opt_.max_tokens >= 1 && opt_.max_tokens <= (std::size_t{1} << 31),
@@ -384,11 +391,11 @@ class ReferenceIndex {
           }
         }
       }
-      std::size_t grown = 0;
-      for (std::size_t i = next->statics; i < segs.size(); ++i) grown += segs[i]->tokens();
-      while (grown > opt_.max_tokens) {
+      std::size_t grown = 0, grown_bytes = 0;
+      for (std::size_t i = next->statics; i < segs.size(); ++i) grown += segs[i]->tokens(), grown_bytes += segs[i]->bytes();
+      while (grown > opt_.max_tokens || (opt_.max_bytes > 0 && grown_bytes > opt_.max_bytes)) {
         const auto oldest = segs.begin() + static_cast<std::ptrdiff_t>(next->statics);
-        grown -= (*oldest)->tokens();
+        grown -= (*oldest)->tokens(), grown_bytes -= (*oldest)->bytes();
         segs.erase(oldest);
       }
       publish(std::move(next));
@@ -400,7 +407,9 @@ class ReferenceIndex {
   // the newer, together within an eighth of the bound), or 0 for none.
   std::size_t candidate(const Snapshot& snap) const {
     const auto& segs = snap.segments;
-    const std::size_t cap = std::max<std::size_t>(opt_.max_tokens / 8, 1);
+    std::size_t bound = opt_.max_tokens;
+    if (opt_.max_bytes > 0) bound = std::min(bound, opt_.max_bytes / kBytesPerToken);
+    const std::size_t cap = std::max<std::size_t>(bound / 8, 1);
     for (std::size_t i = segs.size(); i-- > snap.statics + 1;) {
       const std::size_t older = segs[i - 1]->tokens(), newer = segs[i]->tokens();
       if (older <= 2 * newer && older + newer <= cap) return i;
