@@ -766,17 +766,21 @@ PYBIND11_MODULE(_core, m) {
                                         "with request, in its own references and context), then its continuations best first by "
                                         "how many occurrences they continue; the tokens accepted in a sequence join the index when "
                                         "it ends.")
-      .def(py::init([](std::shared_ptr<ReferenceIndex> index, std::size_t max_match, std::size_t continuation, bool request) {
+      .def(py::init([](std::shared_ptr<ReferenceIndex> index, std::size_t max_match, std::size_t continuation, bool request,
+                       bool add_output) {
              REFDEC_CHECK(index != nullptr, "index drafter: index is None");
-             return std::make_unique<PyIndexDrafter>(std::move(index), IndexDrafterOptions{max_match, continuation, request});
+             return std::make_unique<PyIndexDrafter>(std::move(index), IndexDrafterOptions{max_match, continuation, request, add_output});
            }),
            py::arg("index"), py::arg("max_match") = IndexDrafterOptions{}.max_match,
-           py::arg("continuation") = IndexDrafterOptions{}.continuation, py::arg("request") = IndexDrafterOptions{}.request)
+           py::arg("continuation") = IndexDrafterOptions{}.continuation, py::arg("request") = IndexDrafterOptions{}.request,
+           py::arg("add_output") = IndexDrafterOptions{}.add_output)
       .def_property_readonly("index", [](const PyIndexDrafter& d) { return d.index; }, "The shared ReferenceIndex.")
       .def_property_readonly("max_match", [](const PyIndexDrafter& d) { return d.options.max_match; }, "Longest suffix searched.")
       .def_property_readonly("continuation", [](const PyIndexDrafter& d) { return d.options.continuation; }, "Deepest draft.")
       .def_property_readonly("request", [](const PyIndexDrafter& d) { return d.options.request; },
-                             "Whether the sequence's references and context are searched too.");
+                             "Whether the sequence's references and context are searched too.")
+      .def_property_readonly("add_output", [](const PyIndexDrafter& d) { return d.options.add_output; },
+                             "Whether a sequence's output joins the index when it ends.");
 
   py::class_<SuffixDecodingCache, std::shared_ptr<SuffixDecodingCache>>(m, "SuffixDecodingCache",
                                                                         "SuffixDecoding's global tree over earlier responses (the "

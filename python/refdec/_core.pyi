@@ -730,7 +730,7 @@ class HistoryDrafter(Drafter):
 
 class IndexDrafter(Drafter):
     """Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it (and, with request, in its own references and context), then its continuations best first by how many occurrences they continue; the tokens accepted in a sequence join the index when it ends."""
-    def __init__(self: IndexDrafter, index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True) -> None:
+    def __init__(self: IndexDrafter, index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True, add_output: bool = True) -> None:
         ...
     @property
     def index(self) -> ReferenceIndex:
@@ -744,6 +744,9 @@ class IndexDrafter(Drafter):
     @property
     def request(self) -> bool:
         """Whether the sequence's references and context are searched too."""
+    @property
+    def add_output(self) -> bool:
+        """Whether a sequence's output joins the index when it ends."""
 
 class SuffixDecodingDrafter(Drafter):
     """The SuffixDecoding baseline: a path (or a tree, with the cache's tree option) per step from the request's own suffix tree or the shared global one, whichever scores higher."""

@@ -175,6 +175,11 @@ def test_index_drafter_drafts_earlier_outputs_from_a_shared_index():
     assert second > first + 1.0
     index.add([9, 9, 9])
     assert index.tokens == 203
+    quiet = refdec.IndexDrafter(index, add_output=False)
+    assert quiet.add_output is False
+    replay(quiet, [4, 5, 6], answer)
+    quiet.begin([1])
+    assert index.tokens == 203  # its output stayed out
     with pytest.raises(refdec.ArgumentError):
         index.add([1, -1])
     with pytest.raises(refdec.ArgumentError):

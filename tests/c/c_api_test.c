@@ -121,7 +121,7 @@ static void test_drafting_and_exports(void) {
     CHECK(refdec_index_drafter_create(NULL, NULL, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
     CHECK(strstr(refdec_last_error(), "index is NULL") != NULL);
     refdec_index_drafter_options_init(&io);
-    CHECK(io.max_match == 16 && io.continuation == 64);
+    CHECK(io.max_match == 16 && io.continuation == 64 && io.request == 1 && io.add_output == 1);
     io.max_match = 0;
     CHECK(refdec_index_drafter_create(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
     CHECK_OK(refdec_index_drafter_create(index, NULL, &drafter));
