@@ -6,21 +6,23 @@
 // grows with the index.
 //
 // The index is a short list of immutable segments, each a run of documents with a suffix array
-// over them, oldest first. A document added becomes a segment of its own; the newest segments are
-// merged while the older of the two is at most twice the newer (a merge of two suffix arrays,
-// since no suffix crosses a document's end), so the list stays logarithmic in the index's size,
-// and no segment grows past an eighth of the bound on tokens, so that dropping the oldest segment
-// when the index is full drops at most that much. The merges run in add(), or on a thread of the
-// index's own (background_merge). Readers take the current list (a shared pointer copied under a
-// lock held for nothing else); a writer builds the next list aside and swaps it in. Continuation
-// counts come from the suffix array ranges: how often each next token followed the matched
-// context. A segment may also be a datastore file read in place (a saved index reopened, or a
-// static corpus such as REST's: refdec/datastore/index_files.hpp); static segments stay first,
-// never merged or dropped.
+// over them and the common prefix of each suffix with the one before it, oldest first. A document
+// added becomes a segment of its own; the newest segments are merged while the older of the two
+// is at most twice the newer (a merge of two suffix arrays by their common prefixes, since no
+// suffix crosses a document's end), so the list stays logarithmic in the index's size. Past the
+// bound the oldest documents go: the oldest segment loses them in one pass over its suffixes
+// (down to a sixteenth below the bound, so such passes are rare), and once the index holds half
+// its bound that segment is no longer merged, so a cut never follows a rewrite of most of the
+// index. The merges run in add(), or on a thread of the index's own (background_merge). Readers take the current list (a shared pointer
+// copied under a lock held for nothing else); a writer builds the next list aside and swaps it in. Continuation counts come from the suffix
+// array ranges: how often each next token followed the matched context. A segment may also be a datastore file read in place (a saved index
+// reopened, or a static corpus such as REST's: refdec/datastore/index_files.hpp); static segments stay first, never merged or dropped.
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -45,6 +47,8 @@ class IndexSegment {
  public:
   /// A document's end, as token() gives it.
   static constexpr Token kEnd = -1;
+  /// The deepest order a segment keeps (lcp() is a byte a suffix).
+  static constexpr std::size_t kMaxDepth = 255;
 
   /// Arrays held elsewhere (kept alive by the owner given with them), little-endian.
   struct Arrays {
@@ -75,7 +79,7 @@ class IndexSegment {
       : IndexSegment(References(std::vector<std::span<const Token>>{document}), depth) {}
 
   /// A segment of `documents` (token ids >= 0; empty ones skipped, at least one token in all).
-  IndexSegment(References documents, std::size_t depth) : depth_(depth) {
+  IndexSegment(References documents, std::size_t depth) : depth_(checked_depth(depth)) {
     std::size_t n = 0;
     for (const auto& d : documents) n += d.size();
     REFDEC_CHECK(n > 0, "reference index: a document must not be empty");
@@ -91,61 +95,94 @@ class IndexSegment {
       }
       owned.codes.push_back(0);
     }
+    // Merge sort by common prefixes, bottom up from single suffixes in text order (so that ties
+    // keep it): repetitive text costs it little more than the merges' bookkeeping.
     const std::uint32_t* codes = owned.codes.data();
-    std::sort(owned.suffixes.begin(), owned.suffixes.end(), [&](std::uint32_t a, std::uint32_t b) {
-      const int c = compare(codes, a, codes, b, depth_);
-      return c != 0 ? c < 0 : a < b;
-    });
+    owned.lcp.assign(n, 0);
+    std::vector<std::uint32_t> from_sa(n);
+    std::vector<std::uint8_t> from_lcp(n);
+    for (std::size_t width = 1; width < n; width *= 2) {
+      from_sa.swap(owned.suffixes), from_lcp.swap(owned.lcp);
+      for (std::size_t a = 0; a < n; a += 2 * width) {
+        const std::size_t b = std::min(a + width, n), e = std::min(a + 2 * width, n);
+        merge_runs(codes, from_sa.data() + a, from_lcp.data() + a, b - a, codes, from_sa.data() + b, from_lcp.data() + b, e - b, 0,
+                   owned.suffixes.data() + a, owned.lcp.data() + a, depth_);
+      }
+    }
     own(std::move(owned));
   }
 
   /// A segment over `arrays` held by `owner`, read in place. The suffixes (after the first
   /// arrays.skip) must be ordered by at least their first `depth` tokens; a datastore's are (in
-  /// full). Throws refdec::ArgumentError for widths other than 2 or 4 (codes), 4 or 8 (entries).
-  IndexSegment(Arrays arrays, std::shared_ptr<const void> owner, std::size_t depth) : depth_(depth), a_(arrays), owner_(std::move(owner)) {
+  /// full). lcp() is computed here, a pass over neighbouring suffixes (the one cost of reading a
+  /// file in place that grows with it). Throws refdec::ArgumentError for widths other than 2 or 4
+  /// (codes), 4 or 8 (entries), or a depth outside [2, kMaxDepth].
+  IndexSegment(Arrays arrays, std::shared_ptr<const void> owner, std::size_t depth)
+      : depth_(checked_depth(depth)), a_(arrays), owner_(std::move(owner)) {
     REFDEC_CHECK(a_.code_width == 2 || a_.code_width == 4, "reference index: codes must be 2 or 4 bytes, got " << a_.code_width);
     REFDEC_CHECK(a_.suffix_width == 4 || a_.suffix_width == 8,
                  "reference index: suffix entries must be 4 or 8 bytes, got " << a_.suffix_width);
     REFDEC_CHECK(a_.skip + a_.num_suffixes <= a_.num_codes,
                  "reference index: " << a_.skip << " + " << a_.num_suffixes << " suffixes for " << a_.num_codes << " positions");
-    sample();
+    finish();
   }
 
   /// The segment of `older`'s documents followed by `newer`'s (same depth), its own arrays.
   static std::shared_ptr<const IndexSegment> merge(const IndexSegment& older, const IndexSegment& newer) {
     REFDEC_CHECK(older.a_.num_codes + newer.a_.num_codes <= std::size_t{0xFFFFFFFF},
                  "reference index: a merged segment must stay below 2^32 positions");
+    const std::size_t depth = older.depth_;
     Owned m;
     older.visit([&](const auto* oc, const auto* os) {
       newer.visit([&](const auto* nc, const auto* ns) {
         m.codes.reserve(older.a_.num_codes + newer.a_.num_codes);
         m.codes.assign(oc, oc + older.a_.num_codes);
         m.codes.insert(m.codes.end(), nc, nc + newer.a_.num_codes);
-        const auto shift = static_cast<std::uint32_t>(older.a_.num_codes);
-        const std::size_t no = older.tokens(), nn = newer.tokens();
-        m.suffixes.resize(no + nn);
-        std::size_t i = 0, j = 0, k = 0;
-        while (i < no && j < nn) {
-          // Ties (equal over the depth) go to the older suffix: the order a sort would give.
-          if (compare(nc, ns[j], oc, os[i], older.depth_) < 0)
-            m.suffixes[k++] = static_cast<std::uint32_t>(ns[j++]) + shift;
-          else
-            m.suffixes[k++] = static_cast<std::uint32_t>(os[i++]);
-        }
-        while (i < no) m.suffixes[k++] = static_cast<std::uint32_t>(os[i++]);
-        while (j < nn) m.suffixes[k++] = static_cast<std::uint32_t>(ns[j++]) + shift;
+        m.suffixes.resize(older.tokens() + newer.tokens());
+        m.lcp.resize(m.suffixes.size());
+        merge_runs(oc, os, older.lcp_.data(), older.tokens(), nc, ns, newer.lcp_.data(), newer.tokens(), older.a_.num_codes,
+                   m.suffixes.data(), m.lcp.data(), depth);
       });
     });
-    auto merged = std::shared_ptr<IndexSegment>(new IndexSegment(older.depth_));
+    auto merged = std::shared_ptr<IndexSegment>(new IndexSegment(depth));
     merged->own(std::move(m));
     return merged;
+  }
+
+  /// This segment without its oldest documents that hold at least `tokens` tokens (whole
+  /// documents: the cut is at the start of the next one), its own arrays; null when none would be
+  /// left. One pass over the suffixes: they keep their order, and each common prefix becomes the
+  /// least of those it spans.
+  std::shared_ptr<const IndexSegment> without_oldest(std::size_t count) const {
+    Owned m;
+    visit([&](const auto* codes, const auto* sa) {
+      std::size_t cut = 0;
+      for (std::size_t removed = 0; cut < a_.num_codes && (removed < count || codes[cut] != 0); ++cut) removed += codes[cut] != 0;
+      if (++cut >= a_.num_codes) return;  // past the end of the last document removed
+      m.codes.assign(codes + cut, codes + a_.num_codes);
+      m.suffixes.reserve(a_.num_codes - cut);
+      m.lcp.reserve(a_.num_codes - cut);
+      std::uint8_t least = 0;  // the least common prefix since the last suffix kept
+      for (std::size_t r = 0; r < tokens(); ++r) {
+        least = std::min(least, lcp_[r]);
+        if (sa[r] < cut) continue;
+        m.suffixes.push_back(static_cast<std::uint32_t>(sa[r] - cut));
+        m.lcp.push_back(m.lcp.empty() ? 0 : least);
+        least = 0xFF;
+      }
+    });
+    if (m.suffixes.empty()) return nullptr;
+    auto rest = std::shared_ptr<IndexSegment>(new IndexSegment(depth_));
+    rest->own(std::move(m));
+    return rest;
   }
 
   /// Tokens indexed (document ends excluded): the suffixes.
   std::size_t tokens() const { return a_.num_suffixes; }
   /// Bytes of its arrays (in memory, or mapped).
   std::size_t bytes() const {
-    return a_.num_codes * a_.code_width + (a_.skip + a_.num_suffixes) * a_.suffix_width + samples_.size() * sizeof(std::uint64_t);
+    return a_.num_codes * a_.code_width + (a_.skip + a_.num_suffixes) * a_.suffix_width + samples_.size() * sizeof(std::uint64_t) +
+           lcp_.size();
   }
   /// Whether its arrays are someone else's, read in place (a mapped file).
   bool in_place() const { return !owned_; }
@@ -160,6 +197,10 @@ class IndexSegment {
     return visit([&](const auto*, const auto* sa) { return static_cast<std::size_t>(sa[rank]); });
   }
   std::size_t depth() const { return depth_; }
+  /// Per rank, the tokens its suffix shares with the one before it (0 for the first), or depth()
+  /// when the two are equal over the depth (or end together): the children of a run of suffixes
+  /// that share k tokens start where this is k.
+  std::span<const std::uint8_t> lcp() const { return lcp_; }
 
   /// Whether some suffix starts with `pattern` (fewer than depth() tokens) followed by a token
   /// (not by its document's end): one binary search, since those that end right after it sort
@@ -191,10 +232,16 @@ class IndexSegment {
   struct Owned {
     std::vector<std::uint32_t> codes;
     std::vector<std::uint32_t> suffixes;
+    std::vector<std::uint8_t> lcp;  // lcp(), when known
   };
   explicit IndexSegment(std::size_t depth) : depth_(depth) {}
+  static std::size_t checked_depth(std::size_t depth) {
+    REFDEC_CHECK(depth >= 2 && depth <= kMaxDepth, "reference index: a segment's depth must be in [2, " << kMaxDepth << "], got " << depth);
+    return depth;
+  }
 
   void own(Owned owned) {
+    lcp_ = std::move(owned.lcp);
     auto held = std::make_shared<Owned>(std::move(owned));
     a_ = Arrays{.codes = held->codes.data(),
                 .code_width = 4,
@@ -205,6 +252,18 @@ class IndexSegment {
                 .num_suffixes = held->suffixes.size()};
     owner_ = std::move(held);
     owned_ = true;
+    finish();
+  }
+
+  // The common prefixes (unless a merge gave them) and the samples.
+  void finish() {
+    visit([&](const auto* codes, const auto* sa) {
+      if (lcp_.size() != tokens()) {
+        lcp_.resize(tokens());
+        for (std::size_t r = 0; r < tokens(); ++r)
+          lcp_[r] = static_cast<std::uint8_t>(r == 0 ? 0 : common(codes, sa[r - 1], codes, sa[r], 0, depth_));
+      }
+    });
     sample();
   }
 
@@ -216,7 +275,15 @@ class IndexSegment {
     samples_.resize((tokens() + kSampleEvery - 1) / kSampleEvery);
     visit([&](const auto* codes, const auto* sa) {
       for (std::size_t k = 0; k < samples_.size(); ++k) {
-        const std::size_t s = sa[k * kSampleEvery];
+        const std::size_t r = k * kSampleEvery;
+        // The previous sample's key when every suffix since shares its first two tokens: the text
+        // is read only where the key changes.
+        if (k > 0 && *std::min_element(lcp_.begin() + static_cast<std::ptrdiff_t>(r - kSampleEvery + 1),
+                                       lcp_.begin() + static_cast<std::ptrdiff_t>(r + 1)) >= 2) {
+          samples_[k] = samples_[k - 1];
+          continue;
+        }
+        const std::size_t s = sa[r];
         samples_[k] = key(codes[s], codes[s] == 0 ? 0 : codes[s + 1]);
       }
     });
@@ -234,16 +301,83 @@ class IndexSegment {
     return {a == 0 ? 0 : (a - 1) * kSampleEvery + 1, std::min(b * kSampleEvery, tokens())};
   }
 
-  // The suffix at a of `x` against the one at b of `y` over at most `depth` tokens (a document's
-  // end, code 0, below every token, and two suffixes that end together are equal).
-  template <class X, class Y>
-  static int compare(const X* x, std::size_t a, const Y* y, std::size_t b, std::size_t depth) {
-    for (std::size_t i = 0; i < depth; ++i) {
-      const std::uint32_t p = x[a + i], q = y[b + i];
-      if (p != q) return p < q ? -1 : 1;
-      if (p == 0) return 0;
+  // Merges the sorted suffixes xs (positions in x's codes, with their common prefixes xl: xl[r]
+  // that of xs[r] with xs[r - 1]) and ys (positions in y's codes, written shifted by y_shift)
+  // into `out` and `out_lcp`, ties to x. h is the common prefix of the two lists' current
+  // suffixes, and each list's own prefixes mostly decide the next one without reading the text:
+  // a suffix that shares more with the one before it than that one shared with the other list's
+  // goes on the same side, one that shares less goes after the other list's; only when they are
+  // equal are tokens compared, from h on.
+  // The text where a merge compares a suffix kAhead places on is asked for before it is read: in
+  // a large segment each suffix's text is a cache miss of its own.
+  static constexpr std::size_t kAhead = 8;
+  static void prefetch(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p);
+#else
+    (void)p;
+#endif
+  }
+  template <class XC, class XS, class YC, class YS>
+  static void merge_runs(const XC* xc, const XS* xs, const std::uint8_t* xl, std::size_t nx, const YC* yc, const YS* ys,
+                         const std::uint8_t* yl, std::size_t ny, std::size_t y_shift, std::uint32_t* out, std::uint8_t* out_lcp,
+                         std::size_t depth) {
+    std::size_t i = 0, j = 0, h = 0;
+    bool x_first = ny == 0;
+    if (nx > 0 && ny > 0) {
+      h = common(xc, xs[0], yc, ys[0], 0, depth);
+      x_first = h == depth || xc[xs[0] + h] < yc[ys[0] + h];
     }
-    return 0;
+    int last = -1;           // the list the last suffix written came from (0: x, 1: y)
+    std::size_t last_h = 0;  // h then: its common prefix with the other list's current suffix
+    while (i < nx && j < ny) {
+      if (x_first) {
+        *out++ = static_cast<std::uint32_t>(xs[i]);
+        *out_lcp++ = static_cast<std::uint8_t>(last == 0 ? xl[i] : last < 0 ? 0 : last_h);
+        last = 0, last_h = h;
+        if (++i == nx) break;
+        if (i + kAhead < nx) prefetch(xc + xs[i + kAhead] + xl[i + kAhead]);
+        if (xl[i] < h) {
+          h = xl[i], x_first = false;
+        } else if (xl[i] == h) {
+          h = common(xc, xs[i], yc, ys[j], h, depth);
+          x_first = h == depth || xc[xs[i] + h] < yc[ys[j] + h];
+        }
+      } else {
+        *out++ = static_cast<std::uint32_t>(ys[j] + y_shift);
+        *out_lcp++ = static_cast<std::uint8_t>(last == 1 ? yl[j] : last < 0 ? 0 : last_h);
+        last = 1, last_h = h;
+        if (++j == ny) break;
+        if (j + kAhead < ny) prefetch(yc + ys[j + kAhead] + yl[j + kAhead]);
+        if (yl[j] < h) {
+          h = yl[j], x_first = true;
+        } else if (yl[j] == h) {
+          h = common(xc, xs[i], yc, ys[j], h, depth);
+          x_first = h == depth || xc[xs[i] + h] < yc[ys[j] + h];
+        }
+      }
+    }
+    for (; i < nx; ++i, last = 0) {
+      *out++ = static_cast<std::uint32_t>(xs[i]);
+      *out_lcp++ = static_cast<std::uint8_t>(last == 0 ? xl[i] : last < 0 ? 0 : last_h);
+    }
+    for (; j < ny; ++j, last = 1) {
+      *out++ = static_cast<std::uint32_t>(ys[j] + y_shift);
+      *out_lcp++ = static_cast<std::uint8_t>(last == 1 ? yl[j] : last < 0 ? 0 : last_h);
+    }
+  }
+
+  // The tokens the suffix at a of `x` shares with the one at b of `y`, known to share `from`, or
+  // `depth` when they are equal over it (two suffixes that end together are equal; a document's
+  // end, code 0, sorts below every token).
+  template <class X, class Y>
+  static std::size_t common(const X* x, std::size_t a, const Y* y, std::size_t b, std::size_t from, std::size_t depth) {
+    for (std::size_t i = from; i < depth; ++i) {
+      const std::uint32_t p = x[a + i], q = y[b + i];
+      if (p != q) return i;
+      if (p == 0) return depth;
+    }
+    return depth;
   }
   // The suffix at s against `pattern`: 0 when the suffix starts with it.
   template <class C>
@@ -260,21 +394,22 @@ class IndexSegment {
   std::shared_ptr<const void> owner_;   // keeps the arrays alive
   bool owned_ = false;                  // owner_ holds an Owned: the arrays are this segment's own
   std::vector<std::uint64_t> samples_;  // key of the suffix of rank k * kSampleEvery
+  std::vector<std::uint8_t> lcp_;       // lcp()
 };
 
 /// Settings of a ReferenceIndex.
 struct ReferenceIndexOptions {
-  /// Tokens kept at most in the grown segments (static ones not counted): past it the oldest are
-  /// dropped (each at most an eighth of it, unless added whole by add_segment()).
+  /// Tokens kept at most in the grown segments (static ones not counted): past it the oldest
+  /// documents are dropped, down to a sixteenth below it.
   std::size_t max_tokens = std::size_t{1} << 26;
-  /// Suffixes are ordered by this many tokens (at least 2): a match and its continuations are at most this long.
+  /// Suffixes are ordered by this many tokens (2 to 255): a match and its continuations are at most this long.
   std::size_t depth = 64;
   /// Merge segments on a thread of the index's own instead of in add(): add() then only sorts its
   /// document's suffixes, and readers meanwhile search a few more (small) segments.
   bool background_merge = false;
   /// Bytes kept at most in the grown segments (their bytes(); 0: no bound but max_tokens): past it
-  /// the oldest are dropped, and no merge makes a segment of more than an eighth of it (at about
-  /// 9 bytes a token, what a segment of the index's own holds).
+  /// the oldest documents are dropped, down to a sixteenth below it (a single document larger than
+  /// it stays until the next one comes).
   std::size_t max_bytes = 0;
 };
 
@@ -294,14 +429,12 @@ class ReferenceIndex {
   /// With background_merge, add() merges only past this many segments (the merging thread is
   /// behind): readers never face more.
   static constexpr std::size_t kMaxSegments = 64;
-  /// About what a segment of the index's own holds per token (4-byte codes and suffix array
-  /// entries, a sample of the suffixes, document ends): max_bytes's merge cap assumes it.
-  static constexpr std::size_t kBytesPerToken = 9;
 
   explicit ReferenceIndex(ReferenceIndexOptions options = {}) : opt_(options), current_(std::make_shared<const Snapshot>()) {
     REFDEC_CHECK(opt_.max_tokens >= 1 && opt_.max_tokens <= (std::size_t{1} << 31),
                  "reference index: max_tokens must be in [1, 2^31], got " << opt_.max_tokens);
-    REFDEC_CHECK(opt_.depth >= 2 && opt_.depth <= 1024, "reference index: depth must be in [2, 1024], got " << opt_.depth);
+    REFDEC_CHECK(opt_.depth >= 2 && opt_.depth <= IndexSegment::kMaxDepth,
+                 "reference index: depth must be in [2, " << IndexSegment::kMaxDepth << "], got " << opt_.depth);
     if (opt_.background_merge) merger_ = std::thread([this] { merge_loop(); });
   }
   ReferenceIndex(const ReferenceIndex&) = delete;
@@ -381,6 +514,7 @@ class ReferenceIndex {
       if (is_static) {
         segs.insert(segs.begin() + static_cast<std::ptrdiff_t>(next->statics++), std::move(segment));
       } else {
+        make_room(*next, *segment);
         segs.push_back(std::move(segment));
         if (!opt_.background_merge || segs.size() - next->statics > kMaxSegments) {
           // The newest pair while the rule holds: the candidates a merge leaves are at the end.
@@ -391,29 +525,55 @@ class ReferenceIndex {
           }
         }
       }
-      std::size_t grown = 0, grown_bytes = 0;
-      for (std::size_t i = next->statics; i < segs.size(); ++i) grown += segs[i]->tokens(), grown_bytes += segs[i]->bytes();
-      while (grown > opt_.max_tokens || (opt_.max_bytes > 0 && grown_bytes > opt_.max_bytes)) {
-        const auto oldest = segs.begin() + static_cast<std::ptrdiff_t>(next->statics);
-        grown -= (*oldest)->tokens(), grown_bytes -= (*oldest)->bytes();
-        segs.erase(oldest);
-      }
       publish(std::move(next));
     }
     if (opt_.background_merge) wake_.notify_all();
   }
 
+  // Whether `tokens` and `bytes` of grown segments are past the bound scaled by `share`.
+  bool past(std::size_t tokens, std::size_t bytes, double share) const {
+    return static_cast<double>(tokens) > share * static_cast<double>(opt_.max_tokens) ||
+           (opt_.max_bytes > 0 && static_cast<double>(bytes) > share * static_cast<double>(opt_.max_bytes));
+  }
+
+  // Drops the oldest documents of `next`'s grown segments when `newest` would take them past the
+  // bound: whole segments, then the oldest documents of the oldest one (without_oldest()), down to
+  // a sixteenth below the bound so that the next such pass is far off. The newest is kept whole.
+  void make_room(Snapshot& next, const IndexSegment& newest) const {
+    auto& segs = next.segments;
+    std::size_t grown = newest.tokens(), grown_bytes = newest.bytes();
+    for (std::size_t i = next.statics; i < segs.size(); ++i) grown += segs[i]->tokens(), grown_bytes += segs[i]->bytes();
+    if (!past(grown, grown_bytes, 1.0)) return;
+    constexpr double kLow = 15.0 / 16;
+    while (segs.size() > next.statics && past(grown, grown_bytes, kLow)) {
+      auto& oldest = segs[next.statics];
+      // Tokens to remove: past the bound on tokens, or on bytes at the oldest's bytes a token.
+      const double over = std::max(static_cast<double>(grown) - kLow * static_cast<double>(opt_.max_tokens),
+                                   opt_.max_bytes == 0 ? 0.0
+                                                       : (static_cast<double>(grown_bytes) - kLow * static_cast<double>(opt_.max_bytes)) *
+                                                             static_cast<double>(oldest->tokens()) / static_cast<double>(oldest->bytes()));
+      grown -= oldest->tokens(), grown_bytes -= oldest->bytes();
+      auto rest = oldest->without_oldest(static_cast<std::size_t>(std::ceil(over)));
+      if (rest == nullptr) {
+        segs.erase(segs.begin() + static_cast<std::ptrdiff_t>(next.statics));
+        continue;
+      }
+      grown += rest->tokens(), grown_bytes += rest->bytes();
+      oldest = std::move(rest);
+    }
+  }
+
   // The newest i such that grown segments i - 1 and i are due for a merge (the older at most twice
-  // the newer, together within an eighth of the bound), or 0 for none.
+  // the newer), or 0 for none. Once the grown segments hold half the bound the oldest is left out:
+  // it is the one make_room() cuts, and merging it would rewrite most of the index only for the
+  // cut to follow.
   std::size_t candidate(const Snapshot& snap) const {
     const auto& segs = snap.segments;
-    std::size_t bound = opt_.max_tokens;
-    if (opt_.max_bytes > 0) bound = std::min(bound, opt_.max_bytes / kBytesPerToken);
-    const std::size_t cap = std::max<std::size_t>(bound / 8, 1);
-    for (std::size_t i = segs.size(); i-- > snap.statics + 1;) {
-      const std::size_t older = segs[i - 1]->tokens(), newer = segs[i]->tokens();
-      if (older <= 2 * newer && older + newer <= cap) return i;
-    }
+    std::size_t grown = 0, grown_bytes = 0;
+    for (std::size_t i = snap.statics; i < segs.size(); ++i) grown += segs[i]->tokens(), grown_bytes += segs[i]->bytes();
+    const std::size_t first = snap.statics + (past(grown, grown_bytes, 0.5) ? 2 : 1);
+    for (std::size_t i = segs.size(); i-- > first;)
+      if (segs[i - 1]->tokens() <= 2 * segs[i]->tokens()) return i;
     return 0;
   }
 
@@ -658,29 +818,16 @@ class IndexDrafter {
     for (std::size_t r = parent.first_run; r < parent.first_run + parent.runs; ++r) {
       const Run run = runs_[r];
       const IndexSegment& seg = *segments_[run.segment];
+      const std::uint8_t* lcp = seg.lcp().data();
       seg.visit([&](const auto* codes, const auto* sa) {
-        // Codes: token + 1, 0 at a document's end.
-        auto next = [&](std::size_t rank) -> std::uint32_t { return codes[sa[rank] + offset]; };
-        const std::uint32_t last = next(run.hi - 1);
+        // Every suffix in the run shares `offset` tokens with the one before it; a child's run
+        // ends where one shares no more: a byte search instead of reading the text.
         for (std::size_t i = run.lo; i < run.hi;) {
-          const std::uint32_t t = next(i);
-          if (t == last) {  // sorted: the rest of the run is all t (often the whole run, deep in the trie)
-            if (t != 0) found_.push_back({static_cast<Token>(t) - 1, Run{run.segment, i, run.hi}});
-            break;
-          }
-          // Galloping: the end of t's run.
-          std::size_t step = 1, j = i + 1;
-          while (j < run.hi && next(j) == t) j = i + (step *= 2);
-          std::size_t a = i + step / 2, b = std::min(j, run.hi);
-          while (a < b) {
-            const std::size_t m = a + (b - a) / 2;
-            if (next(m) == t)
-              a = m + 1;
-            else
-              b = m;
-          }
-          if (t != 0) found_.push_back({static_cast<Token>(t) - 1, Run{run.segment, i, a}});
-          i = a;
+          const void* end = std::memchr(lcp + i + 1, static_cast<int>(offset), run.hi - i - 1);
+          const std::size_t next = end != nullptr ? static_cast<std::size_t>(static_cast<const std::uint8_t*>(end) - lcp) : run.hi;
+          const std::uint32_t code = codes[sa[i] + offset];  // token + 1, 0 at a document's end
+          if (code != 0) found_.push_back({static_cast<Token>(code) - 1, Run{run.segment, i, next}});
+          i = next;
         }
       });
     }
