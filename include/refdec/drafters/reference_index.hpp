@@ -95,19 +95,24 @@ class IndexSegment {
       }
       owned.codes.push_back(0);
     }
-    // Merge sort by common prefixes, bottom up from single suffixes in text order (so that ties
-    // keep it): repetitive text costs it little more than the merges' bookkeeping.
+    // Sorted by their first two tokens as one integer key, the text read only to order those
+    // that share both; ties (equal over the depth) in text order.
     const std::uint32_t* codes = owned.codes.data();
-    owned.lcp.assign(n, 0);
-    std::vector<std::uint32_t> from_sa(n);
-    std::vector<std::uint8_t> from_lcp(n);
-    for (std::size_t width = 1; width < n; width *= 2) {
-      from_sa.swap(owned.suffixes), from_lcp.swap(owned.lcp);
-      for (std::size_t a = 0; a < n; a += 2 * width) {
-        const std::size_t b = std::min(a + width, n), e = std::min(a + 2 * width, n);
-        merge_runs(codes, from_sa.data() + a, from_lcp.data() + a, b - a, codes, from_sa.data() + b, from_lcp.data() + b, e - b, 0,
-                   owned.suffixes.data() + a, owned.lcp.data() + a, depth_);
-      }
+    std::vector<std::uint64_t> keys(owned.codes.size());
+    for (const std::uint32_t p : owned.suffixes) keys[p] = key(codes[p], codes[p + 1]);
+    std::sort(owned.suffixes.begin(), owned.suffixes.end(), [&](std::uint32_t a, std::uint32_t b) {
+      if (keys[a] != keys[b]) return keys[a] < keys[b];
+      if (codes[a + 1] == 0) return a < b;  // both end after one token
+      const std::size_t l = common(codes, a, codes, b, 2, depth_);
+      return l != depth_ ? codes[a + l] < codes[b + l] : a < b;
+    });
+    owned.lcp.resize(n);
+    for (std::size_t r = 1; r < n; ++r) {
+      const std::uint32_t a = owned.suffixes[r - 1], b = owned.suffixes[r];
+      owned.lcp[r] = static_cast<std::uint8_t>(codes[a] != codes[b]           ? 0
+                                               : codes[a + 1] != codes[b + 1] ? 1
+                                               : codes[a + 1] == 0            ? depth_
+                                                                              : common(codes, a, codes, b, 2, depth_));
     }
     own(std::move(owned));
   }
@@ -323,47 +328,48 @@ class IndexSegment {
                          const std::uint8_t* yl, std::size_t ny, std::size_t y_shift, std::uint32_t* out, std::uint8_t* out_lcp,
                          std::size_t depth) {
     std::size_t i = 0, j = 0, h = 0;
-    bool x_first = ny == 0;
+    std::size_t first_lcp = 0;  // the common prefix of the next suffix written with the one before it
+    // Whether the current x suffix goes before the current y one, given h: ties to x.
+    const auto x_before = [&] {
+      h = common(xc, xs[i], yc, ys[j], h, depth);
+      return h == depth || xc[xs[i] + h] < yc[ys[j] + h];
+    };
     if (nx > 0 && ny > 0) {
-      h = common(xc, xs[0], yc, ys[0], 0, depth);
-      x_first = h == depth || xc[xs[0] + h] < yc[ys[0] + h];
-    }
-    int last = -1;           // the list the last suffix written came from (0: x, 1: y)
-    std::size_t last_h = 0;  // h then: its common prefix with the other list's current suffix
-    while (i < nx && j < ny) {
-      if (x_first) {
-        *out++ = static_cast<std::uint32_t>(xs[i]);
-        *out_lcp++ = static_cast<std::uint8_t>(last == 0 ? xl[i] : last < 0 ? 0 : last_h);
-        last = 0, last_h = h;
-        if (++i == nx) break;
+      if (!x_before()) goto y_run;
+      // A run of x suffixes: each one that shares more with the one before it than h goes on it;
+      // one that shares less goes after the current y suffix (which shares h with the last x).
+    x_run:
+      for (*out++ = static_cast<std::uint32_t>(xs[i]), *out_lcp++ = static_cast<std::uint8_t>(first_lcp);;) {
         if (i + kAhead < nx) prefetch(xc + xs[i + kAhead] + xl[i + kAhead]);
-        if (xl[i] < h) {
-          h = xl[i], x_first = false;
-        } else if (xl[i] == h) {
-          h = common(xc, xs[i], yc, ys[j], h, depth);
-          x_first = h == depth || xc[xs[i] + h] < yc[ys[j] + h];
+        if (++i == nx) goto rest;
+        const std::size_t l = xl[i], before = h;
+        if (l < h || (l == h && !x_before())) {
+          first_lcp = before, h = l < before ? l : h;
+          goto y_run;
         }
-      } else {
-        *out++ = static_cast<std::uint32_t>(ys[j] + y_shift);
-        *out_lcp++ = static_cast<std::uint8_t>(last == 1 ? yl[j] : last < 0 ? 0 : last_h);
-        last = 1, last_h = h;
-        if (++j == ny) break;
+        *out++ = static_cast<std::uint32_t>(xs[i]), *out_lcp++ = static_cast<std::uint8_t>(l);
+      }
+    y_run:
+      for (*out++ = static_cast<std::uint32_t>(ys[j] + y_shift), *out_lcp++ = static_cast<std::uint8_t>(first_lcp);;) {
         if (j + kAhead < ny) prefetch(yc + ys[j + kAhead] + yl[j + kAhead]);
-        if (yl[j] < h) {
-          h = yl[j], x_first = true;
-        } else if (yl[j] == h) {
-          h = common(xc, xs[i], yc, ys[j], h, depth);
-          x_first = h == depth || xc[xs[i] + h] < yc[ys[j] + h];
+        if (++j == ny) goto rest;
+        const std::size_t l = yl[j], before = h;
+        if (l < h || (l == h && x_before())) {
+          first_lcp = before, h = l < before ? l : h;
+          goto x_run;
         }
+        *out++ = static_cast<std::uint32_t>(ys[j] + y_shift), *out_lcp++ = static_cast<std::uint8_t>(l);
       }
     }
-    for (; i < nx; ++i, last = 0) {
-      *out++ = static_cast<std::uint32_t>(xs[i]);
-      *out_lcp++ = static_cast<std::uint8_t>(last == 0 ? xl[i] : last < 0 ? 0 : last_h);
+  rest:
+    // One list is done; the first of the other shares h with the last suffix written.
+    if (i < nx) {
+      *out++ = static_cast<std::uint32_t>(xs[i]), *out_lcp++ = static_cast<std::uint8_t>(ny > 0 ? h : 0);
+      for (++i; i < nx; ++i) *out++ = static_cast<std::uint32_t>(xs[i]), *out_lcp++ = xl[i];
     }
-    for (; j < ny; ++j, last = 1) {
-      *out++ = static_cast<std::uint32_t>(ys[j] + y_shift);
-      *out_lcp++ = static_cast<std::uint8_t>(last == 1 ? yl[j] : last < 0 ? 0 : last_h);
+    if (j < ny) {
+      *out++ = static_cast<std::uint32_t>(ys[j] + y_shift), *out_lcp++ = static_cast<std::uint8_t>(nx > 0 ? h : 0);
+      for (++j; j < ny; ++j) *out++ = static_cast<std::uint32_t>(ys[j] + y_shift), *out_lcp++ = yl[j];
     }
   }
 
