@@ -3,9 +3,9 @@
 // (1M by default; docs/performance.md runs 10M) of synthetic text (Zipf words, one run in three a
 // passage copied from earlier text), 1,000-token documents. begin() of an IndexDrafter, a draft
 // (budget 16) over a fresh 128-token context and one in a sequence's later steps, add() of a
-// document (tokens/s, merges included, the index at its bound so that the oldest segments are
-// dropped as it grows), and drafting by 1, 4 and 16
-// threads while another adds documents. Counters: the index's bytes per token and segments.
+// document (tokens/s, merges included, the index at its bound so that the oldest documents are
+// cut as it grows), and drafting by 1, 4 and 16 threads while another adds documents. Counters:
+// the index's bytes per token and segments.
 
 #include <benchmark/benchmark.h>
 

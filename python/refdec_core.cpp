@@ -721,7 +721,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<ReferenceIndex, std::shared_ptr<ReferenceIndex>>(m, "ReferenceIndex",
                                                               "One index over every finished output (and any document added), "
                                                               "shared by IndexDrafters and grown online: suffix-array segments "
-                                                              "read through snapshots; at most max_tokens tokens (and max_bytes bytes, when not 0), the oldest dropped.")
+                                                              "read through snapshots, suffixes ordered by their first depth tokens (2 to 255); at most "
+                                                              "max_tokens tokens (and max_bytes bytes, when not 0), the oldest documents dropped.")
       .def(py::init([](std::size_t max_tokens, std::size_t depth, std::size_t max_bytes) {
              return std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = max_tokens, .depth = depth, .max_bytes = max_bytes});
            }),

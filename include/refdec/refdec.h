@@ -118,7 +118,7 @@ REFDEC_C_EXPORT refdec_status refdec_llma_create_shared(const refdec_llma_index*
 typedef struct refdec_reference_index refdec_reference_index;
 typedef struct refdec_reference_index_options {
   size_t max_tokens;    /**< tokens kept at most; past it the oldest documents are dropped */
-  size_t depth;         /**< suffixes are ordered by this many tokens: the longest match found */
+  size_t depth;         /**< suffixes are ordered by this many tokens (2 to 255): the longest match and its continuations */
   int background_merge; /**< nonzero: merge on a thread of the index's own instead of in add() */
 } refdec_reference_index_options;
 REFDEC_C_EXPORT void refdec_reference_index_options_init(refdec_reference_index_options* options);

@@ -440,7 +440,7 @@ class OutputHistory:
         """Outputs held."""
 
 class ReferenceIndex:
-    """One index over every finished output (and any document added), shared by IndexDrafters and grown online: suffix-array segments read through snapshots; at most max_tokens tokens (and max_bytes bytes, when not 0), the oldest dropped."""
+    """One index over every finished output (and any document added), shared by IndexDrafters and grown online: suffix-array segments read through snapshots, suffixes ordered by their first depth tokens (2 to 255); at most max_tokens tokens (and max_bytes bytes, when not 0), the oldest documents dropped."""
     def __init__(self: ReferenceIndex, max_tokens: int = 67108864, depth: int = 64, max_bytes: int = 0) -> None:
         ...
     def add(self: ReferenceIndex, document: List[int]) -> None:
