@@ -192,4 +192,54 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
   EXPECT_GE(index->tokens(), 300u * 64 + (kThreads - 1) * 20 * 20);
 }
 
+// The same with the index at its bound all along: a writer's adds cut the oldest documents while
+// the index's thread merges and seven readers draft. Every snapshot stays within the bound, every
+// score is a share, and the newest document is found once the merges settle.
+TEST(Threads, SharedReferenceIndexCutsItsOldestWhileReadersDraft) {
+  const auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 3000, .depth = 16, .background_merge = true});
+  std::vector<std::thread> threads;
+  std::vector<Token> last;
+  threads.emplace_back([&] {
+    std::mt19937 rng(7);
+    for (int d = 0; d < 600; ++d) {
+      last = refdec_test::random_text(rng, 32 + rng() % 64);
+      index->add(last);
+    }
+  });
+  std::vector<int> bad(kThreads - 1, 0), proposals(kThreads - 1, 0);
+  for (int r = 0; r < kThreads - 1; ++r)
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(static_cast<std::uint32_t>(100 + r));
+      IndexDrafter drafter(index, {.max_match = 8, .add_output = false});
+      DraftTree tree;
+      for (int sequence = 0; sequence < 20; ++sequence) {
+        drafter.begin(refdec_test::random_text(rng, 32), {});
+        for (int step = 0; step < 20; ++step) {
+          bad[static_cast<std::size_t>(r)] += index->snapshot()->tokens > 3000;
+          tree.clear();
+          drafter.propose(16, tree);
+          proposals[static_cast<std::size_t>(r)] += tree.size() > 0;
+          for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i)
+            bad[static_cast<std::size_t>(r)] += !(tree.node(i).score > 0.0f && tree.node(i).score <= 1.0f);
+          drafter.accept(std::vector<Token>{static_cast<Token>(rng() % 50)});
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  index->wait_for_merges();
+  for (int r = 0; r < kThreads - 1; ++r) {
+    EXPECT_EQ(bad[static_cast<std::size_t>(r)], 0) << "reader " << r;
+    EXPECT_GT(proposals[static_cast<std::size_t>(r)], 0) << "reader " << r << " never found a match";
+  }
+  const auto snap = index->snapshot();
+  EXPECT_LE(snap->tokens, 3000u);
+  EXPECT_GE(snap->tokens, 3000u * 7 / 8 - 96) << "more than the oldest documents cut";
+  std::size_t found = 0;
+  for (const auto& segment : snap->segments) {
+    const auto [lo, hi] = segment->find(std::span<const Token>(last).first(16));
+    found += hi - lo;
+  }
+  EXPECT_GE(found, 1u) << "the newest document is gone";
+}
+
 }  // namespace
