@@ -95,17 +95,35 @@ class IndexSegment {
       }
       owned.codes.push_back(0);
     }
-    // Sorted by their first two tokens as one integer key, the text read only to order those
-    // that share both; ties (equal over the depth) in text order.
+    // Sorted by their first two tokens as one integer key (a radix sort, stable: ties in text
+    // order), the text read only to order those that share both.
     const std::uint32_t* codes = owned.codes.data();
-    std::vector<std::uint64_t> keys(owned.codes.size());
-    for (const std::uint32_t p : owned.suffixes) keys[p] = key(codes[p], codes[p + 1]);
-    std::sort(owned.suffixes.begin(), owned.suffixes.end(), [&](std::uint32_t a, std::uint32_t b) {
-      if (keys[a] != keys[b]) return keys[a] < keys[b];
-      if (codes[a + 1] == 0) return a < b;  // both end after one token
-      const std::size_t l = common(codes, a, codes, b, 2, depth_);
-      return l != depth_ ? codes[a + l] < codes[b + l] : a < b;
-    });
+    const int width = std::bit_width(*std::max_element(owned.codes.begin(), owned.codes.end()));
+    std::vector<std::uint64_t> keys(n), other_keys(n);
+    std::vector<std::uint32_t> other(n);
+    for (std::size_t r = 0; r < n; ++r) {
+      const std::uint32_t p = owned.suffixes[r];
+      keys[r] = std::uint64_t{codes[p]} << width | codes[p + 1];
+    }
+    for (int shift = 0; shift < 2 * width; shift += 8) {
+      std::size_t start[257] = {};
+      for (const std::uint64_t k : keys) ++start[((k >> shift) & 0xFF) + 1];
+      for (std::size_t d = 1; d < 257; ++d) start[d] += start[d - 1];
+      for (std::size_t r = 0; r < n; ++r) {
+        const std::size_t to = start[(keys[r] >> shift) & 0xFF]++;
+        other[to] = owned.suffixes[r], other_keys[to] = keys[r];
+      }
+      owned.suffixes.swap(other), keys.swap(other_keys);
+    }
+    for (std::size_t r = 0, e; r < n; r = e) {
+      for (e = r + 1; e < n && keys[e] == keys[r];) ++e;
+      if (e - r > 1 && codes[owned.suffixes[r] + 1] != 0)  // not all ending after one token: equal
+        std::sort(owned.suffixes.begin() + static_cast<std::ptrdiff_t>(r), owned.suffixes.begin() + static_cast<std::ptrdiff_t>(e),
+                  [&](std::uint32_t a, std::uint32_t b) {
+                    const std::size_t l = common(codes, a, codes, b, 2, depth_);
+                    return l != depth_ ? codes[a + l] < codes[b + l] : a < b;
+                  });
+    }
     owned.lcp.resize(n);
     for (std::size_t r = 1; r < n; ++r) {
       const std::uint32_t a = owned.suffixes[r - 1], b = owned.suffixes[r];
@@ -161,18 +179,18 @@ class IndexSegment {
   std::shared_ptr<const IndexSegment> without_oldest(std::size_t count) const {
     Owned m;
     visit([&](const auto* codes, const auto* sa) {
-      std::size_t cut = 0;
-      for (std::size_t removed = 0; cut < a_.num_codes && (removed < count || codes[cut] != 0); ++cut) removed += codes[cut] != 0;
+      std::size_t cut = 0, removed = 0;
+      for (; cut < a_.num_codes && (removed < count || codes[cut] != 0); ++cut) removed += codes[cut] != 0;
       if (++cut >= a_.num_codes) return;  // past the end of the last document removed
       m.codes.assign(codes + cut, codes + a_.num_codes);
-      m.suffixes.reserve(a_.num_codes - cut);
-      m.lcp.reserve(a_.num_codes - cut);
+      m.suffixes.resize(tokens() - removed);
+      m.lcp.resize(m.suffixes.size());
       std::uint8_t least = 0;  // the least common prefix since the last suffix kept
-      for (std::size_t r = 0; r < tokens(); ++r) {
+      for (std::size_t r = 0, k = 0; r < tokens(); ++r) {
         least = std::min(least, lcp_[r]);
         if (sa[r] < cut) continue;
-        m.suffixes.push_back(static_cast<std::uint32_t>(sa[r] - cut));
-        m.lcp.push_back(m.lcp.empty() ? 0 : least);
+        m.lcp[k] = k == 0 ? 0 : least;
+        m.suffixes[k++] = static_cast<std::uint32_t>(sa[r] - cut);
         least = 0xFF;
       }
     });
@@ -283,8 +301,9 @@ class IndexSegment {
         const std::size_t r = k * kSampleEvery;
         // The previous sample's key when every suffix since shares its first two tokens: the text
         // is read only where the key changes.
-        if (k > 0 && *std::min_element(lcp_.begin() + static_cast<std::ptrdiff_t>(r - kSampleEvery + 1),
-                                       lcp_.begin() + static_cast<std::ptrdiff_t>(r + 1)) >= 2) {
+        bool changed = k == 0;
+        for (std::size_t i = r + 1 - kSampleEvery; !changed && i <= r; ++i) changed = lcp_[i] < 2;
+        if (!changed) {
           samples_[k] = samples_[k - 1];
           continue;
         }
@@ -313,16 +332,6 @@ class IndexSegment {
   // a suffix that shares more with the one before it than that one shared with the other list's
   // goes on the same side, one that shares less goes after the other list's; only when they are
   // equal are tokens compared, from h on.
-  // The text where a merge compares a suffix kAhead places on is asked for before it is read: in
-  // a large segment each suffix's text is a cache miss of its own.
-  static constexpr std::size_t kAhead = 8;
-  static void prefetch(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(p);
-#else
-    (void)p;
-#endif
-  }
   template <class XC, class XS, class YC, class YS>
   static void merge_runs(const XC* xc, const XS* xs, const std::uint8_t* xl, std::size_t nx, const YC* yc, const YS* ys,
                          const std::uint8_t* yl, std::size_t ny, std::size_t y_shift, std::uint32_t* out, std::uint8_t* out_lcp,
@@ -340,7 +349,6 @@ class IndexSegment {
       // one that shares less goes after the current y suffix (which shares h with the last x).
     x_run:
       for (*out++ = static_cast<std::uint32_t>(xs[i]), *out_lcp++ = static_cast<std::uint8_t>(first_lcp);;) {
-        if (i + kAhead < nx) prefetch(xc + xs[i + kAhead] + xl[i + kAhead]);
         if (++i == nx) goto rest;
         const std::size_t l = xl[i], before = h;
         if (l < h || (l == h && !x_before())) {
@@ -351,7 +359,6 @@ class IndexSegment {
       }
     y_run:
       for (*out++ = static_cast<std::uint32_t>(ys[j] + y_shift), *out_lcp++ = static_cast<std::uint8_t>(first_lcp);;) {
-        if (j + kAhead < ny) prefetch(yc + ys[j + kAhead] + yl[j + kAhead]);
         if (++j == ny) goto rest;
         const std::size_t l = yl[j], before = h;
         if (l < h || (l == h && x_before())) {
