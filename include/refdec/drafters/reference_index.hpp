@@ -246,8 +246,16 @@ class IndexSegment {
     return visit([&](const auto* codes, const auto* sa) {
       const auto* end = sa + last;
       const auto* lo = std::partition_point(sa + first, end, [&](auto s) { return compare_prefix(codes, s, pattern) < 0; });
-      const auto* hi = std::partition_point(lo, end, [&](auto s) { return compare_prefix(codes, s, pattern) == 0; });
-      return std::pair<std::size_t, std::size_t>(static_cast<std::size_t>(lo - sa), static_cast<std::size_t>(hi - sa));
+      const auto a = static_cast<std::size_t>(lo - sa);
+      if (lo == end || compare_prefix(codes, *lo, pattern) != 0) return std::pair<std::size_t, std::size_t>(a, a);
+      // The range goes on while a suffix shares the pattern with the one before it: a few bytes of
+      // lcp() read in place of a second search, unless the range is long.
+      std::size_t b = a + 1;
+      for (const std::size_t stop = std::min(last, a + 64); b < stop && lcp_[b] >= pattern.size();) ++b;
+      if (b == a + 64 && b < last)
+        b = static_cast<std::size_t>(std::partition_point(sa + b, end, [&](auto s) { return compare_prefix(codes, s, pattern) == 0; }) -
+                                     sa);
+      return std::pair<std::size_t, std::size_t>(a, b);
     });
   }
 
