@@ -1,6 +1,8 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // Datastore costs: REST retrieval latency per step (median and p99 as counters), suffix search,
-// checksum throughput, and build throughput. The retrieval benchmarks use the datastore named by
+// checksum throughput, build throughput, and a shared ReferenceIndex filled with the datastore's
+// documents in order (real outputs when the datastore holds them: appending text that is not the
+// index bench's cycled copies). The retrieval benchmarks use the datastore named by
 // $REFDEC_BENCH_DATASTORE when set (e.g. a 500M-token file), else a small synthetic one built here.
 
 #include <benchmark/benchmark.h>
@@ -18,6 +20,7 @@
 
 #include "refdec/core/file_io.hpp"
 #include "refdec/datastore/builder.hpp"
+#include "refdec/datastore/index_files.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/datastore/retrieval.hpp"
 #include "refdec/drafters/rest.hpp"
@@ -178,6 +181,25 @@ void BM_Open(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Datastore::open(path, options).size());
 }
 BENCHMARK(BM_Open)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+// The datastore's documents added in order, one add() each, to a ReferenceIndex bounded at half
+// of them (so that the second half cuts the oldest as it comes): tokens added per second, merges
+// and cuts included.
+void BM_IndexAddDocuments(benchmark::State& state) {
+  const Datastore& ds = store();
+  const auto documents = index_files_detail::split_documents(ds.size(), [&](std::uint64_t k) { return ds.token(k); });
+  std::size_t tokens = 0, segments = 0;
+  for (auto _ : state) {
+    ReferenceIndex index({.max_tokens = ds.num_corpus_tokens() / 2});
+    for (const auto& d : documents) index.add(d);
+    tokens += ds.num_corpus_tokens();
+    segments = index.snapshot()->segments.size();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(tokens));
+  state.counters["documents"] = static_cast<double>(documents.size());
+  state.counters["segments"] = static_cast<double>(segments);
+}
+BENCHMARK(BM_IndexAddDocuments)->Unit(benchmark::kMillisecond);
 
 // Build throughput (encode, suffix sort, write, checksum) in corpus tokens per second.
 void BM_Build(benchmark::State& state) {
