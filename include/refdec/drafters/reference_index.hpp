@@ -13,12 +13,15 @@
 // bound the oldest documents go: the oldest segment loses them in one pass over its suffixes
 // (down to a sixteenth below the bound, so such passes are rare), and once the index holds half
 // its bound that segment is no longer merged, so a cut never follows a rewrite of most of the
-// index. The merges run in add(), or on a thread of the index's own (background_merge). Readers take the current list (a shared pointer
-// copied under a lock held for nothing else); a writer builds the next list aside and swaps it in. Continuation counts come from the suffix
-// array ranges: how often each next token followed the matched context. A segment may also be a datastore file read in place (a saved index
-// reopened, or a static corpus such as REST's: refdec/datastore/index_files.hpp); static segments stay first, never merged or dropped.
+// index. The merges run in add(), or on a thread of the index's own (background_merge). Readers
+// take the current list (a shared pointer copied under a lock held for nothing else); a writer
+// builds the next list aside and swaps it in. Continuation counts come from the suffix array
+// ranges: how often each next token followed the matched context. A segment may also be a
+// datastore file read in place (a saved index reopened, or a static corpus such as REST's:
+// refdec/datastore/index_files.hpp); static segments stay first, never merged or dropped.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -172,7 +175,7 @@ class IndexSegment {
     return merged;
   }
 
-  /// This segment without its oldest documents that hold at least `tokens` tokens (whole
+  /// This segment without its oldest documents that hold at least `count` tokens (whole
   /// documents: the cut is at the start of the next one), its own arrays; null when none would be
   /// left. One pass over the suffixes: they keep their order, and each common prefix becomes the
   /// least of those it spans.
