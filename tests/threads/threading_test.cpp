@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
@@ -148,6 +149,18 @@ TEST(Threads, StepDriverDraftsOnItsThreads) {
   EXPECT_GT(driver.stats().tokens_per_step(), 2.0) << "the history and the sequences' own text were drafted from";
 }
 
+// One draft (budget 16), then a random token accepted: how many of its scores are not shares of
+// occurrences, and whether it drafted anything.
+std::pair<int, bool> draft_once(IndexDrafter& drafter, DraftTree& tree, std::mt19937& rng) {
+  tree.clear();
+  drafter.propose(16, tree);
+  int not_shares = 0;
+  for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i)
+    not_shares += !(tree.node(i).score > 0.0f && tree.node(i).score <= 1.0f);
+  drafter.accept(std::vector<Token>{static_cast<Token>(rng() % 50)});
+  return {not_shares, tree.size() > 0};
+}
+
 // One ReferenceIndex, merging on its own thread, read by seven threads' drafters while an eighth
 // adds documents and the readers' own outputs join it as their sequences end: every proposal's
 // scores are shares of occurrences, and every snapshot a reader takes holds at least what the one
@@ -172,12 +185,9 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
           const std::size_t now = index->tokens();
           bad[static_cast<std::size_t>(r)] += now < seen;
           seen = now;
-          tree.clear();
-          drafter.propose(16, tree);
-          proposals[static_cast<std::size_t>(r)] += tree.size() > 0;
-          for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i)
-            bad[static_cast<std::size_t>(r)] += !(tree.node(i).score > 0.0f && tree.node(i).score <= 1.0f);
-          drafter.accept(std::vector<Token>{static_cast<Token>(rng() % 50)});
+          const auto [not_shares, drafted] = draft_once(drafter, tree, rng);
+          bad[static_cast<std::size_t>(r)] += not_shares;
+          proposals[static_cast<std::size_t>(r)] += drafted;
         }
         drafter.finish();
       }
@@ -216,12 +226,9 @@ TEST(Threads, SharedReferenceIndexCutsItsOldestWhileReadersDraft) {
         drafter.begin(refdec_test::random_text(rng, 32), {});
         for (int step = 0; step < 20; ++step) {
           bad[static_cast<std::size_t>(r)] += index->snapshot()->tokens > 3000;
-          tree.clear();
-          drafter.propose(16, tree);
-          proposals[static_cast<std::size_t>(r)] += tree.size() > 0;
-          for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i)
-            bad[static_cast<std::size_t>(r)] += !(tree.node(i).score > 0.0f && tree.node(i).score <= 1.0f);
-          drafter.accept(std::vector<Token>{static_cast<Token>(rng() % 50)});
+          const auto [not_shares, drafted] = draft_once(drafter, tree, rng);
+          bad[static_cast<std::size_t>(r)] += not_shares;
+          proposals[static_cast<std::size_t>(r)] += drafted;
         }
       }
     });
