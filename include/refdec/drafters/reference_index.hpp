@@ -9,11 +9,11 @@
 // over them and the common prefix of each suffix with the one before it, oldest first. A document
 // added becomes a segment of its own; the newest segments are merged while the older of the two
 // is at most twice the newer (a merge of two suffix arrays by their common prefixes, since no
-// suffix crosses a document's end), so the list stays logarithmic in the index's size. Past the
-// bound the oldest documents go: the oldest segment loses them in one pass over its suffixes
-// (down to a sixteenth below the bound, so such passes are rare), and once the index holds half
-// its bound that segment is no longer merged, so a cut never follows a rewrite of most of the
-// index. The merges run in add(), or on a thread of the index's own (background_merge). Readers
+// suffix crosses a document's end), so the list stays logarithmic in the index's size; no merge
+// makes a segment of more than half the bound. Past the bound the oldest documents go: the oldest
+// segment loses them in one pass over its suffixes (down to an eighth below the bound, so such
+// passes are rare), and once the index holds half its bound that segment is no longer merged, so
+// a cut never follows a rewrite of it. The merges run in add(), or on a thread of the index's own (background_merge). Readers
 // take the current list (a shared pointer copied under a lock held for nothing else); a writer
 // builds the next list aside and swaps it in. Continuation counts come from the suffix array
 // ranges: how often each next token followed the matched context. A segment may also be a
@@ -424,7 +424,8 @@ class IndexSegment {
 /// Settings of a ReferenceIndex.
 struct ReferenceIndexOptions {
   /// Tokens kept at most in the grown segments (static ones not counted): past it the oldest
-  /// documents are dropped, down to a sixteenth below it.
+  /// documents are dropped, down to an eighth below it. No merge makes a segment of more than half
+  /// of it.
   std::size_t max_tokens = std::size_t{1} << 26;
   /// Suffixes are ordered by this many tokens (2 to 255): a match and its continuations are at most this long.
   std::size_t depth = 64;
@@ -432,7 +433,7 @@ struct ReferenceIndexOptions {
   /// document's suffixes, and readers meanwhile search a few more (small) segments.
   bool background_merge = false;
   /// Bytes kept at most in the grown segments (their bytes(); 0: no bound but max_tokens): past it
-  /// the oldest documents are dropped, down to a sixteenth below it (a single document larger than
+  /// the oldest documents are dropped, down to an eighth below it (a single document larger than
   /// it stays until the next one comes).
   std::size_t max_bytes = 0;
 };
@@ -562,13 +563,13 @@ class ReferenceIndex {
 
   // Drops the oldest documents of `next`'s grown segments when `newest` would take them past the
   // bound: whole segments, then the oldest documents of the oldest one (without_oldest()), down to
-  // a sixteenth below the bound so that the next such pass is far off. The newest is kept whole.
+  // an eighth below the bound so that the next such pass is far off. The newest is kept whole.
   void make_room(Snapshot& next, const IndexSegment& newest) const {
     auto& segs = next.segments;
     std::size_t grown = newest.tokens(), grown_bytes = newest.bytes();
     for (std::size_t i = next.statics; i < segs.size(); ++i) grown += segs[i]->tokens(), grown_bytes += segs[i]->bytes();
     if (!past(grown, grown_bytes, 1.0)) return;
-    constexpr double kLow = 15.0 / 16;
+    constexpr double kLow = 7.0 / 8;
     while (segs.size() > next.statics && past(grown, grown_bytes, kLow)) {
       auto& oldest = segs[next.statics];
       // Tokens to remove: past the bound on tokens, or on bytes at the oldest's bytes a token.
@@ -588,16 +589,15 @@ class ReferenceIndex {
   }
 
   // The newest i such that grown segments i - 1 and i are due for a merge (the older at most twice
-  // the newer), or 0 for none. Once the grown segments hold half the bound the oldest is left out:
-  // it is the one make_room() cuts, and merging it would rewrite most of the index only for the
-  // cut to follow.
+  // the newer, together at most half the bound: no merge rewrites more), or 0 for none. Once the
+  // grown segments hold half the bound the oldest is left out: it is the one make_room() cuts.
   std::size_t candidate(const Snapshot& snap) const {
     const auto& segs = snap.segments;
     std::size_t grown = 0, grown_bytes = 0;
     for (std::size_t i = snap.statics; i < segs.size(); ++i) grown += segs[i]->tokens(), grown_bytes += segs[i]->bytes();
     const std::size_t first = snap.statics + (past(grown, grown_bytes, 0.5) ? 2 : 1);
     for (std::size_t i = segs.size(); i-- > first;)
-      if (segs[i - 1]->tokens() <= 2 * segs[i]->tokens()) return i;
+      if (segs[i - 1]->tokens() <= 2 * segs[i]->tokens() && segs[i - 1]->tokens() + segs[i]->tokens() <= opt_.max_tokens / 2) return i;
     return 0;
   }
 
