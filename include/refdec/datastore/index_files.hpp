@@ -98,21 +98,26 @@ struct ReferenceIndexFiles {
 /// mapped and read in place (index_segment()). A file that does not open as a datastore (corrupt,
 /// truncated, wrong version: the datastore's own checks, checksum included) or holds more than
 /// options.max_tokens tokens is refused, named with the reason in `refused`, and the others are
-/// served (the oldest dropped while they hold more than max_tokens together, as in the index).
+/// served (the oldest documents cut while they hold more than max_tokens together, as in the
+/// index), added together (ReferenceIndex::add_segments()) so that the saved layout stays.
 /// Throws refdec::IoError when `dir` is not a readable directory.
 inline ReferenceIndexFiles open_reference_index(const std::filesystem::path& dir, ReferenceIndexOptions options = {}) {
   REFDEC_CHECK_IO(std::filesystem::is_directory(dir), "reference index: '" << dir.string() << "' is not a directory");
   ReferenceIndexFiles out;
   out.index = std::make_shared<ReferenceIndex>(options);
+  std::vector<std::shared_ptr<const IndexSegment>> segments;
   for (const auto& path : index_files_detail::segment_files(dir)) {
     try {
-      out.index->add_segment(index_segment(Datastore::open_shared(path), options.depth));
+      auto segment = index_segment(Datastore::open_shared(path), options.depth);
+      out.index->check_joinable(segment.get());
+      segments.push_back(std::move(segment));
     } catch (const Error& e) {
       out.refused.push_back(path.string() + ": " + e.what());
       continue;
     }
     out.served.push_back(path);
   }
+  out.index->add_segments(std::move(segments));  // merged once all are in: the saved layout stays
   return out;
 }
 

@@ -482,7 +482,7 @@ class ReferenceIndex {
   void add(std::span<const Token> document) {
     if (document.empty()) return;
     if (document.size() > opt_.max_tokens) document = document.last(opt_.max_tokens);
-    insert(std::make_shared<const IndexSegment>(document, opt_.depth), false);  // validates, outside every lock
+    insert({std::make_shared<const IndexSegment>(document, opt_.depth)}, false);  // validates, outside every lock
   }
 
   /// Adds a sealed segment (a datastore file read in place, refdec/datastore/index_files.hpp) as
@@ -490,9 +490,23 @@ class ReferenceIndex {
   /// segment, another depth than the index's, or more tokens than max_tokens.
   void add_segment(std::shared_ptr<const IndexSegment> segment) {
     check_segment(segment.get());
+    add_segments({std::move(segment)});
+  }
+
+  /// Adds sealed segments, oldest first, as add_segment() adds each, but merged only once all are
+  /// in: a saved index reopened keeps the layout it was saved with (its segments were settled by
+  /// the same rules) and is read in place. Throws as add_segment() does, adding none.
+  void add_segments(std::vector<std::shared_ptr<const IndexSegment>> segments) {
+    for (const auto& segment : segments) check_joinable(segment.get());
+    insert(std::move(segments), false);
+  }
+
+  /// Throws refdec::ArgumentError when `segment` cannot be added by add_segment(): null, ordered
+  /// by another depth than the index's, or more tokens than max_tokens.
+  void check_joinable(const IndexSegment* segment) const {
+    check_segment(segment);
     REFDEC_CHECK(segment->tokens() <= opt_.max_tokens,
                  "reference index: a segment of " << segment->tokens() << " tokens exceeds max_tokens " << opt_.max_tokens);
-    insert(std::move(segment), false);
   }
 
   /// Adds a segment that stays (a static corpus, such as a REST datastore, drafted from together
@@ -500,7 +514,7 @@ class ReferenceIndex {
   /// the static segments added before it. Throws refdec::ArgumentError as add_segment() does.
   void add_static(std::shared_ptr<const IndexSegment> segment) {
     check_segment(segment.get());
-    insert(std::move(segment), true);
+    insert({std::move(segment)}, true);
   }
 
   /// Returns once no merge is due (at once without background_merge): for tests and benchmarks
@@ -526,9 +540,9 @@ class ReferenceIndex {
                  "reference index: a segment ordered by " << segment->depth() << " tokens cannot join an index of depth " << opt_.depth);
   }
 
-  // Puts `segment` into the next list (merging the newest pair while the rule holds, dropping the
-  // oldest grown segments past the bound) and publishes it.
-  void insert(std::shared_ptr<const IndexSegment> segment, bool is_static) {
+  // Puts `segments` (oldest first) into the next list, each making room for itself, then merges
+  // the newest pair while the rule holds, and publishes it.
+  void insert(std::vector<std::shared_ptr<const IndexSegment>> segments, bool is_static) {
     {
       const std::lock_guard writer(writer_mutex_);
       const auto now = snapshot();
@@ -537,10 +551,12 @@ class ReferenceIndex {
       next->statics = now->statics;
       auto& segs = next->segments;
       if (is_static) {
-        segs.insert(segs.begin() + static_cast<std::ptrdiff_t>(next->statics++), std::move(segment));
+        for (auto& segment : segments) segs.insert(segs.begin() + static_cast<std::ptrdiff_t>(next->statics++), std::move(segment));
       } else {
-        make_room(*next, *segment);
-        segs.push_back(std::move(segment));
+        for (auto& segment : segments) {
+          make_room(*next, *segment);
+          segs.push_back(std::move(segment));
+        }
         if (!opt_.background_merge || segs.size() - next->statics > kMaxSegments) {
           // The newest pair while the rule holds: the candidates a merge leaves are at the end.
           for (std::size_t i; (i = candidate(*next)) == segs.size() - 1 && i > 0;) {
