@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
+#include "common/random_text.hpp"
 
 namespace {
 
@@ -55,8 +56,7 @@ TEST(ReferenceIndex, CountsEveryPatternThroughMergesAndEviction) {
   std::deque<Tokens> kept;
   std::size_t kept_tokens = 0;
   for (int d = 0; d < 120; ++d) {
-    Tokens doc(1 + rng() % 12);
-    for (Token& t : doc) t = static_cast<Token>(rng() % 3);
+    const Tokens doc = refdec_test::random_text(rng, 1 + rng() % 12, 3);
     index.add(doc);
     kept.push_back(doc);
     kept_tokens += doc.size();
@@ -109,8 +109,7 @@ TEST(ReferenceIndex, MergesInTheBackgroundWithoutChangingAnyCount) {
   ReferenceIndex index({.max_tokens = 1 << 20, .depth = 6, .background_merge = true});
   std::deque<Tokens> kept;
   for (int d = 0; d < 200; ++d) {
-    Tokens doc(1 + rng() % 12);
-    for (Token& t : doc) t = static_cast<Token>(rng() % 3);
+    const Tokens doc = refdec_test::random_text(rng, 1 + rng() % 12, 3);
     index.add(doc);
     kept.push_back(doc);
     const auto snap = index.snapshot();
@@ -137,8 +136,7 @@ TEST(ReferenceIndex, KeepsItsBytesWithinMaxBytes) {
   std::deque<Tokens> docs;
   bool full = false;
   for (int d = 0; d < 200; ++d) {
-    Tokens doc(20 + rng() % 60);
-    for (Token& t : doc) t = static_cast<Token>(rng() % 50);
+    const Tokens doc = refdec_test::random_text(rng, 20 + rng() % 60, 50);
     index.add(doc);
     docs.push_back(doc);
     const auto snap = index.snapshot();
@@ -247,13 +245,9 @@ TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
       const IndexDrafterOptions opt{.max_match = 5, .continuation = 4, .request = request};
       for (int trial = 0; trial < 200; ++trial) {
         SCOPED_TRACE("depth " + std::to_string(depth) + ", trial " + std::to_string(trial) + (request ? ", request" : ""));
-        Tokens context(1 + rng() % 8);
-        for (Token& t : context) t = static_cast<Token>(rng() % 5);  // 4: found nowhere
+        const Tokens context = refdec_test::random_text(rng, 1 + rng() % 8, 5);  // 4: found nowhere
         std::vector<Tokens> references(rng() % 3);
-        for (Tokens& r : references) {
-          r.resize(rng() % 12);
-          for (Token& t : r) t = static_cast<Token>(rng() % 6);  // 5: only in references
-        }
+        for (Tokens& r : references) r = refdec_test::random_text(rng, rng() % 12, 6);  // 5: only in references
         std::deque<Tokens> searched = docs;
         if (request) {
           searched.push_back(context);

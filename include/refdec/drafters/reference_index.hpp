@@ -127,14 +127,6 @@ class IndexSegment {
                     return l != depth_ ? codes[a + l] < codes[b + l] : a < b;
                   });
     }
-    owned.lcp.resize(n);
-    for (std::size_t r = 1; r < n; ++r) {
-      const std::uint32_t a = owned.suffixes[r - 1], b = owned.suffixes[r];
-      owned.lcp[r] = static_cast<std::uint8_t>(codes[a] != codes[b]           ? 0
-                                               : codes[a + 1] != codes[b + 1] ? 1
-                                               : codes[a + 1] == 0            ? depth_
-                                                                              : common(codes, a, codes, b, 2, depth_));
-    }
     own(std::move(owned));
   }
 
@@ -289,7 +281,7 @@ class IndexSegment {
     finish();
   }
 
-  // The common prefixes (unless a merge gave them) and the samples.
+  // The common prefixes (unless a merge or a cut gave them) and the samples.
   void finish() {
     visit([&](const auto* codes, const auto* sa) {
       if (lcp_.size() != tokens()) {
