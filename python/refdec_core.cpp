@@ -757,7 +757,7 @@ PYBIND11_MODULE(_core, m) {
            "An index whose segments are the files save() wrote in dir, read in place: (index, served paths, refused "
            "lines, one per file with its reason).")
       .def_property_readonly("tokens", &ReferenceIndex::tokens, "Tokens indexed.")
-      .def_property_readonly("bytes", &ReferenceIndex::bytes, "Bytes held (texts, suffix arrays and their samples; mapped files included).")
+      .def_property_readonly("bytes", &ReferenceIndex::bytes, "Bytes held (texts, suffix arrays, their common prefixes and samples; mapped files included).")
       .def_property_readonly("segments", [](const ReferenceIndex& i) { return i.snapshot()->segments.size(); }, "Segments now.")
       .def_property_readonly("max_tokens", [](const ReferenceIndex& i) { return i.options().max_tokens; }, "The bound on tokens.")
       .def_property_readonly("depth", [](const ReferenceIndex& i) { return i.options().depth; }, "Tokens by which suffixes are ordered.");

@@ -457,7 +457,7 @@ class ReferenceIndex:
         """Tokens indexed."""
     @property
     def bytes(self) -> int:
-        """Bytes held (texts, suffix arrays and their samples; mapped files included)."""
+        """Bytes held (texts, suffix arrays, their common prefixes and samples; mapped files included)."""
     @property
     def segments(self) -> int:
         """Segments now."""

@@ -330,11 +330,11 @@ class IndexSegment {
 
   // Merges the sorted suffixes xs (positions in x's codes, with their common prefixes xl: xl[r]
   // that of xs[r] with xs[r - 1]) and ys (positions in y's codes, written shifted by y_shift)
-  // into `out` and `out_lcp`, ties to x. h is the common prefix of the two lists' current
-  // suffixes, and each list's own prefixes mostly decide the next one without reading the text:
-  // a suffix that shares more with the one before it than that one shared with the other list's
-  // goes on the same side, one that shares less goes after the other list's; only when they are
-  // equal are tokens compared, from h on.
+  // into `out` and `out_lcp`, ties to x. h is the common prefix of the last suffix written with
+  // the other list's current one, and each list's own prefixes mostly decide the next one without
+  // reading the text: a suffix that shares more with the one before it than that one shared with
+  // the other list's goes on the same side, one that shares less goes after the other list's;
+  // only when they are equal are tokens compared, from h on.
   template <class XC, class XS, class YC, class YS>
   static void merge_runs(const XC* xc, const XS* xs, const std::uint8_t* xl, std::size_t nx, const YC* yc, const YS* ys,
                          const std::uint8_t* yl, std::size_t ny, std::size_t y_shift, std::uint32_t* out, std::uint8_t* out_lcp,
