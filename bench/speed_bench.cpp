@@ -242,7 +242,8 @@ AnyDrafter live_mixture(const std::shared_ptr<const Datastore>& datastore, const
   sources.emplace_back(NgramTrieDrafter());
   if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
   if (variant == "history") sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter()), std::make_shared<OutputHistory>()));
-  if (variant == "index") sources.emplace_back(IndexDrafter(std::make_shared<ReferenceIndex>()));
+  if (variant == "index")
+    for (auto& d : index_sources(std::make_shared<ReferenceIndex>())) sources.emplace_back(std::move(d));
   MixtureOptions options;
   options.cost = prior;
   if (variant == "table") {

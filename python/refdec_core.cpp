@@ -768,20 +768,37 @@ PYBIND11_MODULE(_core, m) {
                                         "how many occurrences they continue; the tokens accepted in a sequence join the index when "
                                         "it ends.")
       .def(py::init([](std::shared_ptr<ReferenceIndex> index, std::size_t max_match, std::size_t continuation, bool request,
-                       bool add_output) {
+                       bool add_output, bool shared) {
              REFDEC_CHECK(index != nullptr, "index drafter: index is None");
-             return std::make_unique<PyIndexDrafter>(std::move(index), IndexDrafterOptions{max_match, continuation, request, add_output});
+             const IndexDrafterOptions o{max_match, continuation, request, add_output, shared};
+             IndexDrafter(index, o);  // the options checked here, not at the first begin()
+             return std::make_unique<PyIndexDrafter>(std::move(index), o);
            }),
            py::arg("index"), py::arg("max_match") = IndexDrafterOptions{}.max_match,
            py::arg("continuation") = IndexDrafterOptions{}.continuation, py::arg("request") = IndexDrafterOptions{}.request,
-           py::arg("add_output") = IndexDrafterOptions{}.add_output)
+           py::arg("add_output") = IndexDrafterOptions{}.add_output, py::arg("shared") = IndexDrafterOptions{}.shared)
       .def_property_readonly("index", [](const PyIndexDrafter& d) { return d.index; }, "The shared ReferenceIndex.")
       .def_property_readonly("max_match", [](const PyIndexDrafter& d) { return d.options.max_match; }, "Longest suffix searched.")
       .def_property_readonly("continuation", [](const PyIndexDrafter& d) { return d.options.continuation; }, "Deepest draft.")
       .def_property_readonly("request", [](const PyIndexDrafter& d) { return d.options.request; },
                              "Whether the sequence's references and context are searched too.")
       .def_property_readonly("add_output", [](const PyIndexDrafter& d) { return d.options.add_output; },
-                             "Whether a sequence's output joins the index when it ends.");
+                             "Whether a sequence's output joins the index when it ends.")
+      .def_property_readonly("shared", [](const PyIndexDrafter& d) { return d.options.shared; },
+                             "Whether the shared index is searched (off: the request's own text only, and nothing is added).");
+  m.def(
+      "index_sources",
+      [](std::shared_ptr<ReferenceIndex> index, std::size_t max_match, std::size_t continuation, bool request, bool add_output) {
+        REFDEC_CHECK(index != nullptr, "index drafter: index is None");
+        std::vector<std::unique_ptr<PyIndexDrafter>> out;
+        for (const IndexDrafter& d : index_sources(index, {max_match, continuation, request, add_output}))
+          out.push_back(std::make_unique<PyIndexDrafter>(index, d.options()));
+        return out;
+      },
+      py::arg("index"), py::arg("max_match") = IndexDrafterOptions{}.max_match, py::arg("continuation") = IndexDrafterOptions{}.continuation,
+      py::arg("request") = IndexDrafterOptions{}.request, py::arg("add_output") = IndexDrafterOptions{}.add_output,
+      "The shared index as a MixtureDrafter's sources: an IndexDrafter of the index alone (which adds the outputs) and, with "
+      "request, one of the request's own text alone (shared=False), so that the mixture learns how far to trust each.");
 
   py::class_<SuffixDecodingCache, std::shared_ptr<SuffixDecodingCache>>(m, "SuffixDecodingCache",
                                                                         "SuffixDecoding's global tree over earlier responses (the "

@@ -243,7 +243,7 @@ void refdec_reference_index_destroy(refdec_reference_index* index) { delete inde
 void refdec_index_drafter_options_init(refdec_index_drafter_options* options) {
   if (options == nullptr) return;
   const refdec::IndexDrafterOptions d;
-  *options = {d.max_match, d.continuation, d.request ? 1 : 0, d.add_output ? 1 : 0};
+  *options = {d.max_match, d.continuation, d.request ? 1 : 0, d.add_output ? 1 : 0, d.shared ? 1 : 0};
 }
 
 refdec_status refdec_index_drafter_create(refdec_reference_index* index, const refdec_index_drafter_options* options,
@@ -253,7 +253,7 @@ refdec_status refdec_index_drafter_create(refdec_reference_index* index, const r
   refdec_index_drafter_options_init(&o);
   if (options != nullptr) o = *options;
   return create(out, who, [&] {
-    return refdec::IndexDrafter(deref(index, who, "index").index, {.max_match = o.max_match, .continuation = o.continuation, .request = o.request != 0, .add_output = o.add_output != 0});
+    return refdec::IndexDrafter(deref(index, who, "index").index, {.max_match = o.max_match, .continuation = o.continuation, .request = o.request != 0, .add_output = o.add_output != 0, .shared = o.shared != 0});
   });
 }
 

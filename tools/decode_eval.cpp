@@ -136,7 +136,13 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
     std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");
-    for (std::string name; std::getline(in, name, '+');) sources.push_back(make_drafter(Spec{name, {}}, stores, i, history, index, mixture));
+    for (std::string name; std::getline(in, name, '+');) {
+      if (name == "index") {  // the index and the request's own text, a source each
+        for (auto& d : index_sources(index)) sources.emplace_back(std::move(d));
+        continue;
+      }
+      sources.push_back(make_drafter(Spec{name, {}}, stores, i, history, index, mixture));
+    }
     REFDEC_CHECK(!sources.empty(), "mixture without sources: write mixture:a+b+c");
     return AnyDrafter(MixtureDrafter(std::move(sources), mixture));
   }
@@ -161,7 +167,7 @@ int main(int argc, char** argv) {
   app.add_option("--drafter", drafters,
                  "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:k,m], ngram-trie, rest "
                  "(datastore of the other prompts' outputs), history (n-gram trie over the outputs of the prompts this drafter "
-                 "decoded before), index (the shared reference index over the same outputs), lookahead[:W,N,G], mixture:a+b+c; repeatable")
+                 "decoded before), index (the shared reference index over the same outputs; in a mixture it and the request's own text are two sources), lookahead[:W,N,G], mixture:a+b+c; repeatable")
       ->capture_default_str();
   app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")
       ->transform(cli::integer_in(1, static_cast<std::int64_t>(kPrompts.size())));

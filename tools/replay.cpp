@@ -65,6 +65,7 @@ struct Settings {
   SuffixDecodingOptions suffix;  // the SuffixDecoding baseline's
   ReferenceIndexOptions index;   // the shared index's (the index drafter, the mixture's index source)
   std::string index_static;      // a datastore the index holds as a static segment; empty: none
+  bool index_pooled = false;  // in a mixture: one index source over the index and the request's own text
   IndexDrafterOptions index_drafter;
   std::string sources;  // the mixture's, comma-separated; empty: llma,ngram-trie and, with a datastore, rest
   MixtureOptions mixture;
@@ -89,16 +90,19 @@ std::vector<std::string> split_sources(const std::string& list) {
   return names;
 }
 
+// The shared index over the outputs of the traces replayed before (and --index-static).
+std::shared_ptr<ReferenceIndex> make_index(const Settings& s) {
+  auto index = std::make_shared<ReferenceIndex>(s.index);
+  if (!s.index_static.empty()) index->add_static(index_segment(Datastore::open_shared(s.index_static), s.index.depth));
+  return index;
+}
+
 AnyDrafter make_single(const std::string& name, const Settings& s) {
   if (name == "history")  // the n-gram trie over the outputs of the traces replayed before
     return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter(s.trie)), std::make_shared<OutputHistory>(s.history_tokens)));
   if (name == "suffix")  // the SuffixDecoding baseline, its global tree grown over the traces replayed before
     return AnyDrafter(SuffixDecodingDrafter(std::make_shared<SuffixDecodingCache>(s.suffix)));
-  if (name == "index") {  // the shared index over the outputs of the traces replayed before
-    auto index = std::make_shared<ReferenceIndex>(s.index);
-    if (!s.index_static.empty()) index->add_static(index_segment(Datastore::open_shared(s.index_static), s.index.depth));
-    return AnyDrafter(IndexDrafter(std::move(index), s.index_drafter));
-  }
+  if (name == "index") return AnyDrafter(IndexDrafter(make_index(s), s.index_drafter));
   if (name == "none") return AnyDrafter{};
   if (name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter(s.lookup));
   if (name == "llma") return AnyDrafter(LlmaDrafter(s.llma));
@@ -117,6 +121,10 @@ AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatisti
   std::vector<AnyDrafter> sources;
   for (const std::string& name : split_sources(s.sources)) {
     REFDEC_CHECK(name != "mixture", "--sources: a mixture cannot be its own source");
+    if (name == "index" && !s.index_pooled) {  // the index and the request's own text, a source each
+      for (auto& d : index_sources(make_index(s), s.index_drafter)) sources.emplace_back(std::move(d));
+      continue;
+    }
     sources.push_back(make_single(name, s));
   }
   MixtureOptions options = s.mixture;
@@ -140,7 +148,7 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
     return {{"history_tokens", s.history_tokens}, {"n", s.trie.n}, {"prefix_len", s.trie.prefix_len},
             {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
   if (name == "index")
-    return {{"index_max_tokens", s.index.max_tokens}, {"index_depth", s.index.depth}, {"max_match", s.index_drafter.max_match}, {"request", s.index_drafter.request},
+    return {{"index_max_tokens", s.index.max_tokens}, {"index_depth", s.index.depth}, {"max_match", s.index_drafter.max_match}, {"request", s.index_drafter.request}, {"pooled", s.index_pooled},
             {"static", fs::path(s.index_static).filename().string()},
             {"continuation", s.index_drafter.continuation}};
   if (name == "suffix")
@@ -482,6 +490,8 @@ int main(int argc, char** argv) {
   app.add_flag("--index-request,!--no-index-request", s.index_drafter.request,
                "index: also search the trace's references and its own context (--no-index-request: the index only)")
       ->capture_default_str();
+  app.add_flag("--index-pooled", s.index_pooled,
+               "index in a mixture: one source over the index and the request's own text together, instead of a source each");
   app.add_option("--index-continuation", s.index_drafter.continuation, "index: tokens read after each occurrence")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 1024));

@@ -138,6 +138,8 @@ typedef struct refdec_index_drafter_options {
   size_t continuation; /**< deepest draft node, in tokens after the match */
   int request;         /**< nonzero: also search the sequence's references and its own context */
   int add_output;      /**< nonzero: the sequence's output joins the index when it ends */
+  int shared;          /**< nonzero: search the index; 0: the sequence's own text only (with request), nothing added:
+                            beside one with request 0 in a mixture, each is a source with estimates of its own */
 } refdec_index_drafter_options;
 REFDEC_C_EXPORT void refdec_index_drafter_options_init(refdec_index_drafter_options* options);
 REFDEC_C_EXPORT refdec_status refdec_index_drafter_create(refdec_reference_index* index, const refdec_index_drafter_options* options,

@@ -730,7 +730,7 @@ class HistoryDrafter(Drafter):
 
 class IndexDrafter(Drafter):
     """Drafts from a shared ReferenceIndex: the longest suffix of the sequence found in it (and, with request, in its own references and context), then its continuations best first by how many occurrences they continue; the tokens accepted in a sequence join the index when it ends."""
-    def __init__(self: IndexDrafter, index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True, add_output: bool = True) -> None:
+    def __init__(self: IndexDrafter, index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True, add_output: bool = True, shared: bool = True) -> None:
         ...
     @property
     def index(self) -> ReferenceIndex:
@@ -747,6 +747,9 @@ class IndexDrafter(Drafter):
     @property
     def add_output(self) -> bool:
         """Whether a sequence's output joins the index when it ends."""
+    @property
+    def shared(self) -> bool:
+        """Whether the shared index is searched (off: the request's own text only, and nothing is added)."""
 
 class SuffixDecodingDrafter(Drafter):
     """The SuffixDecoding baseline: a path (or a tree, with the cache's tree option) per step from the request's own suffix tree or the shared global one, whichever scores higher."""
@@ -827,6 +830,9 @@ def greedy_accept(tree: LinearTree, targets: List[int]) -> Acceptance:
 
 def keep_accepted(plan: StepPlan, accepted: List[Acceptance], out: Optional[KeepPlan] = None) -> KeepPlan:
     """The keep plan of a step: per sequence its root, then its accepted nodes. Writes into `out` when given."""
+
+def index_sources(index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True, add_output: bool = True) -> List[IndexDrafter]:
+    """The shared index as a MixtureDrafter's sources: an IndexDrafter of the index alone (which adds the outputs) and, with request, one of the request's own text alone (shared=False), so that the mixture learns how far to trust each."""
 
 def build_datastore(documents: List[List[int]], vocab_size: int, path: Union[str, os.PathLike], progress: Optional[Callable[..., Any]] = None, inputs: List[Union[str, os.PathLike]] = []) -> DatastoreBuildStats:
     """Builds the datastore file `path` from token documents (ids in [0, vocab_size)), written to a temporary and renamed. progress(stage, done, total) is called now and then. Raises ValueError for bad input, OSError for a write failure."""

@@ -190,6 +190,22 @@ def test_index_drafter_drafts_earlier_outputs_from_a_shared_index():
     assert 0 < small.bytes <= 9 * 1000
 
 
+def test_index_sources_split_the_index_from_the_requests_own_text():
+    index = refdec.ReferenceIndex()
+    shared, own = refdec.index_sources(index, max_match=8)
+    assert shared.name == "index" and shared.shared and not shared.request
+    assert own.name == "index-request" and not own.shared and own.request and own.max_match == 8
+    assert len(refdec.index_sources(index, request=False)) == 1
+    with pytest.raises(refdec.ArgumentError, match="nothing to draft from"):
+        refdec.IndexDrafter(index, request=False, shared=False)
+    answer = text(200, 9, vocab=150)
+    mixture = refdec.MixtureDrafter([shared, own])
+    replay(mixture, [1, 2, 3], answer)
+    mixture.begin([4, 5, 6])
+    assert index.tokens == 200  # one copy of the output, added by the index's source
+    assert replay(mixture, [4, 5, 6], answer) > 2.0  # the same answer again: drafted from the index
+
+
 def test_suffix_decoding_baseline_drafts_from_its_global_tree():
     cache = refdec.SuffixDecodingCache()
     d = refdec.SuffixDecodingDrafter(cache)

@@ -121,9 +121,22 @@ static void test_drafting_and_exports(void) {
     CHECK(refdec_index_drafter_create(NULL, NULL, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
     CHECK(strstr(refdec_last_error(), "index is NULL") != NULL);
     refdec_index_drafter_options_init(&io);
-    CHECK(io.max_match == 16 && io.continuation == 64 && io.request == 1 && io.add_output == 1);
+    CHECK(io.max_match == 16 && io.continuation == 64 && io.request == 1 && io.add_output == 1 && io.shared == 1);
     io.max_match = 0;
     CHECK(refdec_index_drafter_create(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
+    refdec_index_drafter_options_init(&io);
+    io.shared = 0, io.request = 0;
+    CHECK(refdec_index_drafter_create(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
+    CHECK(strstr(refdec_last_error(), "nothing to draft from") != NULL);
+    io.request = 1; /* the sequence's own text only: not the index's document */
+    CHECK_OK(refdec_index_drafter_create(index, &io, &drafter));
+    CHECK(strcmp(refdec_drafter_name(drafter), "index-request") == 0);
+    CHECK_OK(refdec_drafter_begin(drafter, start, 3, NULL, 0));
+    CHECK_OK(refdec_drafter_draft(drafter, 21, 8, 32, &tree));
+    CHECK_OK(refdec_tree_best_chain(&tree, chain, 16, &n));
+    CHECK(n == 0);
+    refdec_drafter_destroy(drafter);
+    CHECK(refdec_reference_index_tokens(index) == 6);
     CHECK_OK(refdec_index_drafter_create(index, NULL, &drafter));
     refdec_reference_index_destroy(index);
     CHECK_OK(refdec_drafter_begin(drafter, start, 3, NULL, 0));
@@ -493,16 +506,24 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
   for (s = 0; s < kSequences; ++s) {
     int64_t id = -1;
     if (mixture || index != NULL) {
-      refdec_drafter* sources[2];
+      refdec_drafter* sources[3];
+      size_t num_sources = 2;
       refdec_llma_options lo;
       refdec_llma_options_init(&lo);
       lo.self_reference = 1;
       CHECK_OK(refdec_llma_create(&lo, &sources[0]));
-      if (index != NULL)
-        CHECK_OK(refdec_index_drafter_create(index, NULL, &sources[1]));
-      else
+      if (index != NULL) { /* the index and the sequence's own text, a source each */
+        refdec_index_drafter_options io;
+        refdec_index_drafter_options_init(&io);
+        io.request = 0;
+        CHECK_OK(refdec_index_drafter_create(index, &io, &sources[1]));
+        io.request = 1, io.shared = 0;
+        CHECK_OK(refdec_index_drafter_create(index, &io, &sources[2]));
+        num_sources = 3;
+      } else {
         CHECK_OK(refdec_ngram_trie_create(NULL, &sources[1]));
-      CHECK_OK(refdec_mixture_create(sources, 2, &drafters[s]));
+      }
+      CHECK_OK(refdec_mixture_create(sources, num_sources, &drafters[s]));
     } else {
       refdec_llma_options lo;
       refdec_llma_options_init(&lo);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/expect_error.hpp"
@@ -185,8 +186,8 @@ float score_of(const DraftTree& tree, const Tokens& path) {
   return tree.node(node).score;
 }
 
-// The drafter: earlier sequences' outputs are drafted from, with the share of occurrences each
-// continuation has; its own output joins the index when the sequence ends; no match, nothing.
+// The drafter: earlier sequences' outputs are drafted from, each continuation scored by how many
+// occurrences it continues; its own output joins the index when the sequence ends; no match, nothing.
 TEST(IndexDrafter, DraftsWhatFollowedTheContextInEarlierOutputs) {
   auto index = std::make_shared<ReferenceIndex>();
   IndexDrafter d(index, {.max_match = 4, .continuation = 3});
@@ -206,10 +207,10 @@ TEST(IndexDrafter, DraftsWhatFollowedTheContextInEarlierOutputs) {
   d.propose(8, tree);
   EXPECT_EQ(d.last_match(), 2u);
   // "5 6" occurred 3 times: followed by 7 twice (then 8, then 1) and by 9 once.
-  EXPECT_FLOAT_EQ(score_of(tree, {7}), 2.0f / 3.0f);
-  EXPECT_FLOAT_EQ(score_of(tree, {7, 8}), 1.0f / 3.0f);
-  EXPECT_FLOAT_EQ(score_of(tree, {7, 1}), 1.0f / 3.0f);
-  EXPECT_FLOAT_EQ(score_of(tree, {9}), 1.0f / 3.0f);
+  EXPECT_FLOAT_EQ(score_of(tree, {7}), 2.0f);
+  EXPECT_FLOAT_EQ(score_of(tree, {7, 8}), 1.0f);
+  EXPECT_FLOAT_EQ(score_of(tree, {7, 1}), 1.0f);
+  EXPECT_FLOAT_EQ(score_of(tree, {9}), 1.0f);
   EXPECT_EQ(tree.size(), 5u);  // and 7 8 5
   tree.clear();
   d.propose(1, tree);
@@ -226,11 +227,12 @@ TEST(IndexDrafter, DraftsWhatFollowedTheContextInEarlierOutputs) {
 
 // The drafter against counting over the documents directly: the longest context suffix found
 // followed by a token (at most max_match and the index's depth less one), every continuation path
-// below it up to the depth allowed with its share of the occurrences, over many segments of short
-// random documents, and with `request` over the request's references and context too; and, with a
-// small budget, a prefix-closed subset of those nodes that leaves none better outside.
-TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
-  for (const bool request : {false, true})
+// below it up to the depth allowed with its count of occurrences, over many segments of short
+// random documents, and with `request` over the request's references and context too, or (shared
+// off) over those alone; and, with a small budget, a prefix-closed subset of those nodes that
+// leaves none better outside.
+TEST(IndexDrafter, DraftsEveryContinuationWithItsCountOfOccurrences) {
+  for (const auto& [request, shared] : {std::pair{false, true}, std::pair{true, true}, std::pair{true, false}})
     for (const std::size_t depth : {std::size_t{6}, std::size_t{64}}) {
       std::mt19937 rng(11);
       auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.depth = depth});
@@ -242,13 +244,15 @@ TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
         docs.push_back(doc);
       }
       ASSERT_GT(index->snapshot()->segments.size(), 2u);
-      const IndexDrafterOptions opt{.max_match = 5, .continuation = 4, .request = request};
+      const IndexDrafterOptions opt{.max_match = 5, .continuation = 4, .request = request, .shared = shared};
       for (int trial = 0; trial < 200; ++trial) {
-        SCOPED_TRACE("depth " + std::to_string(depth) + ", trial " + std::to_string(trial) + (request ? ", request" : ""));
+        SCOPED_TRACE("depth " + std::to_string(depth) + ", trial " + std::to_string(trial) + (request ? ", request" : "") +
+                     (shared ? "" : " only"));
         const Tokens context = refdec_test::random_text(rng, 1 + rng() % 8, 5);  // 4: found nowhere
         std::vector<Tokens> references(rng() % 3);
         for (Tokens& r : references) r = refdec_test::random_text(rng, rng() % 12, 6);  // 5: only in references
-        std::deque<Tokens> searched = docs;
+        std::deque<Tokens> searched;
+        if (shared) searched = docs;
         if (request) {
           searched.push_back(context);
           searched.insert(searched.end(), references.begin(), references.end());
@@ -284,7 +288,7 @@ TEST(IndexDrafter, DraftsEveryContinuationWithItsShareOfTheOccurrences) {
         EXPECT_EQ(drafter.last_match(), total > 0 ? len : 0);
         ASSERT_EQ(all.size(), counts.size());
         for (const auto& [path, n] : counts)
-          EXPECT_FLOAT_EQ(score_of(all, path), static_cast<float>(n) / static_cast<float>(total)) << "path of " << path.size();
+          EXPECT_FLOAT_EQ(score_of(all, path), static_cast<float>(n)) << "path of " << path.size();
         // A small budget keeps nodes whose parents are kept, none worse than a node left out.
         const std::size_t budget = 1 + rng() % 6;
         DraftTree some;
@@ -351,6 +355,34 @@ TEST(IndexDrafter, DraftsFromTheRequestsReferencesAndItsOwnContext) {
   d.propose(8, tree);
   EXPECT_EQ(d.last_match(), 2u);
   EXPECT_FLOAT_EQ(score_of(tree, {3}), 1.0f);
+}
+
+// index_sources(): a drafter of the index alone, which adds the output, and one of the request's
+// own text alone (shared off), which neither reads nor grows the index; without `request` only the
+// first. A drafter with neither is refused.
+TEST(IndexDrafter, IndexSourcesSplitTheIndexFromTheRequestsOwnText) {
+  auto index = std::make_shared<ReferenceIndex>();
+  index->add(Tokens{1, 2, 3});
+  auto sources = index_sources(index, {.max_match = 4});
+  ASSERT_EQ(sources.size(), 2u);
+  EXPECT_EQ(sources[0].name(), "index");
+  EXPECT_EQ(sources[1].name(), "index-request");
+  EXPECT_EQ(sources[0].index(), index);
+  const std::vector<Tokens> references = {{1, 2, 4}};
+  DraftTree tree;
+  for (IndexDrafter& d : sources) d.begin(Tokens{1, 2}, references);
+  sources[0].propose(8, tree);
+  EXPECT_FLOAT_EQ(score_of(tree, {3}), 1.0f) << "the index";
+  EXPECT_LT(score_of(tree, {4}), 0.0f) << "not the references";
+  tree.clear();
+  sources[1].propose(8, tree);
+  EXPECT_FLOAT_EQ(score_of(tree, {4}), 1.0f) << "the references";
+  EXPECT_LT(score_of(tree, {3}), 0.0f) << "not the index";
+  for (IndexDrafter& d : sources) d.accept(Tokens{5, 6});
+  for (IndexDrafter& d : sources) d.finish();
+  EXPECT_EQ(index->tokens(), 5u) << "one copy of the output, added by the first";
+  EXPECT_EQ(index_sources(index, {.request = false}).size(), 1u);
+  refdec_test::expect_error([&] { IndexDrafter(index, {.request = false, .shared = false}); }, "nothing to draft from");
 }
 
 TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {

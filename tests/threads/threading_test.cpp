@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <thread>
@@ -149,21 +150,24 @@ TEST(Threads, StepDriverDraftsOnItsThreads) {
   EXPECT_GT(driver.stats().tokens_per_step(), 2.0) << "the history and the sequences' own text were drafted from";
 }
 
-// One draft (budget 16), then a random token accepted: how many of its scores are not shares of
-// occurrences, and whether it drafted anything.
+// One draft (budget 16), then a random token accepted: how many of its scores are not counts of
+// occurrences (whole, at least 1, at most the parent's), and whether it drafted anything.
 std::pair<int, bool> draft_once(IndexDrafter& drafter, DraftTree& tree, std::mt19937& rng) {
   tree.clear();
   drafter.propose(16, tree);
-  int not_shares = 0;
-  for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i)
-    not_shares += !(tree.node(i).score > 0.0f && tree.node(i).score <= 1.0f);
+  int not_counts = 0;
+  for (std::int32_t i = 1; i <= static_cast<std::int32_t>(tree.size()); ++i) {
+    const float score = tree.node(i).score;
+    not_counts += !(score >= 1.0f && score == std::floor(score));
+    for (std::int32_t c = tree.node(i).first_child; c >= 0; c = tree.node(c).next_sibling) not_counts += tree.node(c).score > score;
+  }
   drafter.accept(std::vector<Token>{static_cast<Token>(rng() % 50)});
-  return {not_shares, tree.size() > 0};
+  return {not_counts, tree.size() > 0};
 }
 
 // One ReferenceIndex, merging on its own thread, read by seven threads' drafters while an eighth
 // adds documents and the readers' own outputs join it as their sequences end: every proposal's
-// scores are shares of occurrences, and every snapshot a reader takes holds at least what the one
+// scores are counts of occurrences, and every snapshot a reader takes holds at least what the one
 // before it held.
 TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
   const auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 1 << 20, .depth = 16, .background_merge = true});
@@ -185,8 +189,8 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
           const std::size_t now = index->tokens();
           bad[static_cast<std::size_t>(r)] += now < seen;
           seen = now;
-          const auto [not_shares, drafted] = draft_once(drafter, tree, rng);
-          bad[static_cast<std::size_t>(r)] += not_shares;
+          const auto [not_counts, drafted] = draft_once(drafter, tree, rng);
+          bad[static_cast<std::size_t>(r)] += not_counts;
           proposals[static_cast<std::size_t>(r)] += drafted;
         }
         drafter.finish();
@@ -204,7 +208,7 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
 
 // The same with the index at its bound all along: a writer's adds cut the oldest documents while
 // the index's thread merges and seven readers draft. Every snapshot stays within the bound, every
-// score is a share, and the newest document is found once the merges settle.
+// score is a count, and the newest document is found once the merges settle.
 TEST(Threads, SharedReferenceIndexCutsItsOldestWhileReadersDraft) {
   const auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 3000, .depth = 16, .background_merge = true});
   std::vector<std::thread> threads;
@@ -226,8 +230,8 @@ TEST(Threads, SharedReferenceIndexCutsItsOldestWhileReadersDraft) {
         drafter.begin(refdec_test::random_text(rng, 32), {});
         for (int step = 0; step < 20; ++step) {
           bad[static_cast<std::size_t>(r)] += index->snapshot()->tokens > 3000;
-          const auto [not_shares, drafted] = draft_once(drafter, tree, rng);
-          bad[static_cast<std::size_t>(r)] += not_shares;
+          const auto [not_counts, drafted] = draft_once(drafter, tree, rng);
+          bad[static_cast<std::size_t>(r)] += not_counts;
           proposals[static_cast<std::size_t>(r)] += drafted;
         }
       }

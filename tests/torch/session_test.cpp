@@ -61,7 +61,7 @@ AnyDrafter make_drafter(int kind, const std::shared_ptr<const Datastore>& datast
     case 8: {
       std::vector<AnyDrafter> sources;
       sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
-      sources.emplace_back(IndexDrafter(index));
+      for (auto& d : index_sources(index)) sources.emplace_back(std::move(d));
       return AnyDrafter(MixtureDrafter(std::move(sources)));
     }
     case 0: return AnyDrafter{};

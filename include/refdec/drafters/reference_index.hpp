@@ -671,21 +671,26 @@ struct IndexDrafterOptions {
   /// Add the sequence's accepted tokens to the index when it ends; off for a sequence whose
   /// output must not be drafted from by others.
   bool add_output = true;
+  /// Draft from the shared index. Off: from the request's own text only (with `request`), and
+  /// nothing is added to the index (add_output unused): the second of index_sources().
+  bool shared = true;
 };
 
 /// A drafter over a shared ReferenceIndex: per step, the longest suffix of the sequence (prompt
-/// and accepted tokens; at most max_match, at most the index's depth) that occurs in the index,
-/// then its continuations best first by how many of its occurrences they continue, counted
-/// exactly from the suffix arrays (each node's score is that share: an estimate of its
-/// probability), at most `continuation` tokens deep (and the index's depth less the match). The
-/// sequence's accepted tokens become a document of the index when it ends (finish(), the next
-/// begin(), or the drafter's destruction). References are not indexed: they are the request's own
-/// (LLMA and the n-gram trie draft from them). One per sequence at a time; the index is shared.
+/// and accepted tokens; at most max_match, at most the index's depth) that occurs in the index
+/// (with options().request, also in the request's own references, prompt and output), then its
+/// continuations best first by how many of its occurrences they continue, counted exactly from
+/// the suffix arrays (each node's score is that count: its share of its parent's score estimates
+/// the probability of its token, and the count itself how much evidence there is), at most
+/// `continuation` tokens deep (and the index's depth less the match). The sequence's accepted
+/// tokens become a document of the index when it ends (finish(), the next begin(), or the
+/// drafter's destruction). One per sequence at a time; the index is shared.
 class IndexDrafter {
  public:
   IndexDrafter(std::shared_ptr<ReferenceIndex> index, IndexDrafterOptions options = {}) : index_(std::move(index)), opt_(options) {
     REFDEC_CHECK(index_ != nullptr, "index drafter: needs a ReferenceIndex, got null");
     REFDEC_CHECK(opt_.max_match >= 1 && opt_.continuation >= 1, "index drafter: max_match and continuation must be at least 1");
+    REFDEC_CHECK(opt_.shared || opt_.request, "index drafter: shared and request both off leave it nothing to draft from");
   }
   IndexDrafter(IndexDrafter&& o) noexcept = default;
   IndexDrafter& operator=(IndexDrafter&& o) noexcept {
@@ -702,8 +707,10 @@ class IndexDrafter {
   IndexDrafter& operator=(const IndexDrafter&) = delete;
   ~IndexDrafter() { finish_noexcept(); }
 
-  std::string name() const { return "index"; }
+  /// "index", or "index-request" for one of the request's own text only (options().shared off).
+  std::string name() const { return opt_.shared ? "index" : "index-request"; }
   const std::shared_ptr<ReferenceIndex>& index() const { return index_; }
+  const IndexDrafterOptions& options() const { return opt_; }
   /// The match length of the last proposal (0: none).
   std::size_t last_match() const { return last_match_; }
 
@@ -727,10 +734,13 @@ class IndexDrafter {
   void propose(std::size_t budget, DraftTree& out) {
     last_match_ = 0;
     if (budget == 0 || context_.empty()) return;
-    const auto snap = index_->snapshot();
+    std::shared_ptr<const ReferenceIndex::Snapshot> snap;
     if (opt_.request && context_.size() >= 2 * context_indexed_) index_context();
     segments_.clear();
-    for (const auto& s : snap->segments) segments_.push_back(s.get());
+    if (opt_.shared) {
+      snap = index_->snapshot();
+      for (const auto& s : snap->segments) segments_.push_back(s.get());
+    }
     if (references_) segments_.push_back(references_.get());
     if (context_segment_) segments_.push_back(context_segment_.get());
     if (segments_.empty()) return;
@@ -784,7 +794,7 @@ class IndexDrafter {
       heap_.pop_back();
       Node& n = nodes_[static_cast<std::size_t>(v)];
       n.out = out.add_child(nodes_[static_cast<std::size_t>(n.parent)].out, n.token);
-      out.set_score(n.out, static_cast<float>(n.count) / static_cast<float>(total));
+      out.set_score(n.out, static_cast<float>(n.count));
       ++kept;
       if (kept < budget && static_cast<std::size_t>(n.depth) < max_depth) {
         std::size_t unused = 0;
@@ -799,9 +809,9 @@ class IndexDrafter {
   }
 
   /// Adds the tokens accepted since begin() to the index as one document (nothing if none, or
-  /// without options().add_output).
+  /// without options().add_output or options().shared).
   void finish() {
-    if (!opt_.add_output) output_.clear();
+    if (!opt_.add_output || !opt_.shared) output_.clear();
     if (!index_ || output_.empty()) return;
     index_->add(output_);
     output_.clear();
@@ -915,6 +925,23 @@ class IndexDrafter {
   std::vector<Candidate> heap_;
   std::vector<std::pair<Token, Run>> found_;
 };
+
+/// The shared index as sources of a MixtureDrafter: a drafter of the index alone (which adds each
+/// sequence's output to it) and, with options.request, one of the request's own text alone. Apart,
+/// each source gets estimates of its own: a match in the request's references and one in other
+/// requests' outputs are not equally good evidence, and their counts pooled in one drafter mix the
+/// two (docs/drafters.md measures both ways).
+inline std::vector<IndexDrafter> index_sources(const std::shared_ptr<ReferenceIndex>& index, IndexDrafterOptions options = {}) {
+  std::vector<IndexDrafter> out;
+  IndexDrafterOptions alone = options;
+  alone.request = false, alone.shared = true;
+  out.emplace_back(index, alone);
+  if (options.request) {
+    alone = options, alone.shared = false;
+    out.emplace_back(index, alone);
+  }
+  return out;
+}
 
 static_assert(Drafter<IndexDrafter>);
 static_assert(MatchReportingDrafter<IndexDrafter>);
