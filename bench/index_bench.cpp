@@ -148,7 +148,7 @@ void BM_IndexAdd(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kDocument));
   report(state, index);
 }
-BENCHMARK(BM_IndexAdd)->ArgName("background")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_IndexAdd)->ArgName("background")->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // `readers` threads drafting (budget 16) while one more thread adds documents all along, for 0.5 s
 // per iteration: drafts per second over all readers and tokens added per second.

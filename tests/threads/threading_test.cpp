@@ -168,7 +168,7 @@ std::pair<int, bool> draft_once(IndexDrafter& drafter, DraftTree& tree, std::mt1
 // One ReferenceIndex, merging on its own thread, read by seven threads' drafters while an eighth
 // adds documents and the readers' own outputs join it as their sequences end: every proposal's
 // scores are counts of occurrences, and every snapshot a reader takes holds at least what the one
-// before it held.
+// before it held, in at most kMaxSegments segments (a writer ahead of the merges waits).
 TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
   const auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = 1 << 20, .depth = 16, .background_merge = true});
   std::vector<std::thread> threads;
@@ -186,8 +186,10 @@ TEST(Threads, SharedReferenceIndexServesReadersWhileOthersAdd) {
       for (int sequence = 0; sequence < 20; ++sequence) {
         drafter.begin(refdec_test::random_text(rng, 32), {});
         for (int step = 0; step < 20; ++step) {
-          const std::size_t now = index->tokens();
+          const auto snap = index->snapshot();
+          const std::size_t now = snap->tokens;
           bad[static_cast<std::size_t>(r)] += now < seen;
+          bad[static_cast<std::size_t>(r)] += snap->segments.size() > ReferenceIndex::kMaxSegments;
           seen = now;
           const auto [not_counts, drafted] = draft_once(drafter, tree, rng);
           bad[static_cast<std::size_t>(r)] += not_counts;

@@ -422,7 +422,8 @@ struct ReferenceIndexOptions {
   /// Suffixes are ordered by this many tokens (2 to 255): a match and its continuations are at most this long.
   std::size_t depth = 64;
   /// Merge segments on a thread of the index's own instead of in add(): add() then only sorts its
-  /// document's suffixes, and readers meanwhile search a few more (small) segments.
+  /// document's suffixes (and waits while that thread is ReferenceIndex::kMaxSegments segments
+  /// behind), and readers meanwhile search a few more (small) segments.
   bool background_merge = false;
   /// Bytes kept at most in the grown segments (their bytes(); 0: no bound but max_tokens): past it
   /// the oldest documents are dropped, down to an eighth below it (a single document larger than
@@ -443,8 +444,8 @@ class ReferenceIndex {
     std::size_t bytes = 0;    ///< of every segment (mapped ones included)
   };
 
-  /// With background_merge, add() merges only past this many segments (the merging thread is
-  /// behind): readers never face more.
+  /// With background_merge, add() waits while the grown segments would be more than this many
+  /// (the merging thread is behind): readers never face more.
   static constexpr std::size_t kMaxSegments = 64;
 
   explicit ReferenceIndex(ReferenceIndexOptions options = {}) : opt_(options), current_(std::make_shared<const Snapshot>()) {
@@ -513,7 +514,7 @@ class ReferenceIndex {
   /// that want the settled shape.
   void wait_for_merges() {
     std::unique_lock writer(writer_mutex_);
-    settled_.wait(writer, [&] { return !opt_.background_merge || (!merging_ && candidate(*snapshot()) == 0); });
+    merged_.wait(writer, [&] { return !opt_.background_merge || settled(*snapshot()); });
   }
 
   /// The index as it is now; stays valid (and unchanged) while held.
@@ -533,10 +534,19 @@ class ReferenceIndex {
   }
 
   // Puts `segments` (oldest first) into the next list, each making room for itself, then merges
-  // the newest pair while the rule holds, and publishes it.
+  // the newest pair while the rule holds (with background_merge the merging thread does, and this
+  // waits first while it is kMaxSegments behind), and publishes it.
   void insert(std::vector<std::shared_ptr<const IndexSegment>> segments, bool is_static) {
     {
-      const std::lock_guard writer(writer_mutex_);
+      std::unique_lock writer(writer_mutex_);
+      if (opt_.background_merge && !is_static) {
+        // Merging here as well would race the merging thread for the same pairs (half its
+        // merges were thrown away, three times the rewrites): wait for it instead.
+        merged_.wait(writer, [&] {
+          const auto snap = snapshot();
+          return snap->segments.size() - snap->statics + segments.size() <= kMaxSegments || settled(*snap);
+        });
+      }
       const auto now = snapshot();
       auto next = std::make_shared<Snapshot>();
       next->segments = now->segments;
@@ -549,7 +559,7 @@ class ReferenceIndex {
           make_room(*next, *segment);
           segs.push_back(std::move(segment));
         }
-        if (!opt_.background_merge || segs.size() - next->statics > kMaxSegments) {
+        if (!opt_.background_merge) {
           // The newest pair while the rule holds: the candidates a merge leaves are at the end.
           for (std::size_t i; (i = candidate(*next)) == segs.size() - 1 && i > 0;) {
             auto merged = IndexSegment::merge(*segs[i - 1], *segs[i]);
@@ -627,7 +637,7 @@ class ReferenceIndex {
       const std::size_t i = candidate(*snap);
       if (i == 0) {
         merging_ = false;
-        settled_.notify_all();
+        merged_.notify_all();
         wake_.wait(writer);
         continue;
       }
@@ -645,8 +655,13 @@ class ReferenceIndex {
         publish(std::move(next));
         break;
       }
+      merged_.notify_all();
     }
   }
+
+  // With background_merge: whether the merging thread has nothing to do. Called with
+  // writer_mutex_ held.
+  bool settled(const Snapshot& snap) const { return !merging_ && candidate(snap) == 0; }
 
   ReferenceIndexOptions opt_;
   std::mutex writer_mutex_;            // one change of the segment list at a time
@@ -654,8 +669,8 @@ class ReferenceIndex {
   std::shared_ptr<const Snapshot> current_;
   // background_merge only.
   std::thread merger_;
-  std::condition_variable wake_;     // the list changed, or stop_
-  std::condition_variable settled_;  // no merge due
+  std::condition_variable wake_;    // the list changed, or stop_
+  std::condition_variable merged_;  // a merge was put in place, or none is due
   bool merging_ = false;
   bool stop_ = false;
 };
