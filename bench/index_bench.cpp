@@ -103,6 +103,36 @@ void BM_IndexDraft(benchmark::State& state) {
 }
 BENCHMARK(BM_IndexDraft)->Unit(benchmark::kMicrosecond);
 
+// The same draft while another thread adds documents as fast as it can to an index with
+// background_merge (filled the same way first): readers then face up to kMaxSegments segments until
+// the merges catch up (a server adds far more slowly). Counter: the segments a draft saw, on average.
+void BM_IndexDraftWhileFlooded(benchmark::State& state) {
+  auto index = std::make_shared<ReferenceIndex>(ReferenceIndexOptions{.max_tokens = index_tokens(), .background_merge = true});
+  std::size_t next = 0;
+  for (std::size_t t = 0; t < index_tokens(); t += kDocument) index->add(documents()[next++ % documents().size()]);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop.load(std::memory_order_relaxed)) index->add(documents()[next++ % documents().size()]);
+  });
+  IndexDrafter drafter(index, {.add_output = false});
+  DraftTree tree;
+  std::uint32_t seed = 0;
+  double segments = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    drafter.begin(context(seed++), {});
+    tree.clear();
+    segments += static_cast<double>(index->snapshot()->segments.size());
+    state.ResumeTiming();
+    drafter.propose(16, tree);
+  }
+  stop = true;
+  writer.join();
+  state.counters["segments_seen"] = segments / static_cast<double>(state.iterations());
+  report(state, *index);
+}
+BENCHMARK(BM_IndexDraftWhileFlooded)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // A draft (budget 16) in a sequence's later steps: after each draft the sequence accepts the first
 // branch of it, up to 4 tokens (or, with nothing drafted, the next token of its context), so that
 // each draft's first probe is the last match grown by what was accepted, as in decoding; a fresh
