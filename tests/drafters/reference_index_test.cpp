@@ -114,7 +114,7 @@ TEST(ReferenceIndex, MergesInTheBackgroundWithoutChangingAnyCount) {
     index.add(doc);
     kept.push_back(doc);
     const auto snap = index.snapshot();
-    ASSERT_LE(snap->segments.size(), ReferenceIndex::kMaxSegments + 1);
+    ASSERT_LE(snap->segments.size(), ReferenceIndex::kMaxSegments);
     for (Token a = 0; a < 3; ++a)
       for (Token b = 0; b < 3; ++b) ASSERT_EQ(count_in(*snap, {a, b}), count_in(kept, {a, b})) << "document " << d;
   }
