@@ -119,7 +119,8 @@ typedef struct refdec_reference_index refdec_reference_index;
 typedef struct refdec_reference_index_options {
   size_t max_tokens;    /**< tokens kept at most; past it the oldest documents are dropped */
   size_t depth;         /**< suffixes are ordered by this many tokens (2 to 255): the longest match and its continuations */
-  int background_merge; /**< nonzero: merge on a thread of the index's own instead of in add() */
+  int background_merge; /**< nonzero: merge on a thread of the index's own instead of in add(), which waits while that thread is 64 segments
+                           behind */
 } refdec_reference_index_options;
 REFDEC_C_EXPORT void refdec_reference_index_options_init(refdec_reference_index_options* options);
 REFDEC_C_EXPORT refdec_status refdec_reference_index_create(const refdec_reference_index_options* options, refdec_reference_index** out);
