@@ -13,9 +13,10 @@
 // makes a segment of more than half the bound. Past the bound the oldest documents go: the oldest
 // segment loses them in one pass over its suffixes (down to an eighth below the bound, so such
 // passes are rare), and once the index holds half its bound that segment is no longer merged, so
-// a cut never follows a rewrite of it. The merges run in add(), or on a thread of the index's own (background_merge). Readers
-// take the current list (a shared pointer copied under a lock held for nothing else); a writer
-// builds the next list aside and swaps it in. Continuation counts come from the suffix array
+// a cut never follows a rewrite of it. The merges run in add(), or on a thread of the index's own
+// (background_merge; add() then waits while that thread is far behind). Readers take the current
+// list (a shared pointer copied under a lock held for nothing else); a writer builds the next list
+// aside and swaps it in. Continuation counts come from the suffix array
 // ranges: how often each next token followed the matched context. A segment may also be a
 // datastore file read in place (a saved index reopened, or a static corpus such as REST's:
 // refdec/datastore/index_files.hpp); static segments stay first, never merged or dropped.
@@ -481,10 +482,7 @@ class ReferenceIndex {
   /// Adds a sealed segment (a datastore file read in place, refdec/datastore/index_files.hpp) as
   /// the newest: merged and dropped like the others. Throws refdec::ArgumentError for a null
   /// segment, another depth than the index's, or more tokens than max_tokens.
-  void add_segment(std::shared_ptr<const IndexSegment> segment) {
-    check_segment(segment.get());
-    add_segments({std::move(segment)});
-  }
+  void add_segment(std::shared_ptr<const IndexSegment> segment) { add_segments({std::move(segment)}); }
 
   /// Adds sealed segments, oldest first, as add_segment() adds each, but merged only once all are
   /// in: a saved index reopened keeps the layout it was saved with (its segments were settled by
@@ -540,8 +538,8 @@ class ReferenceIndex {
     {
       std::unique_lock writer(writer_mutex_);
       if (opt_.background_merge && !is_static) {
-        // Merging here as well would race the merging thread for the same pairs (half its
-        // merges were thrown away, three times the rewrites): wait for it instead.
+        // Merging here as well would race the merging thread for the same pairs (its merges of a
+        // pair merged here meanwhile are thrown away): wait for it instead.
         merged_.wait(writer, [&] {
           const auto snap = snapshot();
           return snap->segments.size() - snap->statics + segments.size() <= kMaxSegments || settled(*snap);
@@ -820,19 +818,21 @@ class IndexDrafter {
 
   void accept(std::span<const Token> tokens) {
     context_.insert(context_.end(), tokens.begin(), tokens.end());
-    output_.insert(output_.end(), tokens.begin(), tokens.end());
+    if (adds_output()) output_.insert(output_.end(), tokens.begin(), tokens.end());
   }
 
   /// Adds the tokens accepted since begin() to the index as one document (nothing if none, or
   /// without options().add_output or options().shared).
   void finish() {
-    if (!opt_.add_output || !opt_.shared) output_.clear();
     if (!index_ || output_.empty()) return;
     index_->add(output_);
     output_.clear();
   }
 
  private:
+  // Whether the sequence's output joins the index: the output is kept only then.
+  bool adds_output() const { return opt_.add_output && opt_.shared; }
+
   // A node of the continuation trie: its occurrences are the runs [first_run, first_run + runs).
   struct Node {
     Token token = -1;
@@ -926,7 +926,7 @@ class IndexDrafter {
   std::shared_ptr<ReferenceIndex> index_;
   IndexDrafterOptions opt_;
   std::vector<Token> context_;  // prompt and accepted tokens
-  std::vector<Token> output_;   // accepted since begin()
+  std::vector<Token> output_;   // accepted since begin(), kept only when adds_output()
   std::size_t last_match_ = 0;
   std::size_t last_match_seen_ = 0;    // the longest match found by the last proposal (0: none)
   std::size_t last_context_size_ = 0;  // the context's length then
