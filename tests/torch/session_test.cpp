@@ -37,6 +37,7 @@
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/llama2c_loader.hpp"
 #include "refdec/torch/paged_kv_store.hpp"
+#include "refdec/torch/static_llama.hpp"
 #include "common/tiny_llama.hpp"
 #include "test_data.hpp"
 
@@ -110,8 +111,9 @@ class SessionSchedules : public ::testing::TestWithParam<StoreKind> {
     dir_.reset();
   }
 
-  template <class S>
-  void run_schedules(S make_store(const LlamaModel&), int first, int count);
+  // `make_session(model, defaults)` returns a Session over models_[model] (or its static step).
+  template <class MakeSession>
+  void run_schedules(MakeSession make_session, int first, int count);
 
   static std::vector<std::unique_ptr<LlamaModel>> models_;
   static std::shared_ptr<const Datastore> datastore_;
@@ -132,8 +134,8 @@ struct Planned {
 ContiguousKvStore contiguous_store(const LlamaModel& model) { return ContiguousKvStore(model.kv_layout(), kContext + 64); }
 PagedKvStore paged_store(const LlamaModel& model) { return PagedKvStore(model.kv_layout(), 7 * (kContext + 64) / 4, 4); }
 
-template <class S>
-void SessionSchedules::run_schedules(S make_store(const LlamaModel&), int first, int count) {
+template <class MakeSession>
+void SessionSchedules::run_schedules(MakeSession make_session, int first, int count) {
   std::int64_t tokens = 0, steps = 0, cancelled = 0, sampled = 0, requests = 0, most_active = 0;
   for (int schedule = first; schedule < first + count; ++schedule) {
     std::mt19937 rng(1000 + static_cast<unsigned>(schedule));
@@ -177,7 +179,7 @@ void SessionSchedules::run_schedules(S make_store(const LlamaModel&), int first,
           if (rng() % 8 == 0) t = static_cast<Token>(rng() % kVocab);
       }
     }
-    Session session(model, make_store(model), defaults);
+    auto session = make_session(static_cast<std::size_t>(schedule % 3), defaults);
     std::map<RequestId, std::size_t> which;  // id -> index in `planned`
     std::vector<std::vector<Token>> got(planned.size());
     std::vector<std::optional<FinishReason>> finish(planned.size());
@@ -238,10 +240,29 @@ void SessionSchedules::run_schedules(S make_store(const LlamaModel&), int first,
 // requests of which up to 7 are active, joining at random steps, leaving when they finish or are
 // cancelled; each request's output equals its own plain decoding, greedy or sampled with its seed.
 TEST_P(SessionSchedules, EveryRequestEqualsItsOwnPlainDecoding) {
+  const auto with = [](auto make_store) {
+    return [make_store](std::size_t m, const GenerateOptions& defaults) { return Session(*models_[m], make_store(*models_[m]), defaults); };
+  };
   if (GetParam() == StoreKind::kContiguous)
-    run_schedules(contiguous_store, 0, 100);
+    run_schedules(with(contiguous_store), 0, 100);
   else
-    run_schedules(paged_store, 100, 100);
+    run_schedules(with(paged_store), 100, 100);
+}
+
+// The static-shape step (StaticLlama over a StaticKvStore, run eagerly here; on a GPU its steps
+// are captured in CUDA graphs) in 40 random schedules: each request's output, greedy or sampled
+// with its seed, equals its own plain decoding by LlamaModel, whatever bucket its steps fall in
+// and whoever joins or leaves.
+using StaticStepSessions = SessionSchedules;
+TEST_F(StaticStepSessions, EqualPlainDecodingOfTheEagerModel) {
+  std::vector<StaticLlama> fixed;
+  for (const auto& m : models_) fixed.emplace_back(*m);
+  run_schedules(
+      [&](std::size_t m, const GenerateOptions& defaults) {
+        return Session(fixed[m], StaticKvStore(fixed[m].kv_layout(), kContext + 64, {.max_batch = 7, .max_rows = 64, .graphs = false}),
+                       defaults);
+      },
+      200, 40);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, SessionSchedules, ::testing::Values(StoreKind::kContiguous, StoreKind::kPaged),

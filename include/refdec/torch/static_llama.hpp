@@ -1,0 +1,297 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The reference Llama model as a static-shape step, the shape every graph-capturing engine runs:
+// a step is padded to its bucket (StaticKvStore), its inputs are copied into the bucket's fixed
+// buffers in one go, and the step itself (embedding, every layer, the output layer) reads only
+// those buffers, the weights and the store's cache, never synchronises with the host and keeps
+// every shape fixed, so that on a GPU it is captured once per bucket in a CUDA graph and replayed
+// (StepGraph), and elsewhere runs eagerly, the same operations one by one.
+//
+// Attention of padded row (b, i) covers all entries of sequence b's cache: the cached prefix
+// (entry < length) and the step's rows the plan's mask lists (entry length + j), through an
+// additive [Bb, T, entries] mask built on the device once per step. The keys and values of the
+// step rows are scattered into the cache first. Against LlamaModel's forward (its reference, over
+// the same plan), the weights are laid out for fewer launches: q, k and v in one product, gate and
+// up in one, rotary embeddings as one complex product per layer (q's scale folded into its
+// factors), residuals added in the products (addmm_).
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/abi.hpp"
+#include "refdec/torch/cuda_graph.hpp"
+#include "refdec/torch/kv_store.hpp"
+#include "refdec/torch/llama.hpp"
+#include "refdec/torch/static_kv_store.hpp"
+
+#if REFDEC_TORCH_CUDA
+#include <torch/version.h>
+#endif
+
+REFDEC_TORCH_NAMESPACE_BEGIN
+
+/// A Llama-family model that runs steps over a StaticKvStore as static-shape, capturable work
+/// (see the file comment); CausalLM<StaticLlama, StaticKvStore>, so verify() and Session drive it
+/// as they drive LlamaModel. forward() is const; what a step needs besides the weights lives in
+/// the store.
+class StaticLlama {
+ public:
+  /// The weights of `model` laid out for the static step (q/k/v and gate/up concatenated; the
+  /// norms, wo, w2 and the output layer shared with `model`). `model` must run at::linear
+  /// (LinearKernel::kAten): packed CPU layers have released the weights read here.
+  explicit StaticLlama(const LlamaModel& model) : config_(model.config()), id_(next_id()) {
+    REFDEC_CHECK(!model.packed(), "StaticLlama: the model's linear layers are packed (" << model.linear_path()
+                                                                                       << "); build it with LinearKernel::kAten");
+    const LlamaWeights& w = model.weights();
+    const std::int64_t D = config_.head_dim();
+    for (const auto& l : w.layers) {
+      Layer s;
+      s.attn_norm = l.attn_norm;
+      s.ffn_norm = l.ffn_norm;
+      // Half-style rotary embeddings pair dimension i with i + D/2; the complex product pairs
+      // (2i, 2i + 1). Reordering the rows of wq and wk alike to the interleaved order leaves
+      // every q.k product unchanged (the cache then holds keys in that order).
+      const auto qk_order = [&](const at::Tensor& t, std::int64_t heads) {
+        if (config_.rope_style == RopeStyle::kInterleaved) return t;
+        return t.view({heads, 2, D / 2, config_.dim}).transpose(1, 2).reshape({heads * D, config_.dim});
+      };
+      s.wqkv = at::cat({qk_order(l.wq, config_.n_heads), qk_order(l.wk, config_.n_kv_heads), l.wv}, 0);
+      s.wo = l.wo;
+      s.w13 = at::cat({l.w1, l.w3}, 0);
+      s.w2 = l.w2;
+      layers_.push_back(std::move(s));
+    }
+    embedding_ = w.embedding;
+    final_norm_ = w.final_norm;
+    output_ = w.output;
+  }
+
+  const LlamaConfig& config() const { return config_; }
+  std::int64_t vocab_size() const { return config_.vocab_size; }
+  std::int64_t max_seq_len() const { return config_.max_seq_len; }
+  at::ScalarType dtype() const { return embedding_.scalar_type(); }
+  at::Device device() const { return embedding_.device(); }
+  /// What a store holds per token.
+  KvLayout kv_layout() const {
+    return {config_.n_layers, config_.n_kv_heads, config_.head_dim(), at::TensorOptions().dtype(dtype()).device(device())};
+  }
+
+  /// Runs the step `plan` over `store` as LlamaModel::forward does (same contract: writes every
+  /// row's keys and values, returns logits [plan.rows(), vocab] in float32, float64 for a float64
+  /// model), padded to the store's bucket for it; on a CUDA device with store.options().graphs
+  /// the bucket's step is captured the first time and replayed after. The logits are a view of
+  /// the bucket's output, valid until the store's next step.
+  at::Tensor forward(const StepPlan& plan, StaticKvStore& store) const {
+    const std::int64_t R = plan.rows();
+    REFDEC_CHECK(R > 0, "StaticLlama::forward: the plan has no rows");
+    REFDEC_CHECK(static_cast<std::int64_t>(plan.tokens.size()) == R && static_cast<std::int64_t>(plan.positions.size()) == R,
+                 "StaticLlama::forward: the plan has " << plan.tokens.size() << " tokens and " << plan.positions.size() << " positions for "
+                                                       << R << " rows");
+    for (std::int64_t r = 0; r < R; ++r)
+      REFDEC_CHECK(plan.tokens[static_cast<std::size_t>(r)] >= 0 && plan.tokens[static_cast<std::size_t>(r)] < config_.vocab_size,
+                   "StaticLlama::forward: row " << r << " has token id " << plan.tokens[static_cast<std::size_t>(r)]
+                                                << " outside the vocabulary [0, " << config_.vocab_size << ")");
+    const KvLayout& layout = store.layout();
+    REFDEC_CHECK(layout.layers == config_.n_layers && layout.kv_heads == config_.n_kv_heads && layout.head_dim == config_.head_dim() &&
+                     layout.options.dtype() == dtype() && layout.options.device() == device(),
+                 "StaticLlama::forward: the store's layout does not match the model's kv_layout()");
+    std::int32_t widest = 1;
+    for (std::int32_t b = 0; b < plan.batch(); ++b) widest = std::max(widest, plan.rows(b));
+    const StaticStoreOptions& options = store.options();
+    const std::int64_t Bb = static_bucket(plan.batch(), options.max_batch, "sequences");
+    const std::int64_t T = static_bucket(widest, options.max_rows, "step rows of a sequence");
+    REFDEC_CHECK(Bb * T <= options.max_step_rows, "StaticLlama::forward: the step's bucket of " << Bb << " sequences x " << T
+                                                                                                << " rows exceeds max_step_rows "
+                                                                                                << options.max_step_rows);
+    store.begin_step(plan);
+
+    StaticStoreState& state = store.state();
+    if (state.model != id_) {  // the buckets' graphs read another model's weights
+      state.buckets.clear();
+      state.model = id_;
+      state.rotary = rotary_table(store.entries());
+    }
+    StaticBucket& bucket = bucket_for(state, Bb, T);
+    fill_inputs(plan, store, bucket);
+    const bool graph = options.graphs && device().is_cuda() && StepGraph::available();
+    if (graph) {
+      if (!bucket.graph) {
+        auto captured = std::make_unique<StepGraph>();
+        bucket.logits = captured->capture([&] { return run(store, bucket); }, device(), state.pool);
+        bucket.graph = std::move(captured);
+      }
+      bucket.graph->replay();
+    } else {
+      bucket.logits = run(store, bucket);
+    }
+    return bucket.logits.narrow(0, 0, R);
+  }
+
+ private:
+  struct Layer {
+    at::Tensor attn_norm, ffn_norm;  // [dim]
+    at::Tensor wqkv;                 // [(n_heads + 2 n_kv_heads) head_dim, dim]
+    at::Tensor wo;                   // [dim, n_heads head_dim]
+    at::Tensor w13;                  // [2 hidden_dim, dim]: gate, then up
+    at::Tensor w2;                   // [dim, hidden_dim]
+  };
+
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
+
+  // e^(i position theta_k) for every entry of a store, as LlamaModel computes its angles (float64),
+  // in complex float (complex double for a float64 model): [entries, head_dim / 2].
+  at::Tensor rotary_table(std::int64_t entries) const {
+    const std::int64_t D = config_.head_dim();
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    const auto inv_freq = at::pow(config_.rope_theta, -at::arange(0, D, 2, f64) / static_cast<double>(D));
+    const auto angles = at::arange(entries, f64).unsqueeze(-1) * inv_freq;
+    const auto real = dtype() == at::kDouble ? at::kDouble : at::kFloat;
+    return at::view_as_complex(at::stack({at::cos(angles), at::sin(angles)}, -1).to(real).contiguous()).to(device());
+  }
+
+  StaticBucket& bucket_for(StaticStoreState& state, std::int64_t Bb, std::int64_t T) const {
+    StaticBucket& bucket = state.buckets[{Bb, T}];
+    if (bucket.batch != 0) return bucket;
+    const std::int64_t P = Bb * T;
+    const auto on_device = at::TensorOptions().device(device());
+    const auto on_host = at::TensorOptions().pinned_memory(device().is_cuda());
+    bucket.batch = Bb;
+    bucket.rows = T;
+    bucket.host_ints = at::zeros({4 * P + Bb}, on_host.dtype(at::kLong));
+    bucket.host_mask = at::zeros({Bb, T, T + 1}, on_host.dtype(at::kByte));
+    bucket.ints = device().is_cpu() ? bucket.host_ints : at::zeros_like(bucket.host_ints, on_device);
+    bucket.mask = device().is_cpu() ? bucket.host_mask : at::zeros_like(bucket.host_mask, on_device);
+    bucket.sequence_of_row = at::arange(Bb, on_device.dtype(at::kLong)).repeat_interleave(T);
+    return bucket;
+  }
+
+  // The plan, padded to the bucket, into its host buffers and from there (one copy each) to the
+  // device. Padded rows write entries past their sequence's real rows (the scratch entry where
+  // those run out) and see the scratch entry alone: no softmax is empty, none reads them.
+  static void fill_inputs(const StepPlan& plan, const StaticKvStore& store, StaticBucket& bucket) {
+    const std::int64_t Bb = bucket.batch, T = bucket.rows, P = Bb * T;
+    std::int64_t* tokens = bucket.host_ints.data_ptr<std::int64_t>();
+    std::int64_t* positions = tokens + P;
+    std::int64_t* entries = positions + P;
+    std::int64_t* gather = entries + P;
+    std::int64_t* lengths = gather + P;
+    std::uint8_t* mask = bucket.host_mask.data_ptr<std::uint8_t>();
+    const std::int64_t scratch = store.entries() - 1;
+    std::fill(gather, gather + P, 0);
+    std::fill(mask, mask + Bb * T * (T + 1), 0);
+    for (std::int64_t b = 0; b < Bb; ++b) {
+      const bool real = b < plan.batch();
+      const std::int64_t length = real ? store.lengths()[static_cast<std::size_t>(b)] : 0;
+      const std::int32_t n = real ? plan.rows(static_cast<std::int32_t>(b)) : 0;
+      const std::int32_t first = real ? plan.indptr[static_cast<std::size_t>(b)] : 0;
+      lengths[b] = length;
+      for (std::int64_t i = 0; i < T; ++i) {
+        const std::int64_t p = b * T + i;
+        std::uint8_t* row = mask + p * (T + 1);
+        if (i < n) {
+          const auto r = static_cast<std::size_t>(first + i);
+          tokens[p] = plan.tokens[r];
+          positions[p] = plan.positions[r];
+          entries[p] = length + i;
+          gather[first + i] = p;
+          for (std::int32_t j = 0; j < n; ++j) row[j] = plan.sees(static_cast<std::int32_t>(b), static_cast<std::int32_t>(i), j) ? 1 : 0;
+        } else {
+          tokens[p] = 0;
+          positions[p] = entries[p] = std::min(length + i, scratch);
+          row[T] = 1;
+        }
+      }
+    }
+    if (!bucket.ints.is_same(bucket.host_ints)) {
+      // Blocking copies: the host buffers are rewritten by the next step.
+      bucket.ints.copy_(bucket.host_ints);
+      bucket.mask.copy_(bucket.host_mask);
+    }
+  }
+
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) const {
+#if REFDEC_TORCH_CUDA && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+    // One fused kernel on the GPU (its float32 product with the weight differs from the
+    // reference's rounding only in the last bit of a 16-bit type).
+    if (x.is_cuda()) return at::rms_norm(x, {x.size(-1)}, w, config_.norm_eps);
+#endif
+    const auto compute = at::promote_types(x.scalar_type(), at::kFloat);
+    const auto xf = x.to(compute);
+    return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + config_.norm_eps)).to(x.scalar_type()) * w;
+  }
+
+  // The step of a bucket over its device buffers: logits [P, vocab], row k the plan's row k for
+  // k < plan rows (padded rows after them).
+  at::Tensor run(const StaticKvStore& store, const StaticBucket& bucket) const {
+    const std::int64_t Bb = bucket.batch, T = bucket.rows, P = Bb * T, E = store.entries();
+    const std::int64_t H = config_.n_heads, KV = config_.n_kv_heads, D = config_.head_dim(), G = H / KV;
+    const auto dt = dtype();
+    const auto compute = at::promote_types(dt, at::kFloat);
+    const auto tokens = bucket.ints.narrow(0, 0, P), positions = bucket.ints.narrow(0, P, P);
+    const auto entries = bucket.ints.narrow(0, 2 * P, P), gather = bucket.ints.narrow(0, 3 * P, P);
+    const auto lengths = bucket.ints.narrow(0, 4 * P, Bb);
+    const auto& sequence = bucket.sequence_of_row;
+    const auto longs = at::TensorOptions().dtype(at::kLong).device(device());
+
+    // Rotary factors of every row: q's scaled by 1 / sqrt(head_dim), k's as they are.
+    const auto turn = store.state().rotary.index_select(0, positions).unsqueeze(1);  // [P, 1, D/2] complex
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const auto factors = at::cat({(turn * scale).expand({P, H, D / 2}), turn.expand({P, KV, D / 2})}, 1);  // [P, H + KV, D/2]
+    // The additive mask [Bb, 1, 1, T, E]: each sequence's cached entries, its step rows as the
+    // plan's mask lists them, and for padded rows the scratch entry (E - 1) alone. Step columns
+    // past the scratch entry only ever carry a 0 there.
+    const auto len3 = lengths.view({Bb, 1, 1});
+    const auto seen = bucket.mask.to(at::kBool);  // [Bb, T, T + 1]
+    auto allowed = (at::arange(E, longs).view({1, 1, E}) < len3).expand({Bb, T, E}).contiguous();
+    allowed.scatter_(2, (len3 + at::arange(T, longs).view({1, 1, T})).clamp_max(E - 1).expand({Bb, T, T}), seen.narrow(2, 0, T));
+    allowed.select(2, E - 1).copy_(seen.select(2, T));
+    const auto bias = at::zeros({Bb, T, E}, at::TensorOptions().dtype(dt).device(device()))
+                          .masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity())
+                          .view({Bb, 1, 1, T, E});
+
+    auto x = at::embedding(embedding_, tokens);  // [P, dim]
+    for (std::int64_t li = 0; li < config_.n_layers; ++li) {
+      const Layer& l = layers_[static_cast<std::size_t>(li)];
+      const auto qkv = at::linear(rms_norm(x, l.attn_norm), l.wqkv);  // [P, (H + 2 KV) D]
+      const auto qk = qkv.narrow(1, 0, (H + KV) * D).view({P, H + KV, D / 2, 2});
+      const auto rotated = at::view_as_real(at::view_as_complex(qk.to(compute)) * factors).to(dt).view({P, H + KV, D});
+      const auto k = rotated.narrow(1, H, KV);                              // [P, KV, D]
+      const auto v = qkv.narrow(1, (H + KV) * D, KV * D).view({P, KV, D});  // [P, KV, D]
+      auto keys = store.cache()[li][0], values = store.cache()[li][1];     // [max_batch, KV, E, D]
+      using at::indexing::Slice;
+      keys.index_put_({sequence, Slice(), entries}, k);
+      values.index_put_({sequence, Slice(), entries}, v);
+      const auto q = rotated.narrow(1, 0, H).reshape({Bb, T, KV, G, D}).permute({0, 2, 3, 1, 4}).reshape({Bb, KV, G * T, D});
+      auto scores = at::matmul(q, keys.narrow(0, 0, Bb).transpose(-1, -2));  // [Bb, KV, G*T, E]
+      scores.view({Bb, KV, G, T, E}).add_(bias);
+      const auto attended = at::matmul(at::softmax(scores, -1), values.narrow(0, 0, Bb))  // [Bb, KV, G*T, D]
+                                .view({Bb, KV, G, T, D})
+                                .permute({0, 3, 1, 2, 4})
+                                .reshape({P, H * D});
+      x.addmm_(attended, l.wo.t());
+      const auto gate_up = at::linear(rms_norm(x, l.ffn_norm), l.w13);  // [P, 2 hidden]
+      const std::int64_t hidden = config_.hidden_dim;
+      x.addmm_(at::silu(gate_up.narrow(1, 0, hidden)).mul_(gate_up.narrow(1, hidden, hidden)), l.w2.t());
+    }
+    return at::linear(rms_norm(x.index_select(0, gather), final_norm_), output_).to(compute);
+  }
+
+  LlamaConfig config_;
+  std::uint64_t id_;  // the stores' buckets say which model they were built for
+  std::vector<Layer> layers_;
+  at::Tensor embedding_;   // [vocab, dim]
+  at::Tensor final_norm_;  // [dim]
+  at::Tensor output_;      // [vocab, dim]
+};
+
+REFDEC_TORCH_NAMESPACE_END
