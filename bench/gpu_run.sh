@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (docs/gpu.md says how to prepare it here): configures against the
 # machine's libtorch with the carried .gpu-deps, then runs the stages named (default: all):
+#   static the static-shape step: its tests on the GPU (captured graphs against eager steps), then
+#          refdec-speed-bench --static on Llama-2-7B's shape (plain decoding eager and captured against
+#          the roofline, step cost, forced and live rows at batch 1, the forced batch sweep 1-64)
 #   cuda   the CUDA kernel tests (nvcc)
 #   bench  refdec-speed-bench on Llama-2-7B's shape at batch 1: roofline, step cost, forced and live rows
 #   sweep  its batch sweeps (forced trajectories and live drafting at batch 1-64; not in the default)
-#   hf     the Hugging Face baseline (not in the default)
+#   hf     the Hugging Face baselines, eager and static cache compiled (not in the default)
 #   torch  the torch tests against the machine's libtorch 2.x
 #   python the Python module and its tests, likewise (a crash is backtraced with cuda-gdb)
 #   bash bench/gpu_run.sh [cuda] [bench] [sweep] [hf] [torch] [python]  (carry .gpu-deps live traj .gpu-data)
@@ -45,7 +48,8 @@ build() {
 }
 first=()
 [[ $stages == *" cuda "* ]] && first+=(refdec_cuda_tests refdec_core_nvcc_test)
-[[ $stages == *" bench "* || $stages == *" sweep "* ]] && first+=(refdec-speed-bench)
+[[ $stages == *" bench "* || $stages == *" sweep "* || $stages == *" static "* ]] && first+=(refdec-speed-bench)
+[[ $stages == *" static "* ]] && first+=(refdec_torch_tests)
 build "${first[@]}"
 
 if [[ $stages == *" cuda "* ]]; then
@@ -53,6 +57,19 @@ log cuda tests
 timeout "$(limit 60)" ./build-gpu/tests/refdec_core_nvcc_test 2>&1 | tail -5
 timeout "$(limit 120)" ./build-gpu/tests/refdec_cuda_tests 2>&1 | tee "$OUT/cuda_tests.log" | grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) |Failure|error' | head -40
 
+fi
+
+if [[ $stages == *" static "* ]]; then
+log static step tests
+timeout "$(limit 90)" ./build-gpu/tests/refdec_torch_tests --gtest_filter='StaticStep*' 2>&1 | tee "$OUT/static_tests.log" \
+  | grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) |Failure|rror' | head -30
+log speed bench, static step
+reserve=0; [[ $stages == *" hf "* || $stages == *" python "* ]] && reserve=${REFDEC_GPU_RESERVE_S:-150}
+timeout "$(limit "${REFDEC_GPU_BENCH_S:-330}" $reserve)" ./build-gpu/bench/refdec-speed-bench --shape 7b --device cuda --dtype bf16 \
+  --static --static-rows 256 --plain-tokens 64 --paired-steps 0 --cost-tokens 1 2 4 8 16 32 64 128 256 \
+  --live live/specbench.jsonl live/llma-rag.jsonl --datastore .gpu-data/mtbench.ds --max-traces 1 --max-tokens 64 \
+  --trajectories traj/*.json --batches 1 4 16 64 --sweep-steps 16 --live-compare --json "$OUT/gpu.json" 2>&1 \
+  | tee "$OUT/bench.log"
 fi
 
 if [[ $stages == *" bench "* ]]; then
@@ -77,8 +94,10 @@ fi
 
 if [[ $stages == *" hf "* ]]; then
 log hugging face baseline
-PYTHONUNBUFFERED=1 timeout "$(limit 150)" python3 bench/hf_baseline.py --shape 7b --context 512 --tokens 128 --json "$OUT/hf.json" \
-  2>&1 | tail -5
+PYTHONUNBUFFERED=1 timeout "$(limit 100)" python3 bench/hf_baseline.py --shape 7b --context 512 --tokens 64 --repeats 2 --json "$OUT/hf.json" \
+  2>&1 | tail -3
+PYTHONUNBUFFERED=1 timeout "$(limit 200)" python3 bench/hf_baseline.py --shape 7b --context 512 --tokens 64 --repeats 2 --compile \
+  --json "$OUT/hf_compiled.json" 2>&1 | tail -3
 
 fi
 

@@ -52,6 +52,7 @@
 #include "refdec/torch/calibrate.hpp"
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
+#include "refdec/torch/static_llama.hpp"
 #include "refdec/torch/verifier.hpp"
 #include "shapes.hpp"
 
@@ -171,29 +172,117 @@ TrajectorySet synthetic_trajectories() {
   return set;
 }
 
+// The model the benchmark decodes with: the eager LlamaModel, or with --static its static-shape
+// step (StaticLlama). A graph is captured for one store's cache, so the static step keeps one
+// store per batch size, every row bucket captured once when it is made ("warmed"), and every
+// decoder of that batch size runs on an empty copy of it (copies share the cache and the graphs):
+// no capture ever falls inside a timed step.
+class BenchModel {
+ public:
+  BenchModel(const LlamaModel& eager, bool static_step, std::int64_t max_rows) : eager_(eager), max_rows_(max_rows) {
+    if (static_step) fixed_.emplace(eager);
+  }
+  const LlamaModel& eager() const { return eager_; }
+  const StaticLlama* fixed() const { return fixed_ ? &*fixed_ : nullptr; }
+  std::int64_t vocab_size() const { return eager_.vocab_size(); }
+  // Step rows per sequence the static step takes at most (its largest row bucket); prefills are
+  // cut into chunks of it.
+  std::int64_t max_rows() const { return max_rows_; }
+
+  // An empty store of `batch` sequences with room for `capacity` entries each, sharing the
+  // store of that batch size (made, or made again larger, here), its row buckets up to `rows`
+  // captured.
+  StaticKvStore empty_store(std::int64_t batch, std::int64_t capacity, std::int64_t rows) {
+    REFDEC_CHECK(fixed_.has_value(), "empty_store() without --static");
+    REFDEC_CHECK(rows <= max_rows_, "steps of " << rows << " rows per sequence, more than --static-rows " << max_rows_);
+    auto it = stores_.find(batch);
+    if (it == stores_.end() || it->second.store.capacity() < capacity) {
+      if (it != stores_.end()) stores_.erase(it);  // its cache is freed before the larger one is made
+      // Room to grow: a larger request later makes (and captures) a store again.
+      it = stores_.emplace(batch, Warmed{StaticKvStore(fixed_->kv_layout(), capacity + capacity / 4,
+                                                       {.max_batch = batch, .max_rows = max_rows_, .max_step_rows = batch * max_rows_}),
+                                         0})
+               .first;
+    }
+    warm(it->second, batch, rows);
+    return it->second.store;
+  }
+  // Frees the store of `batch` sequences (the batch sweeps' caches are large).
+  void release(std::int64_t batch) { stores_.erase(batch); }
+
+ private:
+  struct Warmed {
+    StaticKvStore store;
+    std::int64_t rows = 0;  // row buckets captured up to this one
+  };
+
+  // Captures the row buckets of `batch` sequences up to that of `rows`: one step of each, never
+  // committed.
+  void warm(Warmed& warmed, std::int64_t batch, std::int64_t rows) {
+    const std::int64_t last = static_bucket(std::max<std::int64_t>(rows, 1), max_rows_, "rows");
+    if (warmed.rows >= last) return;
+    StaticKvStore& store = warmed.store;
+    for (std::int64_t b = 0; b < batch; ++b) store.add();
+    StepPlan plan;
+    for (std::int64_t n = 1;; n = std::min(2 * n, max_rows_)) {
+      if (n > warmed.rows) {
+        std::vector<Token> chain(static_cast<std::size_t>(n), 1);
+        plan_step(std::vector<LinearTree>(static_cast<std::size_t>(batch), LinearTree::chain(chain)), {}, store.lengths(), vocab_size(),
+                  plan);
+        sync(fixed_->forward(plan, store));
+      }
+      if (n >= last) break;
+    }
+    warmed.rows = last;
+    for (std::int64_t b = batch - 1; b >= 0; --b) store.remove(b);
+  }
+
+  const LlamaModel& eager_;
+  std::optional<StaticLlama> fixed_;
+  std::int64_t max_rows_;
+  std::map<std::int64_t, Warmed> stores_;
+};
+
 // Runs steps through the model exactly as a session does (plan, forward pass, argmax copied to
 // the host, walk, KV commit of the keep plan), with the accepted counts forced: per sequence b a
-// chain of nodes[b] + 1 tokens, of which accepted[b] + 1 are kept.
+// chain of nodes[b] + 1 tokens, of which accepted[b] + 1 are kept. On the eager model over a
+// contiguous store, or on the static step over a copy of its warmed store.
 class ForcedDecoder {
  public:
-  // `batch` sequences, each with `context` cached tokens (one prefill step).
-  ForcedDecoder(const LlamaModel& model, std::int64_t batch, std::size_t context, std::int64_t capacity)
-      : model_(model), store_(model.kv_layout(), capacity), batch_(batch) {
+  // `batch` sequences, each with `context` cached tokens, then steps of up to `rows` rows per
+  // sequence. The static step prefills in chunks of at most 4096 rows in all, without capturing.
+  ForcedDecoder(BenchModel& model, std::int64_t batch, std::size_t context, std::int64_t capacity, std::int64_t rows)
+      : model_(model), store_(model.eager().kv_layout(), capacity), batch_(batch) {
     REFDEC_CHECK(context > 0 && batch > 0, "forced decoding needs a context and a batch of at least one");
-    for (std::int64_t b = 0; b < batch; ++b) store_.add();
+    if (model.fixed() != nullptr) {
+      static_store_.emplace(model.empty_store(batch, capacity, rows));
+      static_store_->set_graphs(false);
+    }
+    with_store([&](auto& store) {
+      for (std::int64_t b = 0; b < batch; ++b) store.add();
+    });
     std::vector<Token> prefix(context);
     for (std::size_t i = 0; i < prefix.size(); ++i) prefix[i] = token(i);
-    const std::vector<LinearTree> chains(static_cast<std::size_t>(batch), LinearTree::chain(prefix));
+    const std::size_t chunk = model.fixed() != nullptr ? static_cast<std::size_t>(std::clamp<std::int64_t>(4096 / batch, 1, model.max_rows()))
+                                                       : context;
     const std::vector<std::uint8_t> prefill(static_cast<std::size_t>(batch), 1);
-    plan_step(chains, {}, store_.lengths(), model_.vocab_size(), plan_);
-    verify(model_, store_, plan_, verification_, times_, StepExtras{.prefill = prefill});
-    store_.commit(verification_.keep);
+    for (std::size_t first = 0; first < context; first += chunk) {
+      const auto piece = std::span<const Token>(prefix).subspan(first, std::min(chunk, context - first));
+      const std::vector<LinearTree> chains(static_cast<std::size_t>(batch), LinearTree::chain(piece));
+      with_store([&](auto& store) {
+        plan_step(chains, {}, store.lengths(), model_.vocab_size(), plan_);
+        run(store, StepExtras{.prefill = prefill});
+        store.commit(verification_.keep);
+      });
+    }
+    if (static_store_) static_store_->set_graphs(true);
   }
 
   // A decoder that goes on from `prefilled`'s cache as it is now. The cache buffers are shared,
   // which is safe for decoders run one after another: a step writes only past a sequence's cached
   // length, so the shared prefix is never written; it saves each run its own prefill.
-  ForcedDecoder(const ForcedDecoder& prefilled) : model_(prefilled.model_), store_(prefilled.store_), batch_(prefilled.batch_) {}
+  ForcedDecoder(const ForcedDecoder& prefilled)
+      : model_(prefilled.model_), store_(prefilled.store_), static_store_(prefilled.static_store_), batch_(prefilled.batch_) {}
 
   // One step; returns its wall time.
   double step(std::span<const std::int32_t> nodes, std::span<const std::int32_t> accepted) {
@@ -204,22 +293,34 @@ class ForcedDecoder {
       for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = token(i + 7);
       trees[b] = LinearTree::chain(chain);
     }
-    plan_step(trees, {}, store_.lengths(), model_.vocab_size(), plan_);
-    verify(model_, store_, plan_, verification_, times_);
-    for (std::size_t b = 0; b < trees.size(); ++b) {  // the forced outcome replaces the walk's
-      auto& path = verification_.accepted[b].nodes;
-      path.resize(static_cast<std::size_t>(std::min(accepted[b], nodes[b])));
-      std::iota(path.begin(), path.end(), 1);
-    }
-    keep_accepted(plan_, verification_.accepted, verification_.keep);
-    store_.commit(verification_.keep);
+    with_store([&](auto& store) {
+      plan_step(trees, {}, store.lengths(), model_.vocab_size(), plan_);
+      run(store, {});
+      for (std::size_t b = 0; b < trees.size(); ++b) {  // the forced outcome replaces the walk's
+        auto& path = verification_.accepted[b].nodes;
+        path.resize(static_cast<std::size_t>(std::min(accepted[b], nodes[b])));
+        std::iota(path.begin(), path.end(), 1);
+      }
+      keep_accepted(plan_, verification_.accepted, verification_.keep);
+      store.commit(verification_.keep);
+    });
     return seconds_since(t0);
   }
 
  private:
+  template <class F>
+  void with_store(F&& f) {
+    if (static_store_)
+      f(*static_store_);
+    else
+      f(store_);
+  }
+  void run(ContiguousKvStore& store, const StepExtras& extras) { verify(model_.eager(), store, plan_, verification_, times_, extras); }
+  void run(StaticKvStore& store, const StepExtras& extras) { verify(*model_.fixed(), store, plan_, verification_, times_, extras); }
   Token token(std::size_t i) const { return static_cast<Token>((i * 7919 + 3) % static_cast<std::size_t>(model_.vocab_size())); }
-  const LlamaModel& model_;
-  ContiguousKvStore store_;
+  BenchModel& model_;
+  ContiguousKvStore store_;  // the eager model's (sequences only without --static)
+  std::optional<StaticKvStore> static_store_;
   std::int64_t batch_;
   StepPlan plan_;
   Verification verification_;
@@ -427,6 +528,14 @@ int main(int argc, char** argv) {
                  "rows (a calibration from another minute, as it is and learned online from)")
       ->check(CLI::ExistingFile);
   app.add_option("--datastore", live_datastore, "REST datastore of the live mixture (refdec-datastore build; none: no REST)");
+  bool static_step = false;
+  std::int64_t static_rows = 128;
+  app.add_flag("--static", static_step,
+               "decode with the static-shape step (StaticLlama: CUDA graphs on a GPU) throughout; plain decoding at "
+               "batch 1 is also timed on the eager model, for comparison");
+  app.add_option("--static-rows", static_rows, "the static step's largest row bucket (step rows per sequence; prefills go in chunks of it)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 4096));
   bool live_compare = false;
   app.add_flag("--live-compare", live_compare,
                "three more live rows learned online from this run's calibration: the mixture with its per-source "
@@ -510,26 +619,48 @@ int main(int argc, char** argv) {
     GenerateOptions warm_up = plain_opt;
     warm_up.max_new_tokens = 4;
     (void)generate(model, req, AnyDrafter{}, warm_up);
-    Session plain(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + plain_tokens + 1), plain_opt);
-    plain.add(req);
-    plain.step();
-    const GenerateStats after_prefill = plain.stats();
+    BenchModel bench_model(model, static_step, static_rows);
+    if (static_step) {
+      plain_opt.prefill_chunk = static_rows;  // the prompt in chunks the static step takes
+      report["static_rows"] = static_rows;
+    }
+    const std::int64_t plain_capacity = static_cast<std::int64_t>(context) + plain_tokens + 1;
+    // Tokens/s of plain decoding at batch 1 in `session` after its first decoding step (the
+    // prefill and that step untimed), and the share of the time outside the forward pass.
+    const auto time_plain_session = [&](auto&& session) {
+      session.add(req);
+      while (session.stats().tokens == 0) session.step();
+      const GenerateStats before = session.stats();
+      const auto t0 = Clock::now();
+      while (!session.idle()) session.step();
+      const double wall = seconds_since(t0);
+      const GenerateStats& after = session.stats();
+      return std::pair{static_cast<double>(after.tokens - before.tokens) / wall, 1.0 - (after.verify.model - before.verify.model) / wall};
+    };
+    double eager_tps = 0.0, eager_outside = 0.0;
+    if (static_step) std::tie(eager_tps, eager_outside) = time_plain_session(Session(model, ContiguousKvStore(model.kv_layout(), plain_capacity), plain_opt));
     const double bandwidth_before = measure_bandwidth(device, bandwidth_mib << 20, 10);
-    const auto t_plain = Clock::now();
-    while (!plain.idle()) plain.step();
-    const double plain_wall = seconds_since(t_plain);
+    const auto [batch1_tps, outside] =
+        static_step ? time_plain_session(Session(*bench_model.fixed(), bench_model.empty_store(1, plain_capacity, static_rows), plain_opt))
+                    : time_plain_session(Session(model, ContiguousKvStore(model.kv_layout(), plain_capacity), plain_opt));
     const double bandwidth_after = measure_bandwidth(device, bandwidth_mib << 20, 10);
     const double bandwidth = std::max(bandwidth_before, bandwidth_after);
     const double roofline = bandwidth / static_cast<double>(weight_bytes + kv_bytes);
-    const GenerateStats& st = plain.stats();
-    const double batch1_tps = static_cast<double>(st.tokens - after_prefill.tokens) / plain_wall;
-    const double forward_seconds = st.verify.model - after_prefill.verify.model;
-    const double outside = 1.0 - forward_seconds / plain_wall;
     std::cout << "read bandwidth " << bandwidth_before / 1e9 << " GB/s before plain decoding, " << bandwidth_after / 1e9
-              << " after; roofline " << roofline << " tokens/s\n"
-              << "plain decoding, batch 1, context " << context << ": " << batch1_tps << " tokens/s = "
-              << 100.0 * batch1_tps / roofline << "% of the roofline; " << 100.0 * outside
+              << " after; roofline " << roofline << " tokens/s\n";
+    if (static_step)
+      std::cout << "plain decoding on the eager model, batch 1, context " << context << ": " << eager_tps << " tokens/s = "
+                << 100.0 * eager_tps / roofline << "% of the roofline; " << 100.0 * eager_outside
+                << "% of the step outside the forward pass\n";
+    std::cout << "plain decoding" << (static_step ? " on the static step" : "") << ", batch 1, context " << context << ": " << batch1_tps
+              << " tokens/s = " << 100.0 * batch1_tps / roofline << "% of the roofline; " << 100.0 * outside
               << "% of the step outside the forward pass (and its argmax)\n";
+    report["static"] = static_step;
+    if (static_step) {
+      report["plain_eager_tokens_per_s"] = eager_tps;
+      report["plain_eager_roofline_fraction"] = eager_tps / roofline;
+      report["plain_eager_outside_forward_fraction"] = eager_outside;
+    }
     report["bandwidth_bytes_per_s"] = bandwidth;
     report["bandwidth_before_after"] = {bandwidth_before, bandwidth_after};
     report["roofline_tokens_per_s"] = roofline;
@@ -540,7 +671,8 @@ int main(int argc, char** argv) {
     // moves by tens of percent within a minute, the roofline of the moment a step runs, rather
     // than the better of two measurements a minute apart. The median over the steps of
     // (bytes / bandwidth) / step time.
-    if (paired_steps > 0) {
+    if (paired_steps > 0 && static_step) std::cout << "(--paired-steps: not with --static)\n";
+    if (paired_steps > 0 && !static_step) {
       phase("plain decoding, " + std::to_string(paired_steps) + " steps each after a bandwidth measurement");
       GenerateOptions paired_opt = plain_opt;
       paired_opt.max_new_tokens = paired_steps;
@@ -578,15 +710,20 @@ int main(int argc, char** argv) {
       std::vector<AnyDrafter> sources;
       sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
       sources.emplace_back(NgramTrieDrafter());
-      Session spec(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + plain_tokens + 20), spec_opt);
-      spec.add(spec_req, AnyDrafter(MixtureDrafter(std::move(sources))));
-      spec.step();
-      const GenerateStats before = spec.stats();
-      const auto t_spec = Clock::now();
-      while (!spec.idle()) spec.step();
-      const double spec_wall = seconds_since(t_spec);
-      const double spec_outside = 1.0 - (spec.stats().verify.model - before.verify.model) / spec_wall;
-      const double drafting = (spec.stats().draft_seconds - before.draft_seconds) / spec_wall;
+      const std::int64_t spec_capacity = static_cast<std::int64_t>(context) + plain_tokens + 20;
+      const auto time_spec = [&](auto&& spec) {
+        spec.add(spec_req, AnyDrafter(MixtureDrafter(std::move(sources))));
+        while (spec.stats().tokens == 0) spec.step();
+        const GenerateStats before = spec.stats();
+        const auto t_spec = Clock::now();
+        while (!spec.idle()) spec.step();
+        const double spec_wall = seconds_since(t_spec);
+        return std::pair{1.0 - (spec.stats().verify.model - before.verify.model) / spec_wall,
+                         (spec.stats().draft_seconds - before.draft_seconds) / spec_wall};
+      };
+      const auto [spec_outside, drafting] =
+          static_step ? time_spec(Session(*bench_model.fixed(), bench_model.empty_store(1, spec_capacity, static_rows), spec_opt))
+                      : time_spec(Session(model, ContiguousKvStore(model.kv_layout(), spec_capacity), spec_opt));
       std::cout << "speculative decoding (mixture of LLMA and the n-gram trie, budget 16), batch 1: " << 100.0 * spec_outside
                 << "% of the step outside the forward pass (drafting " << 100.0 * drafting << "%)\n\n";
       report["speculative_outside_forward_fraction"] = spec_outside;
@@ -600,8 +737,11 @@ int main(int argc, char** argv) {
     calibration.tokens = cost_tokens;
     calibration.context = static_cast<std::int64_t>(context);
     calibration.repeats = 5;  // rounds over every size (calibrate.hpp): a drift moves the whole curve alike
+    if (static_step) calibration.prefill_chunk = static_rows;
     phase("step cost curve (" + std::to_string(cost_tokens.size()) + " step sizes, 5 rounds)");
-    const auto samples = measure_step_cost(model, calibration);
+    const auto samples = static_step ? measure_step_cost(*bench_model.fixed(), calibration,
+                                                         [&](std::int64_t capacity, std::int64_t rows) { return bench_model.empty_store(1, capacity, rows); })
+                                     : measure_step_cost(model, calibration);
     std::cout << "| tokens per step | ms per step | x one token | roofline one-token step ms |\n|---|---|---|---|\n";
     nlohmann::json cost = nlohmann::json::array();
     for (const auto& [n, seconds] : samples) {
@@ -682,7 +822,7 @@ int main(int argc, char** argv) {
       for (std::size_t n = 1; n <= live_widest; ++n) widths.push_back(static_cast<std::int32_t>(n));
       std::sort(widths.begin(), widths.end());
       widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
-      const ForcedDecoder warm(model, 1, 8, 8 + widths.back() + 2);
+      const ForcedDecoder warm(bench_model, 1, 8, 8 + widths.back() + 2, widths.back() + 1);
       for (const std::int32_t n : widths) {
         ForcedDecoder d(warm);
         const std::int32_t none = 0;
@@ -734,7 +874,7 @@ int main(int argc, char** argv) {
           plain_tokens_needed = std::max(plain_tokens_needed, w.tokens);
         }
         const std::size_t ctx = std::min(std::min(first.context, context) + static_cast<std::size_t>(offset), context);
-        const ForcedDecoder prefilled(model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2);
+        const ForcedDecoder prefilled(bench_model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2, widest + 1);
         // Plain decoding: the time after each token, so each set is charged the tokens it emitted.
         // Timed before the sets and again after them, and averaged: this machine's bandwidth
         // drifts within the minutes a trace's sets take, and a drift then cancels to first order.
@@ -858,8 +998,8 @@ int main(int argc, char** argv) {
       std::int64_t widest = 0;
       for (const auto& row : plan)
         for (std::size_t b = 0; b < B; ++b) kept[b] += row[b].second + 1, widest = std::max<std::int64_t>(widest, row[b].first);
-      ForcedDecoder dec(model, static_cast<std::int64_t>(B), context,
-                        static_cast<std::int64_t>(context) + *std::max_element(kept.begin(), kept.end()) + widest + 2);
+      ForcedDecoder dec(bench_model, static_cast<std::int64_t>(B), context,
+                        static_cast<std::int64_t>(context) + *std::max_element(kept.begin(), kept.end()) + widest + 2, widest + 1);
       std::vector<std::int32_t> nodes(B), accepted(B);
       double seconds = 0;
       for (const auto& row : plan) {
@@ -908,7 +1048,8 @@ int main(int argc, char** argv) {
         for (const std::size_t b : live_fixed) widest = std::max(widest, b);
         for (const std::int64_t batch : live_batches) {
           // One prefill per batch size: each row decodes on from a copy sharing its cache.
-          const ForcedDecoder prefilled(model, batch, context, static_cast<std::int64_t>(context + live_batch_steps * (widest + 1) + widest + 2));
+          const ForcedDecoder prefilled(bench_model, batch, context, static_cast<std::int64_t>(context + live_batch_steps * (widest + 1) + widest + 2),
+                                        static_cast<std::int64_t>(widest) + 1);
           std::vector<std::unique_ptr<LiveBatchRow>> rows;
           for (const auto& [name, policy, budget] : kinds)
             rows.push_back(std::make_unique<LiveBatchRow>(name, policy, budget, static_cast<std::size_t>(batch), traces, live_warmup,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <numeric>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct CalibrationOptions {
   std::vector<std::size_t> tokens = {1, 2, 4, 8, 16, 32, 64, 96, 128};  ///< step sizes to time
   std::int64_t batch = 1;                                               ///< sequences per step
   std::int64_t context = 256;                                           ///< cached tokens per sequence before the step
+  std::int64_t prefill_chunk = 0;  ///< context tokens prefilled per step at most; 0: the whole context in one step
   int repeats = 5;  ///< timed runs per size (the median is kept), in rounds from the largest size to the smallest after one untimed round,
                     ///< each after an untimed run of its size
   /// Seconds since any fixed origin, read before and after each timed run; empty: the steady
@@ -43,8 +45,13 @@ struct CalibrationOptions {
 /// verified as a session verifies (plan_step, verify) but never committed, so every run sees the
 /// same state. On CUDA the time includes a synchronisation, as a real step ends with a copy of its
 /// result to the host.
-template <CausalLM<ContiguousKvStore> M>
-std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options = {}) {
+///
+/// `make_store(capacity, rows)` makes the empty store the steps run in (a KvStore `model` runs
+/// over) with room for `capacity` entries per sequence and steps of up to `rows` rows per sequence
+/// (the prefill of the context included); by default a ContiguousKvStore.
+template <class M, class MakeStore>
+  requires CausalLM<M, std::invoke_result_t<MakeStore, std::int64_t, std::int64_t>>
+std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options, MakeStore make_store) {
   REFDEC_CHECK(!options.tokens.empty(), "calibration: no step sizes to time");
   REFDEC_CHECK(options.batch > 0 && options.context >= 0 && options.repeats > 0,
                "calibration: batch and repeats must be positive and context >= 0, got batch "
@@ -52,7 +59,9 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
   const std::size_t largest = *std::max_element(options.tokens.begin(), options.tokens.end());
   REFDEC_CHECK(std::all_of(options.tokens.begin(), options.tokens.end(), [](std::size_t n) { return n > 0; }),
                "calibration: step sizes must be positive");
-  ContiguousKvStore store(model.kv_layout(), options.context + static_cast<std::int64_t>(largest) + 1);
+  REFDEC_CHECK(options.prefill_chunk >= 0, "calibration: prefill_chunk must be >= 0, got " << options.prefill_chunk);
+  const std::int64_t chunk = options.prefill_chunk > 0 ? std::min(options.prefill_chunk, options.context) : options.context;
+  auto store = make_store(options.context + static_cast<std::int64_t>(largest) + 1, std::max<std::int64_t>(chunk, static_cast<std::int64_t>(largest)));
   const auto B = static_cast<std::size_t>(options.batch);
   for (std::size_t b = 0; b < B; ++b) store.add();
   // Token ids are arbitrary: the cost of a step does not depend on them.
@@ -60,9 +69,9 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
   StepPlan plan;
   Verification verification;
   StepTimes times;
-  if (options.context > 0) {  // the cached prefix: a prefill step, committed
-    std::vector<Token> prefix(static_cast<std::size_t>(options.context));
-    for (std::size_t i = 0; i < prefix.size(); ++i) prefix[i] = token(i);
+  for (std::int64_t first = 0; first < options.context; first += chunk) {  // the cached prefix: prefill steps, committed
+    std::vector<Token> prefix(static_cast<std::size_t>(std::min(chunk, options.context - first)));
+    for (std::size_t i = 0; i < prefix.size(); ++i) prefix[i] = token(static_cast<std::size_t>(first) + i);
     const std::vector<LinearTree> chains(B, LinearTree::chain(prefix));
     const std::vector<std::uint8_t> prefill(B, 1);
     plan_step(chains, {}, store.lengths(), model.vocab_size(), plan);
@@ -113,6 +122,13 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
     samples.emplace_back(options.tokens[size], t[t.size() / 2]);
   }
   return samples;
+}
+
+/// measure_step_cost() in a ContiguousKvStore.
+template <CausalLM<ContiguousKvStore> M>
+std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options = {}) {
+  return measure_step_cost(model, options,
+                           [&](std::int64_t capacity, std::int64_t) { return ContiguousKvStore(model.kv_layout(), capacity); });
 }
 
 REFDEC_TORCH_NAMESPACE_END

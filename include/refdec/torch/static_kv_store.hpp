@@ -105,6 +105,10 @@ class StaticKvStore {
   const KvLayout& layout() const { return layout_; }
   std::int64_t capacity() const { return capacity_; }
   const StaticStoreOptions& options() const { return options_; }
+  /// Whether steps over this store (this copy; copies made before keep theirs) capture graphs:
+  /// StaticStoreOptions::graphs. Off for a one-off step, e.g. a long prefill, whose bucket would
+  /// not be replayed.
+  void set_graphs(bool on) { options_.graphs = on; }
   /// Entries per sequence in the cache: capacity() plus the padded rows' scratch entry (the last).
   std::int64_t entries() const { return capacity_ + 1; }
   std::int64_t batch() const { return static_cast<std::int64_t>(lengths_.size()); }
