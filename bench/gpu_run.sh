@@ -4,6 +4,8 @@
 #   static the static-shape step: its tests on the GPU (captured graphs against eager steps), then
 #          refdec-speed-bench --static on Llama-2-7B's shape (plain decoding eager and captured against
 #          the roofline, step cost, forced and live rows at batch 1, the forced batch sweep 1-64)
+#   plain  refdec-speed-bench --static --only-plain: plain decoding at batch 1, eager and captured, and
+#          the matrix products' own time (not in the default)
 #   cuda   the CUDA kernel tests (nvcc)
 #   bench  refdec-speed-bench on Llama-2-7B's shape at batch 1: roofline, step cost, forced and live rows
 #   sweep  its batch sweeps (forced trajectories and live drafting at batch 1-64; not in the default)
@@ -49,7 +51,9 @@ build() {
 first=()
 [[ $stages == *" cuda "* ]] && first+=(refdec_cuda_tests refdec_core_nvcc_test)
 [[ $stages == *" bench "* || $stages == *" sweep "* || $stages == *" static "* ]] && first+=(refdec-speed-bench)
+[[ $stages == *" plain "* ]] && first+=(refdec-speed-bench)
 [[ $stages == *" static "* ]] && first+=(refdec_torch_tests)
+[[ $stages == *" python "* ]] && first+=(refdec_python)
 build "${first[@]}"
 
 if [[ $stages == *" cuda "* ]]; then
@@ -72,6 +76,12 @@ timeout "$(limit "${REFDEC_GPU_BENCH_S:-330}" $reserve)" ./build-gpu/bench/refde
   | tee "$OUT/bench.log"
 fi
 
+if [[ $stages == *" plain "* ]]; then
+log plain decoding, eager and static step, and the matrix products alone
+timeout "$(limit 150)" ./build-gpu/bench/refdec-speed-bench --shape 7b --device cuda --dtype bf16 --static --static-rows 256 \
+  --plain-tokens 128 --paired-steps 0 --only-plain --json "$OUT/plain.json" 2>&1 | tee "$OUT/plain.log" | grep -v '^\['
+fi
+
 if [[ $stages == *" bench "* ]]; then
 log speed bench
 ds=.gpu-data/mtbench.ds
@@ -92,14 +102,6 @@ timeout "$(limit 300)" ./build-gpu/bench/refdec-speed-bench --shape 7b --device 
   2>&1 | tee "$OUT/sweep.log"
 fi
 
-if [[ $stages == *" hf "* ]]; then
-log hugging face baseline
-PYTHONUNBUFFERED=1 timeout "$(limit 100)" python3 bench/hf_baseline.py --shape 7b --context 512 --tokens 64 --repeats 2 --json "$OUT/hf.json" \
-  2>&1 | tail -3
-PYTHONUNBUFFERED=1 timeout "$(limit 200)" python3 bench/hf_baseline.py --shape 7b --context 512 --tokens 64 --repeats 2 --compile \
-  --json "$OUT/hf_compiled.json" 2>&1 | tail -3
-
-fi
 
 later=()
 [[ $stages == *" torch "* ]] && later+=(refdec_torch_tests)
@@ -130,4 +132,13 @@ except OSError as e: print("raised:", e)' >"$OUT/python_gdb.log" 2>&1
   } 2>&1 | tee -a "$OUT/python_gdb.log"
 fi
 fi
+if [[ $stages == *" hf "* ]]; then
+log hugging face baseline
+PYTHONUNBUFFERED=1 timeout "$(limit 100)" python3 bench/hf_baseline.py --shape 7b --context 512 --tokens 64 --repeats 2 --json "$OUT/hf.json" \
+  2>&1 | tail -3
+PYTHONUNBUFFERED=1 timeout "$(limit 200)" python3 bench/hf_baseline.py --shape 7b --context 512 --tokens 64 --repeats 2 --compile \
+  --json "$OUT/hf_compiled.json" 2>&1 | tail -3
+
+fi
+
 log done

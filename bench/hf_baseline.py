@@ -55,8 +55,12 @@ def main():
     model.generation_config.pad_token_id = 0
     ids = torch.randint(3, config.vocab_size, (1, args.context), device=args.device)
     if args.compile:
+        # generate() compiles the decoding step itself once the cache is static (its compile_config:
+        # fullgraph, mode "reduce-overhead"); wrapping model.forward by hand instead lets the CUDA
+        # graphs overwrite the cache between calls.
         model.generation_config.cache_implementation = "static"
-        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+        if hasattr(transformers, "CompileConfig"):
+            model.generation_config.compile_config = transformers.CompileConfig(fullgraph=True, mode="reduce-overhead")
 
     def sync():
         if torch.device(args.device).type == "cuda":

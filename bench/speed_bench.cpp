@@ -536,6 +536,8 @@ int main(int argc, char** argv) {
   app.add_option("--static-rows", static_rows, "the static step's largest row bucket (step rows per sequence; prefills go in chunks of it)")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 4096));
+  bool only_plain = false;
+  app.add_flag("--only-plain", only_plain, "stop after plain decoding at batch 1 (and, with --static, the matrix products' own time)");
   bool live_compare = false;
   app.add_flag("--live-compare", live_compare,
                "three more live rows learned online from this run's calibration: the mixture with its per-source "
@@ -660,6 +662,41 @@ int main(int argc, char** argv) {
       report["plain_eager_tokens_per_s"] = eager_tps;
       report["plain_eager_roofline_fraction"] = eager_tps / roofline;
       report["plain_eager_outside_forward_fraction"] = eager_outside;
+    }
+    if (static_step && device.is_cuda() && StepGraph::available()) {
+      // Where the static step's time goes: its matrix products alone at one row (the weights as
+      // the eager model holds them: seven per layer and the output layer), captured in a graph of
+      // their own, against the read of the weights at the measured bandwidth.
+      const auto& w = model.weights();
+      const auto opts = at::TensorOptions().dtype(dtype).device(device);
+      const auto x = at::randn({1, config.dim}, opts), h = at::randn({1, config.hidden_dim}, opts);
+      const auto products = [&] {
+        for (const auto& l : w.layers) {
+          for (const at::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3}) (void)at::linear(x, *t);
+          (void)at::linear(h, l.w2);
+        }
+        return at::linear(x, w.output);
+      };
+      GraphPool pool;
+      StepGraph graph;
+      sync(graph.capture(products, device, pool));
+      graph.replay();
+      sync(x);
+      constexpr int kReplays = 20;
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kReplays; ++i) graph.replay();
+      sync(x);
+      const double products_seconds = seconds_since(t0) / kReplays;
+      const double weights_seconds = static_cast<double>(weight_bytes) / bandwidth;
+      std::cout << "the step's matrix products alone at one row, captured: " << 1e3 * products_seconds << " ms = "
+                << 100.0 * weights_seconds / products_seconds << "% of the weights' read at the measured bandwidth ("
+                << 1e3 * weights_seconds << " ms); the static step: " << 1e3 / batch1_tps << " ms\n";
+      report["matmuls_alone_seconds"] = products_seconds;
+      report["weights_read_seconds"] = weights_seconds;
+    }
+    if (only_plain) {
+      write_json();
+      return 0;
     }
     report["bandwidth_bytes_per_s"] = bandwidth;
     report["bandwidth_before_after"] = {bandwidth_before, bandwidth_after};

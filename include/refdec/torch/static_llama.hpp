@@ -13,7 +13,8 @@
 // step rows are scattered into the cache first. Against LlamaModel's forward (its reference, over
 // the same plan), the weights are laid out for fewer launches: q, k and v in one product, gate and
 // up in one, rotary embeddings as one complex product per layer (q's scale folded into its
-// factors), residuals added in the products (addmm_).
+// factors; v rides along unchanged, so that keys and values are written to the cache in one
+// scatter), residuals added in the products (addmm_).
 
 #include <ATen/ATen.h>
 
@@ -243,10 +244,13 @@ class StaticLlama {
     const auto& sequence = bucket.sequence_of_row;
     const auto longs = at::TensorOptions().dtype(at::kLong).device(device());
 
-    // Rotary factors of every row: q's scaled by 1 / sqrt(head_dim), k's as they are.
+    // Rotary factors of every row: q's scaled by 1 / sqrt(head_dim), k's as they are, and 1 for v,
+    // which rides in the same product (exactly unchanged) so that k and v leave it side by side.
     const auto turn = store.state().rotary.index_select(0, positions).unsqueeze(1);  // [P, 1, D/2] complex
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    const auto factors = at::cat({(turn * scale).expand({P, H, D / 2}), turn.expand({P, KV, D / 2})}, 1);  // [P, H + KV, D/2]
+    const auto factors = at::cat({(turn * scale).expand({P, H, D / 2}), turn.expand({P, KV, D / 2}),
+                                  at::ones_like(turn).expand({P, KV, D / 2})},
+                                 1);  // [P, H + 2 KV, D/2]
     // The additive mask [Bb, 1, 1, T, E]: each sequence's cached entries, its step rows as the
     // plan's mask lists them, and for padded rows the scratch entry (E - 1) alone. Step columns
     // past the scratch entry only ever carry a 0 there.
@@ -262,15 +266,12 @@ class StaticLlama {
     auto x = at::embedding(embedding_, tokens);  // [P, dim]
     for (std::int64_t li = 0; li < config_.n_layers; ++li) {
       const Layer& l = layers_[static_cast<std::size_t>(li)];
-      const auto qkv = at::linear(rms_norm(x, l.attn_norm), l.wqkv);  // [P, (H + 2 KV) D]
-      const auto qk = qkv.narrow(1, 0, (H + KV) * D).view({P, H + KV, D / 2, 2});
-      const auto rotated = at::view_as_real(at::view_as_complex(qk.to(compute)) * factors).to(dt).view({P, H + KV, D});
-      const auto k = rotated.narrow(1, H, KV);                              // [P, KV, D]
-      const auto v = qkv.narrow(1, (H + KV) * D, KV * D).view({P, KV, D});  // [P, KV, D]
-      auto keys = store.cache()[li][0], values = store.cache()[li][1];     // [max_batch, KV, E, D]
+      const auto qkv = at::linear(rms_norm(x, l.attn_norm), l.wqkv).view({P, H + 2 * KV, D / 2, 2});
+      const auto rotated = at::view_as_real(at::view_as_complex(qkv.to(compute)) * factors).to(dt).view({P, H + 2 * KV, D});
+      auto layer = store.cache()[li];                                      // [2, max_batch, KV, E, D]
+      const auto keys = layer[0], values = layer[1];                        // [max_batch, KV, E, D]
       using at::indexing::Slice;
-      keys.index_put_({sequence, Slice(), entries}, k);
-      values.index_put_({sequence, Slice(), entries}, v);
+      layer.index_put_({Slice(), sequence, Slice(), entries}, rotated.narrow(1, H, 2 * KV).view({P, 2, KV, D}));
       const auto q = rotated.narrow(1, 0, H).reshape({Bb, T, KV, G, D}).permute({0, 2, 3, 1, 4}).reshape({Bb, KV, G * T, D});
       auto scores = at::matmul(q, keys.narrow(0, 0, Bb).transpose(-1, -2));  // [Bb, KV, G*T, E]
       scores.view({Bb, KV, G, T, E}).add_(bias);
