@@ -224,14 +224,12 @@ class BenchModel {
     StaticKvStore& store = warmed.store;
     for (std::int64_t b = 0; b < batch; ++b) store.add();
     StepPlan plan;
-    for (std::int64_t n = 1;; n = std::min(2 * n, max_rows_)) {
-      if (n > warmed.rows) {
-        std::vector<Token> chain(static_cast<std::size_t>(n), 1);
-        plan_step(std::vector<LinearTree>(static_cast<std::size_t>(batch), LinearTree::chain(chain)), {}, store.lengths(), vocab_size(),
-                  plan);
-        sync(fixed_->forward(plan, store));
-      }
-      if (n >= last) break;
+    for (const std::int64_t n : static_buckets(max_rows_)) {
+      if (n > last) break;
+      if (n <= warmed.rows) continue;
+      std::vector<Token> chain(static_cast<std::size_t>(n), 1);
+      plan_step(std::vector<LinearTree>(static_cast<std::size_t>(batch), LinearTree::chain(chain)), {}, store.lengths(), vocab_size(), plan);
+      sync(fixed_->forward(plan, store));
     }
     warmed.rows = last;
     for (std::int64_t b = batch - 1; b >= 0; --b) store.remove(b);

@@ -45,8 +45,8 @@ LinearTree tree_of(std::mt19937& rng, Token root, std::int32_t nodes) {
   return out;
 }
 
-// The row counts of a bucket boundary under max_rows 17 (buckets 1, 2, 4, 8, 16, 17).
-const std::vector<std::int32_t> kRowEdges = {1, 2, 3, 4, 5, 8, 9, 16, 17};
+// The row counts at a bucket boundary under max_rows 17 (buckets 1, 2, 3, 4, 6, 8, 12, 16, 17).
+const std::vector<std::int32_t> kRowEdges = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17};
 
 struct Case {
   at::ScalarType dtype;
@@ -140,12 +140,17 @@ INSTANTIATE_TEST_SUITE_P(StaticStep, StaticStepLogits,
                                   (param_info.param.rope == RopeStyle::kHalf ? "_half" : "_interleaved");
                          });
 
-TEST(StaticStep, BucketsArePowersOfTwoUpToTheLimit) {
-  EXPECT_EQ(static_bucket(1, 17, "rows"), 1);
-  EXPECT_EQ(static_bucket(3, 17, "rows"), 4);
-  EXPECT_EQ(static_bucket(16, 17, "rows"), 16);
-  EXPECT_EQ(static_bucket(17, 17, "rows"), 17);
-  EXPECT_EQ(static_bucket(5, 7, "rows"), 7);
+TEST(StaticStep, BucketsArePowersOfTwoAndTheirMidpointsUpToTheLimit) {
+  EXPECT_EQ(static_buckets(17), (std::vector<std::int64_t>{1, 2, 3, 4, 6, 8, 12, 16, 17}));
+  EXPECT_EQ(static_buckets(16), (std::vector<std::int64_t>{1, 2, 3, 4, 6, 8, 12, 16}));
+  EXPECT_EQ(static_buckets(1), (std::vector<std::int64_t>{1}));
+  for (const std::int64_t limit : {1, 5, 17, 64, 100}) {  // the bucket of n: the first of static_buckets() >= n
+    const auto all = static_buckets(limit);
+    for (std::int64_t n = 1; n <= limit; ++n)
+      EXPECT_EQ(static_bucket(n, limit, "rows"), *std::lower_bound(all.begin(), all.end(), n)) << n << " under " << limit;
+  }
+  EXPECT_EQ(static_bucket(5, 7, "rows"), 6);
+  EXPECT_EQ(static_bucket(7, 7, "rows"), 7);
   refdec_test::expect_error([&] { (void)(static_bucket(18, 17, "rows")); }, "18 rows outside the buckets' range [1, 17]");
   refdec_test::expect_error([&] { (void)(static_bucket(0, 17, "rows")); }, "outside the buckets' range");
 }
@@ -197,9 +202,9 @@ TEST(StaticStep, RejectsWhatItsBucketsCannotHold) {
     return plan;
   };
   refdec_test::expect_error([&] { (void)(fixed.forward(plan_of(9, 1), store)); }, "9 step rows of a sequence outside the buckets' range [1, 8]");
-  refdec_test::expect_error([&] { (void)(fixed.forward(plan_of(5, 1), store)); }, "bucket of 2 sequences x 8 rows exceeds max_step_rows 8");
+  refdec_test::expect_error([&] { (void)(fixed.forward(plan_of(5, 1), store)); }, "bucket of 2 sequences x 6 rows exceeds max_step_rows 8");
   EXPECT_EQ(store.lengths()[0], 0) << "a rejected step leaves the store as it was";
-  EXPECT_NO_THROW(fixed.forward(plan_of(4, 4), store));
+  EXPECT_NO_THROW(fixed.forward(plan_of(4, 3), store));
   StaticKvStore small(fixed.kv_layout(), 6, {.max_batch = 2, .max_rows = 8, .graphs = false});
   small.add();
   small.add();

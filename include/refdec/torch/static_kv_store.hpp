@@ -5,8 +5,8 @@
 // each sequence's entries where they lie, at addresses that never change, and a whole decoding
 // step can be captured once in a CUDA graph and replayed (StaticLlama, static_llama.hpp).
 //
-// A step is padded to a bucket: its batch to the next power of two (or max_batch), its rows per
-// sequence to the next power of two (or max_rows). The padded rows write their keys and values
+// A step is padded to a bucket: its batch and its rows per sequence each to the next of 1, 2, 3,
+// 4, 6, 8, 12, 16, 24, ... (static_buckets(), capped at max_batch and max_rows). The padded rows write their keys and values
 // past their sequence's real rows, or into one scratch entry after each sequence's capacity where
 // that runs out, and attend to that entry alone, so their results are finite and nothing reads
 // them. Each bucket has its own input buffers and, once captured, its own graph; the store keeps
@@ -36,8 +36,8 @@ REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Sizes and execution of a StaticKvStore.
 struct StaticStoreOptions {
-  std::int64_t max_batch = 1;         ///< sequences at once (batch buckets: powers of two below it, and it)
-  std::int64_t max_rows = 256;        ///< step rows per sequence at most (row buckets likewise)
+  std::int64_t max_batch = 1;         ///< sequences at once (batch buckets: static_buckets(max_batch))
+  std::int64_t max_rows = 256;        ///< step rows per sequence at most (row buckets: static_buckets(max_rows))
   std::int64_t max_step_rows = 4096;  ///< padded rows of one step at most (batch bucket x row bucket)
   /// Capture each bucket's step in a CUDA graph the first time it runs and replay it after that
   /// (a CUDA device and a CUDA build of libtorch; elsewhere the step runs eagerly). false: every
@@ -52,13 +52,27 @@ struct StaticStoreOptions {
   }
 };
 
-/// The bucket of `n` (>= 1) under `limit`: the smallest power of two >= n, or `limit` where that
-/// power exceeds it. Throws refdec::ArgumentError when n > limit, naming `what`.
+/// The buckets up to `limit` (>= 1): powers of two and the midpoints between them (1, 2, 3, 4, 6,
+/// 8, 12, 16, 24, ...), then `limit` itself, so that a step pads at most a third of its rows
+/// (a tree of 17 rows, budget 16 and its root, takes 24, not 32).
+inline std::vector<std::int64_t> static_buckets(std::int64_t limit) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t p = 1; p < limit; p *= 2) {
+    out.push_back(p);
+    if (p >= 2 && p + p / 2 < limit) out.push_back(p + p / 2);
+  }
+  out.push_back(limit);
+  return out;
+}
+
+/// The bucket of `n` (>= 1) under `limit`: the smallest of static_buckets(limit) >= n. Throws
+/// refdec::ArgumentError when n is outside [1, limit], naming `what`.
 inline std::int64_t static_bucket(std::int64_t n, std::int64_t limit, const char* what) {
   REFDEC_CHECK(n >= 1 && n <= limit, "StaticKvStore: " << n << " " << what << " outside the buckets' range [1, " << limit << "]");
-  std::int64_t b = 1;
-  while (b < n) b *= 2;
-  return std::min(b, limit);
+  for (std::int64_t p = 1;; p *= 2) {
+    if (p >= n) return std::min(p, limit);
+    if (p >= 2 && p + p / 2 >= n) return std::min(p + p / 2, limit);
+  }
 }
 
 /// One bucket's static buffers (StaticLlama fills and runs them; a store keeps them).
