@@ -70,7 +70,7 @@ timeout "$(limit 90)" ./build-gpu/tests/refdec_torch_tests --gtest_filter='Stati
 log speed bench, static step
 reserve=0; [[ $stages == *" hf "* || $stages == *" python "* ]] && reserve=${REFDEC_GPU_RESERVE_S:-150}
 timeout "$(limit "${REFDEC_GPU_BENCH_S:-330}" $reserve)" ./build-gpu/bench/refdec-speed-bench --shape 7b --device cuda --dtype bf16 \
-  --static --static-rows 256 --plain-tokens 64 --paired-steps 0 --cost-tokens 1 2 4 8 16 32 64 128 256 \
+  --static --static-rows 256 --plain-tokens 64 --paired-steps 0 --outside-batches 1 16 --cost-tokens 1 2 4 8 16 32 64 128 256 \
   --live live/specbench.jsonl live/llma-rag.jsonl --datastore .gpu-data/mtbench.ds --max-traces 1 --max-tokens 64 \
   --trajectories traj/*.json --batches 1 4 16 64 --sweep-steps 16 --live-compare --json "$OUT/gpu.json" 2>&1 \
   | tee "$OUT/bench.log"

@@ -207,8 +207,10 @@ class BenchModel {
     warm(it->second, batch, rows);
     return it->second.store;
   }
-  // Frees the store of `batch` sequences (the batch sweeps' caches are large).
-  void release(std::int64_t batch) { stores_.erase(batch); }
+  // Frees the stores of every batch size but `batch` (their caches are large).
+  void release_all_but(std::int64_t batch) {
+    std::erase_if(stores_, [batch](const auto& entry) { return entry.first != batch; });
+  }
 
  private:
   struct Warmed {
@@ -534,6 +536,10 @@ int main(int argc, char** argv) {
   app.add_option("--static-rows", static_rows, "the static step's largest row bucket (step rows per sequence; prefills go in chunks of it)")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 4096));
+  std::vector<std::int64_t> outside_batches = {1};
+  app.add_option("--outside-batches", outside_batches, "batch sizes at which speculative decoding's share outside the forward pass is timed")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 256));
   bool only_plain = false;
   app.add_flag("--only-plain", only_plain, "stop after plain decoding at batch 1 (and, with --static, the matrix products' own time)");
   bool live_compare = false;
@@ -742,13 +748,21 @@ int main(int argc, char** argv) {
       spec_opt.budget = 16;
       Request spec_req;
       for (std::size_t i = 0; i < context; ++i) spec_req.prompt.push_back(static_cast<Token>(3 + (i * 31) % 97));
-      std::vector<AnyDrafter> sources;
-      sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
-      sources.emplace_back(NgramTrieDrafter());
+      const auto mixture = [] {
+        std::vector<AnyDrafter> sources;
+        sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
+        sources.emplace_back(NgramTrieDrafter());
+        return AnyDrafter(MixtureDrafter(std::move(sources)));
+      };
       const std::int64_t spec_capacity = static_cast<std::int64_t>(context) + plain_tokens + 20;
-      const auto time_spec = [&](auto&& spec) {
-        spec.add(spec_req, AnyDrafter(MixtureDrafter(std::move(sources))));
-        while (spec.stats().tokens == 0) spec.step();
+      // B requests at once (their prompts shifted apart), each with its own mixture.
+      const auto time_spec = [&](auto&& spec, std::int64_t B) {
+        for (std::int64_t b = 0; b < B; ++b) {
+          Request r = spec_req;
+          for (Token& t : r.prompt) t = static_cast<Token>((t + b) % 97 + 3);
+          spec.add(r, mixture());
+        }
+        while (spec.stats().tokens < B) spec.step();
         const GenerateStats before = spec.stats();
         const auto t_spec = Clock::now();
         while (!spec.idle()) spec.step();
@@ -756,13 +770,18 @@ int main(int argc, char** argv) {
         return std::pair{1.0 - (spec.stats().verify.model - before.verify.model) / spec_wall,
                          (spec.stats().draft_seconds - before.draft_seconds) / spec_wall};
       };
-      const auto [spec_outside, drafting] =
-          static_step ? time_spec(Session(*bench_model.fixed(), bench_model.empty_store(1, spec_capacity, static_rows), spec_opt))
-                      : time_spec(Session(model, ContiguousKvStore(model.kv_layout(), spec_capacity), spec_opt));
-      std::cout << "speculative decoding (mixture of LLMA and the n-gram trie, budget 16), batch 1: " << 100.0 * spec_outside
-                << "% of the step outside the forward pass (drafting " << 100.0 * drafting << "%)\n\n";
-      report["speculative_outside_forward_fraction"] = spec_outside;
-      report["speculative_drafting_fraction"] = drafting;
+      for (const std::int64_t B : outside_batches) {
+        const auto [spec_outside, drafting] =
+            static_step ? time_spec(Session(*bench_model.fixed(), bench_model.empty_store(B, spec_capacity, static_rows), spec_opt), B)
+                        : time_spec(Session(model, ContiguousKvStore(model.kv_layout(), spec_capacity), spec_opt), B);
+        std::cout << "speculative decoding (mixture of LLMA and the n-gram trie, budget 16), batch " << B << ": " << 100.0 * spec_outside
+                  << "% of the step outside the forward pass (drafting " << 100.0 * drafting << "%)\n";
+        const std::string suffix = B == 1 ? "" : "_batch" + std::to_string(B);
+        report["speculative_outside_forward_fraction" + suffix] = spec_outside;
+        report["speculative_drafting_fraction" + suffix] = drafting;
+      }
+      if (static_step) bench_model.release_all_but(1);
+      std::cout << "\n";
     }
     write_json();
 

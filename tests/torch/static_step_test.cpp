@@ -57,19 +57,16 @@ struct Case {
 class StaticStepLogits : public ::testing::TestWithParam<Case> {};
 
 // Steps at every (batch, rows) bucket edge, each committed with the keep plan of greedy
-// acceptance, through both paths from the same prefill: the logits agree to rounding (float64:
-// 1e-9; float32: 2e-4) and, in float32, so does every argmax whose top two logits are 1e-3 apart.
-TEST_P(StaticStepLogits, EqualTheEagerModelAtEveryBucketBoundary) {
-  const Case c = GetParam();
-  LlamaConfig config = refdec_test::tiny_llama_config(c.kv_heads, kVocab, 160);
-  config.rope_style = c.rope;
-  const LlamaModel eager = LlamaModel::random(config, 5, c.dtype, at::kCPU, LinearKernel::kAten);
+// acceptance, through both paths (graphs as `options` says) from the same prefill on `device`: the
+// logits agree within `tolerance` and so does every argmax whose top two logits are 1e-3 apart.
+void expect_equal_at_bucket_edges(const LlamaConfig& config, at::ScalarType dtype, at::Device device, double tolerance,
+                                  StaticStoreOptions options) {
+  const LlamaModel eager = LlamaModel::random(config, 5, dtype, device, LinearKernel::kAten);
   const StaticLlama fixed(eager);
-  const double tolerance = c.dtype == at::kDouble ? 1e-9 : 2e-4;
   std::mt19937 rng(11);
   for (const std::int64_t batch : {1, 2, 3, 5}) {
     ContiguousKvStore reference(eager.kv_layout(), 150);
-    StaticKvStore store(fixed.kv_layout(), 150, {.max_batch = 5, .max_rows = 17, .graphs = false});
+    StaticKvStore store(fixed.kv_layout(), 150, options);
     std::vector<Token> last(static_cast<std::size_t>(batch));
     {  // prefill: chains of different lengths
       std::vector<LinearTree> chains;
@@ -98,8 +95,8 @@ TEST_P(StaticStepLogits, EqualTheEagerModelAtEveryBucketBoundary) {
         trees.push_back(tree_of(rng, last[static_cast<std::size_t>(b)], b == 0 ? rows : 1 + static_cast<std::int32_t>(rng() % rows)));
       StepPlan plan;
       plan_step(trees, {}, reference.lengths(), kVocab, plan);
-      const at::Tensor want = eager.forward(plan, reference);
-      const at::Tensor got = fixed.forward(plan, store);
+      const at::Tensor want = eager.forward(plan, reference).cpu();
+      const at::Tensor got = fixed.forward(plan, store).cpu();
       ASSERT_EQ(got.sizes(), want.sizes());
       ASSERT_EQ(got.scalar_type(), want.scalar_type());
       const double diff = (got - want).abs().max().item<double>();
@@ -127,6 +124,27 @@ TEST_P(StaticStepLogits, EqualTheEagerModelAtEveryBucketBoundary) {
       ASSERT_TRUE(std::equal(store.lengths().begin(), store.lengths().end(), reference.lengths().begin()));
     }
     EXPECT_GT(compared, 0);
+  }
+}
+
+// On the CPU, eagerly: float64 to 1e-9, float32 to 2e-4.
+TEST_P(StaticStepLogits, EqualTheEagerModelAtEveryBucketBoundary) {
+  const Case c = GetParam();
+  LlamaConfig config = refdec_test::tiny_llama_config(c.kv_heads, kVocab, 160);
+  config.rope_style = c.rope;
+  expect_equal_at_bucket_edges(config, c.dtype, at::kCPU, c.dtype == at::kDouble ? 1e-9 : 2e-4,
+                               {.max_batch = 5, .max_rows = 17, .graphs = false});
+}
+
+// On a GPU, float32, every bucket's step captured in a CUDA graph and replayed, against the eager
+// LlamaModel there (cuBLAS's own rounding: 1e-3).
+TEST(StaticStep, CapturedLogitsEqualTheEagerModelOnTheGpu) {
+  if (!StepGraph::available()) GTEST_SKIP() << "this libtorch has no CUDA: no CUDA graphs to capture";
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  for (const RopeStyle rope : {RopeStyle::kInterleaved, RopeStyle::kHalf}) {
+    LlamaConfig config = refdec_test::tiny_llama_config(2, kVocab, 160);
+    config.rope_style = rope;
+    expect_equal_at_bucket_edges(config, at::kFloat, at::Device(at::kCUDA), 1e-3, {.max_batch = 5, .max_rows = 17});
   }
 }
 
