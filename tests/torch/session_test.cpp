@@ -38,6 +38,7 @@
 #include "refdec/torch/llama2c_loader.hpp"
 #include "refdec/torch/paged_kv_store.hpp"
 #include "refdec/torch/static_llama.hpp"
+#include "refdec/torch/static_paged_kv_store.hpp"
 #include "common/tiny_llama.hpp"
 #include "test_data.hpp"
 
@@ -263,6 +264,21 @@ TEST_F(StaticStepSessions, EqualPlainDecodingOfTheEagerModel) {
                        defaults);
       },
       200, 40);
+}
+
+// The same over a paged cache (StaticPagedKvStore: blocks of 4 entries, fewer than 7 full-length
+// sequences would need), in 20 more schedules.
+TEST_F(StaticStepSessions, EqualPlainDecodingOfTheEagerModelOverAPagedCache) {
+  std::vector<StaticLlama> fixed;
+  for (const auto& m : models_) fixed.emplace_back(*m);
+  run_schedules(
+      [&](std::size_t m, const GenerateOptions& defaults) {
+        return Session(fixed[m],
+                       StaticPagedKvStore(fixed[m].kv_layout(), 7 * (kContext + 64) / 4, 4, kContext + 64,
+                                          {.max_batch = 7, .max_rows = 64, .graphs = false}),
+                       defaults);
+      },
+      240, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, SessionSchedules, ::testing::Values(StoreKind::kContiguous, StoreKind::kPaged),

@@ -6,6 +6,7 @@
 // Sessions over the static step (continuous batching, sampling) are in session_test.cpp.
 
 #include "refdec/torch/static_llama.hpp"
+#include "refdec/torch/static_paged_kv_store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "common/expect_error.hpp"
@@ -52,13 +54,24 @@ struct Case {
   at::ScalarType dtype;
   std::int64_t kv_heads;
   RopeStyle rope;
+  bool paged = false;  ///< StaticPagedKvStore (blocks of 4 entries), else StaticKvStore
 };
+
+// A static store of 150 entries per sequence, contiguous or paged.
+template <class Store>
+Store static_store(const StaticLlama& model, const StaticStoreOptions& options) {
+  if constexpr (std::is_same_v<Store, StaticPagedKvStore>)
+    return StaticPagedKvStore(model.kv_layout(), 5 * 150 / 4 + 5, 4, 150, options);
+  else
+    return StaticKvStore(model.kv_layout(), 150, options);
+}
 
 class StaticStepLogits : public ::testing::TestWithParam<Case> {};
 
 // Steps at every (batch, rows) bucket edge, each committed with the keep plan of greedy
 // acceptance, through both paths (graphs as `options` says) from the same prefill on `device`: the
 // logits agree within `tolerance` and so does every argmax whose top two logits are 1e-3 apart.
+template <class Store>
 void expect_equal_at_bucket_edges(const LlamaConfig& config, at::ScalarType dtype, at::Device device, double tolerance,
                                   StaticStoreOptions options) {
   const LlamaModel eager = LlamaModel::random(config, 5, dtype, device, LinearKernel::kAten);
@@ -66,7 +79,7 @@ void expect_equal_at_bucket_edges(const LlamaConfig& config, at::ScalarType dtyp
   std::mt19937 rng(11);
   for (const std::int64_t batch : {1, 2, 3, 5}) {
     ContiguousKvStore reference(eager.kv_layout(), 150);
-    StaticKvStore store(fixed.kv_layout(), 150, options);
+    Store store = static_store<Store>(fixed, options);
     std::vector<Token> last(static_cast<std::size_t>(batch));
     {  // prefill: chains of different lengths
       std::vector<LinearTree> chains;
@@ -132,8 +145,12 @@ TEST_P(StaticStepLogits, EqualTheEagerModelAtEveryBucketBoundary) {
   const Case c = GetParam();
   LlamaConfig config = refdec_test::tiny_llama_config(c.kv_heads, kVocab, 160);
   config.rope_style = c.rope;
-  expect_equal_at_bucket_edges(config, c.dtype, at::kCPU, c.dtype == at::kDouble ? 1e-9 : 2e-4,
-                               {.max_batch = 5, .max_rows = 17, .graphs = false});
+  const double tolerance = c.dtype == at::kDouble ? 1e-9 : 2e-4;
+  const StaticStoreOptions options{.max_batch = 5, .max_rows = 17, .graphs = false};
+  if (c.paged)
+    expect_equal_at_bucket_edges<StaticPagedKvStore>(config, c.dtype, at::kCPU, tolerance, options);
+  else
+    expect_equal_at_bucket_edges<StaticKvStore>(config, c.dtype, at::kCPU, tolerance, options);
 }
 
 // On a GPU, float32, every bucket's step captured in a CUDA graph and replayed, against the eager
@@ -144,18 +161,21 @@ TEST(StaticStep, CapturedLogitsEqualTheEagerModelOnTheGpu) {
   for (const RopeStyle rope : {RopeStyle::kInterleaved, RopeStyle::kHalf}) {
     LlamaConfig config = refdec_test::tiny_llama_config(2, kVocab, 160);
     config.rope_style = rope;
-    expect_equal_at_bucket_edges(config, at::kFloat, at::Device(at::kCUDA), 1e-3, {.max_batch = 5, .max_rows = 17});
+    expect_equal_at_bucket_edges<StaticKvStore>(config, at::kFloat, at::Device(at::kCUDA), 1e-3, {.max_batch = 5, .max_rows = 17});
+    expect_equal_at_bucket_edges<StaticPagedKvStore>(config, at::kFloat, at::Device(at::kCUDA), 1e-3, {.max_batch = 5, .max_rows = 17});
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(StaticStep, StaticStepLogits,
                          ::testing::Values(Case{at::kDouble, 4, RopeStyle::kInterleaved}, Case{at::kDouble, 2, RopeStyle::kHalf},
                                            Case{at::kDouble, 1, RopeStyle::kInterleaved}, Case{at::kFloat, 2, RopeStyle::kInterleaved},
-                                           Case{at::kFloat, 4, RopeStyle::kHalf}),
+                                           Case{at::kFloat, 4, RopeStyle::kHalf}, Case{at::kDouble, 2, RopeStyle::kInterleaved, true},
+                                           Case{at::kDouble, 1, RopeStyle::kHalf, true}, Case{at::kFloat, 4, RopeStyle::kInterleaved, true}),
                          [](const auto& param_info) {
                            return std::string(param_info.param.dtype == at::kDouble ? "fp64" : "fp32") + "_kv" +
                                   std::to_string(param_info.param.kv_heads) +
-                                  (param_info.param.rope == RopeStyle::kHalf ? "_half" : "_interleaved");
+                                  (param_info.param.rope == RopeStyle::kHalf ? "_half" : "_interleaved") +
+                                  (param_info.param.paged ? "_paged" : "");
                          });
 
 TEST(StaticStep, BucketsArePowersOfTwoAndTheirMidpointsUpToTheLimit) {
@@ -173,9 +193,9 @@ TEST(StaticStep, BucketsArePowersOfTwoAndTheirMidpointsUpToTheLimit) {
   refdec_test::expect_error([&] { (void)(static_bucket(0, 17, "rows")); }, "outside the buckets' range");
 }
 
-// The eager model over a StaticKvStore (its write(), read() and commit()) decodes as over the
-// contiguous store, with sequences joining and leaving (remove() moves the later ones down).
-TEST(StaticStep, StoreServesTheEagerModelAsTheContiguousStoreDoes) {
+// The eager model over a StaticKvStore or a StaticPagedKvStore (their write(), read() and
+// commit()) decodes as over the contiguous store, with sequences joining and leaving.
+TEST(StaticStep, StoresServeTheEagerModelAsTheContiguousStoreDoes) {
   const LlamaModel model = LlamaModel::random(refdec_test::tiny_llama_config(2, kVocab, 128), 9, at::kDouble);
   GenerateOptions options;
   options.budget = 8;
@@ -200,8 +220,8 @@ TEST(StaticStep, StoreServesTheEagerModelAsTheContiguousStoreDoes) {
     return out;
   };
   const auto want = run(ContiguousKvStore(model.kv_layout(), 160));
-  const auto got = run(StaticKvStore(model.kv_layout(), 160, {.max_batch = 4, .max_rows = 32, .graphs = false}));
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(run(StaticKvStore(model.kv_layout(), 160, {.max_batch = 4, .max_rows = 32, .graphs = false})), want);
+  EXPECT_EQ(run(StaticPagedKvStore(model.kv_layout(), 100, 8, 160, {.max_batch = 4, .max_rows = 32, .graphs = false})), want);
   for (const auto& o : want) EXPECT_FALSE(o.empty());
 }
 
@@ -236,6 +256,34 @@ TEST(StaticStep, RejectsWhatItsBucketsCannotHold) {
   refdec_test::expect_error([&] { (void)(fixed.forward(plan, other)); }, "the store's layout does not match the model's kv_layout()");
   refdec_test::expect_error([&] { (void)(StaticKvStore(fixed.kv_layout(), 0)); }, "capacity must be positive, got 0");
   refdec_test::expect_error([&] { (void)(StaticKvStore(fixed.kv_layout(), 8, {.max_batch = 0})); }, "max_batch, max_rows and max_step_rows must be positive");
+}
+
+TEST(StaticStep, PagedStoreRejectsWhatItCannotHoldAndFreesBlocks) {
+  const LlamaModel model = LlamaModel::random(refdec_test::tiny_llama_config(2, kVocab, 64), 3, at::kFloat);
+  const StaticLlama fixed(model);
+  StaticPagedKvStore store(fixed.kv_layout(), 3, 4, 10, {.max_batch = 2, .max_rows = 8, .graphs = false});
+  store.add();
+  store.add();
+  std::mt19937 rng(1);
+  StepPlan plan;
+  plan_step(std::vector<LinearTree>{tree_of(rng, 1, 8), tree_of(rng, 2, 5)}, {}, store.lengths(), kVocab, plan);
+  refdec_test::expect_error([&] { (void)fixed.forward(plan, store); }, "the step needs 4 more blocks of 4 entries but only 3 of 3 are free");
+  EXPECT_EQ(store.free_blocks(), 3) << "a rejected step allocates nothing";
+  plan_step(std::vector<LinearTree>{tree_of(rng, 1, 8), tree_of(rng, 2, 4)}, {}, store.lengths(), kVocab, plan);
+  (void)fixed.forward(plan, store);
+  EXPECT_EQ(store.free_blocks(), 0);
+  KeepPlan keep;
+  keep_accepted(plan, std::vector<Acceptance>(2), keep);  // each keeps its root alone
+  store.commit(keep);
+  EXPECT_EQ(store.free_blocks(), 1) << "blocks past the new lengths return to the pool";
+  store.remove(0);
+  EXPECT_EQ(store.free_blocks(), 2);
+  EXPECT_EQ(store.lengths()[0], 1);
+  StaticPagedKvStore small(fixed.kv_layout(), 3, 4, 6, {.max_rows = 8, .graphs = false});
+  small.add();
+  plan_step(std::vector<LinearTree>{tree_of(rng, 1, 7)}, {}, small.lengths(), kVocab, plan);
+  refdec_test::expect_error([&] { (void)fixed.forward(plan, small); }, "sequence 0 needs 7 entries (cached + step rows), more than max_entries 6");
+  refdec_test::expect_error([&] { (void)StaticPagedKvStore(fixed.kv_layout(), 0, 4, 10); }, "num_blocks, block_size and max_entries must be positive");
 }
 
 TEST(StaticStep, RejectsPackedModels) {

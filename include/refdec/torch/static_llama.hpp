@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "refdec/core/config.hpp"
@@ -31,6 +32,7 @@
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/static_kv_store.hpp"
+#include "refdec/torch/static_paged_kv_store.hpp"
 
 #if REFDEC_TORCH_CUDA
 #include <torch/version.h>
@@ -89,7 +91,17 @@ class StaticLlama {
   /// model), padded to the store's bucket for it; on a CUDA device with store.options().graphs
   /// the bucket's step is captured the first time and replayed after. The logits are a view of
   /// the bucket's output, valid until the store's next step.
-  at::Tensor forward(const StepPlan& plan, StaticKvStore& store) const {
+  at::Tensor forward(const StepPlan& plan, StaticKvStore& store) const { return forward_static(plan, store); }
+  /// The same over a paged cache (StaticPagedKvStore): attention gathers each sequence's entries
+  /// by their pool slots.
+  at::Tensor forward(const StepPlan& plan, StaticPagedKvStore& store) const { return forward_static(plan, store); }
+
+ private:
+  template <class Store>
+  static constexpr bool kPaged = std::is_same_v<Store, StaticPagedKvStore>;
+
+  template <class Store>
+  at::Tensor forward_static(const StepPlan& plan, Store& store) const {
     const std::int64_t R = plan.rows();
     REFDEC_CHECK(R > 0, "StaticLlama::forward: the plan has no rows");
     REFDEC_CHECK(static_cast<std::int64_t>(plan.tokens.size()) == R && static_cast<std::int64_t>(plan.positions.size()) == R,
@@ -119,7 +131,7 @@ class StaticLlama {
       state.model = id_;
       state.rotary = rotary_table(store.entries());
     }
-    StaticBucket& bucket = bucket_for(state, Bb, T);
+    StaticBucket& bucket = bucket_for(state, Bb, T, kPaged<Store> ? Bb * store.entries() : 0);
     fill_inputs(plan, store, bucket);
     const bool graph = options.graphs && device().is_cuda() && StepGraph::available();
     if (graph) {
@@ -135,7 +147,6 @@ class StaticLlama {
     return bucket.logits.narrow(0, 0, R);
   }
 
- private:
   struct Layer {
     at::Tensor attn_norm, ffn_norm;  // [dim]
     at::Tensor wqkv;                 // [(n_heads + 2 n_kv_heads) head_dim, dim]
@@ -160,7 +171,8 @@ class StaticLlama {
     return at::view_as_complex(at::stack({at::cos(angles), at::sin(angles)}, -1).to(real).contiguous()).to(device());
   }
 
-  StaticBucket& bucket_for(StaticStoreState& state, std::int64_t Bb, std::int64_t T) const {
+  // The bucket (Bb, T) of a store, made the first time; `slots` more int64 inputs for a paged store.
+  StaticBucket& bucket_for(StaticStoreState& state, std::int64_t Bb, std::int64_t T, std::int64_t slots) const {
     StaticBucket& bucket = state.buckets[{Bb, T}];
     if (bucket.batch != 0) return bucket;
     const std::int64_t P = Bb * T;
@@ -168,7 +180,7 @@ class StaticLlama {
     const auto on_host = at::TensorOptions().pinned_memory(device().is_cuda());
     bucket.batch = Bb;
     bucket.rows = T;
-    bucket.host_ints = at::zeros({4 * P + Bb}, on_host.dtype(at::kLong));
+    bucket.host_ints = at::zeros({4 * P + Bb + slots}, on_host.dtype(at::kLong));
     bucket.host_mask = at::zeros({Bb, T, T + 1}, on_host.dtype(at::kByte));
     bucket.ints = device().is_cpu() ? bucket.host_ints : at::zeros_like(bucket.host_ints, on_device);
     bucket.mask = device().is_cpu() ? bucket.host_mask : at::zeros_like(bucket.host_mask, on_device);
@@ -179,7 +191,10 @@ class StaticLlama {
   // The plan, padded to the bucket, into its host buffers and from there (one copy each) to the
   // device. Padded rows write entries past their sequence's real rows (the scratch entry where
   // those run out) and see the scratch entry alone: no softmax is empty, none reads them.
-  static void fill_inputs(const StepPlan& plan, const StaticKvStore& store, StaticBucket& bucket) {
+  // A paged store's rows write pool slots, and its sequences' entries are read through the slots
+  // listed after the other inputs; a contiguous store's rows write entries of their sequence.
+  template <class Store>
+  static void fill_inputs(const StepPlan& plan, const Store& store, StaticBucket& bucket) {
     const std::int64_t Bb = bucket.batch, T = bucket.rows, P = Bb * T;
     std::int64_t* tokens = bucket.host_ints.data_ptr<std::int64_t>();
     std::int64_t* positions = tokens + P;
@@ -187,7 +202,7 @@ class StaticLlama {
     std::int64_t* gather = entries + P;
     std::int64_t* lengths = gather + P;
     std::uint8_t* mask = bucket.host_mask.data_ptr<std::uint8_t>();
-    const std::int64_t scratch = store.entries() - 1;
+    const std::int64_t E = store.entries(), scratch = E - 1;
     std::fill(gather, gather + P, 0);
     std::fill(mask, mask + Bb * T * (T + 1), 0);
     for (std::int64_t b = 0; b < Bb; ++b) {
@@ -212,6 +227,13 @@ class StaticLlama {
           row[T] = 1;
         }
       }
+      if constexpr (kPaged<Store>) {
+        std::int64_t* slots = lengths + Bb + b * E;  // [E] the pool slot of each entry
+        for (std::int64_t e = 0; e < scratch; ++e) slots[e] = real ? store.slot_or_scratch(b, e) : store.scratch_slot();
+        slots[scratch] = store.scratch_slot();
+        for (std::int64_t i = 0; i < T; ++i)
+          entries[b * T + i] = real && i < n ? store.slot_or_scratch(b, length + i) : store.scratch_slot();
+      }
     }
     if (!bucket.ints.is_same(bucket.host_ints)) {
       // Blocking copies: the host buffers are rewritten by the next step.
@@ -233,7 +255,8 @@ class StaticLlama {
 
   // The step of a bucket over its device buffers: logits [P, vocab], row k the plan's row k for
   // k < plan rows (padded rows after them).
-  at::Tensor run(const StaticKvStore& store, const StaticBucket& bucket) const {
+  template <class Store>
+  at::Tensor run(const Store& store, const StaticBucket& bucket) const {
     const std::int64_t Bb = bucket.batch, T = bucket.rows, P = Bb * T, E = store.entries();
     const std::int64_t H = config_.n_heads, KV = config_.n_kv_heads, D = config_.head_dim(), G = H / KV;
     const auto dt = dtype();
@@ -268,14 +291,23 @@ class StaticLlama {
       const Layer& l = layers_[static_cast<std::size_t>(li)];
       const auto qkv = at::linear(rms_norm(x, l.attn_norm), l.wqkv).view({P, H + 2 * KV, D / 2, 2});
       const auto rotated = at::view_as_real(at::view_as_complex(qkv.to(compute)) * factors).to(dt).view({P, H + 2 * KV, D});
-      auto layer = store.cache()[li];                                      // [2, max_batch, KV, E, D]
-      const auto keys = layer[0], values = layer[1];                        // [max_batch, KV, E, D]
+      const auto kv = rotated.narrow(1, H, 2 * KV).view({P, 2, KV, D});
       using at::indexing::Slice;
-      layer.index_put_({Slice(), sequence, Slice(), entries}, rotated.narrow(1, H, 2 * KV).view({P, 2, KV, D}));
+      at::Tensor keys, values;  // [Bb, KV, E, D]
+      if constexpr (kPaged<Store>) {
+        auto layer = store.pool()[li];  // [2, slots, KV, D]
+        layer.index_put_({Slice(), entries}, kv.transpose(0, 1));
+        const auto gathered = layer.index_select(1, bucket.ints.narrow(0, 4 * P + Bb, Bb * E)).view({2, Bb, E, KV, D}).transpose(2, 3);
+        keys = gathered[0], values = gathered[1];
+      } else {
+        auto layer = store.cache()[li];  // [2, max_batch, KV, E, D]
+        layer.index_put_({Slice(), sequence, Slice(), entries}, kv);
+        keys = layer[0].narrow(0, 0, Bb), values = layer[1].narrow(0, 0, Bb);
+      }
       const auto q = rotated.narrow(1, 0, H).reshape({Bb, T, KV, G, D}).permute({0, 2, 3, 1, 4}).reshape({Bb, KV, G * T, D});
-      auto scores = at::matmul(q, keys.narrow(0, 0, Bb).transpose(-1, -2));  // [Bb, KV, G*T, E]
+      auto scores = at::matmul(q, keys.transpose(-1, -2));  // [Bb, KV, G*T, E]
       scores.view({Bb, KV, G, T, E}).add_(bias);
-      const auto attended = at::matmul(at::softmax(scores, -1), values.narrow(0, 0, Bb))  // [Bb, KV, G*T, D]
+      const auto attended = at::matmul(at::softmax(scores, -1), values)  // [Bb, KV, G*T, D]
                                 .view({Bb, KV, G, T, D})
                                 .permute({0, 3, 1, 2, 4})
                                 .reshape({P, H * D});

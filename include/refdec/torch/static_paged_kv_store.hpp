@@ -1,0 +1,210 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The static-shape step over a paged cache: one pool of fixed-size blocks shared by all sequences
+// (vLLM's PagedAttention layout, as PagedKvStore), for StaticLlama. Each step ships, besides the
+// bucket's inputs, the pool slot of every entry a padded sequence may attend to ([Bb, entries]:
+// its block table spelled out), so the step's shape stays fixed whatever blocks the sequences
+// hold. Attention gathers each sequence's entries by those slots (a copy of the prefix per layer,
+// where the contiguous StaticKvStore reads in place): the reference of a paged static step, for
+// engines whose cache is paged.
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/step_plan.hpp"
+#include "refdec/torch/abi.hpp"
+#include "refdec/torch/kv_store.hpp"
+#include "refdec/torch/static_kv_store.hpp"
+
+REFDEC_TORCH_NAMESPACE_BEGIN
+
+/// Keys and values of every layer in `num_blocks` blocks of `block_size` entries, and one scratch
+/// slot after them, for StaticLlama's static-shape step (see the file comment). A KvStore (the
+/// eager model runs over it too). A sequence holds at most `max_entries` entries (cached plus one
+/// step's rows): attention spans that many. Not thread-safe: one owner at a time; copies share the
+/// pool and the buckets.
+class StaticPagedKvStore {
+ public:
+  StaticPagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size, std::int64_t max_entries,
+                     StaticStoreOptions options = {})
+      : layout_(std::move(layout)),
+        block_size_(block_size),
+        max_entries_(max_entries),
+        options_(options),
+        state_(std::make_shared<StaticStoreState>()) {
+    layout_.validate();
+    options_.validate();
+    REFDEC_CHECK(num_blocks > 0 && block_size > 0 && num_blocks <= (std::int64_t{1} << 31) - 1 && max_entries > 0,
+                 "StaticPagedKvStore: num_blocks, block_size and max_entries must be positive (num_blocks < 2^31), got num_blocks="
+                     << num_blocks << " block_size=" << block_size << " max_entries=" << max_entries);
+    // [layers, 2 (keys, values), num_blocks * block_size + 1 (the scratch slot), kv_heads, head_dim];
+    // zeros: attention multiplies masked entries by a probability of 0.
+    pool_ = at::zeros({layout_.layers, 2, num_blocks * block_size + 1, layout_.kv_heads, layout_.head_dim}, layout_.options);
+    for (std::int64_t i = num_blocks - 1; i >= 0; --i) free_.push_back(static_cast<std::int32_t>(i));
+  }
+
+  const KvLayout& layout() const { return layout_; }
+  const StaticStoreOptions& options() const { return options_; }
+  /// Whether steps over this copy capture graphs (StaticKvStore::set_graphs()).
+  void set_graphs(bool on) { options_.graphs = on; }
+  std::int64_t block_size() const { return block_size_; }
+  std::int64_t num_blocks() const { return (pool_.size(2) - 1) / block_size_; }
+  std::int64_t free_blocks() const { return static_cast<std::int64_t>(free_.size()); }
+  /// Entries a sequence may hold: cached ones plus one step's rows.
+  std::int64_t capacity() const { return max_entries_; }
+  /// Entries a step's attention spans per sequence: capacity() plus the padded rows' scratch entry.
+  std::int64_t entries() const { return max_entries_ + 1; }
+  /// The pool slot nothing but padded rows writes or reads.
+  std::int64_t scratch_slot() const { return pool_.size(2) - 1; }
+  std::int64_t batch() const { return static_cast<std::int64_t>(tables_.size()); }
+  /// [batch] cached entries per sequence.
+  std::span<const std::int64_t> lengths() const { return lengths_; }
+  /// [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]; its address never changes.
+  const at::Tensor& pool() const { return pool_; }
+  /// The buckets' buffers and graphs (shared with copies of this store).
+  StaticStoreState& state() const { return *state_; }
+  /// The blocks of sequence `b`, in order: entry e lives in slot table[e / block_size] * block_size + e % block_size.
+  std::span<const std::int32_t> block_table(std::int64_t b) const {
+    check_index(b);
+    return tables_[static_cast<std::size_t>(b)];
+  }
+  /// The pool slot of entry `e` of sequence `b`, the scratch slot where its blocks do not reach.
+  std::int64_t slot_or_scratch(std::int64_t b, std::int64_t e) const {
+    const auto& table = tables_[static_cast<std::size_t>(b)];
+    const std::int64_t block = e / block_size_;
+    return block < static_cast<std::int64_t>(table.size()) ? table[static_cast<std::size_t>(block)] * block_size_ + e % block_size_
+                                                           : scratch_slot();
+  }
+
+  /// Appends an empty sequence (no blocks yet) and returns its index; at most options().max_batch.
+  std::int64_t add() {
+    REFDEC_CHECK(batch() < options_.max_batch, "StaticPagedKvStore: already " << batch() << " sequences, the store's max_batch");
+    tables_.emplace_back();
+    lengths_.push_back(0);
+    rows_.push_back(0);
+    indptr_.clear();
+    return batch() - 1;
+  }
+
+  /// Drops sequence `b` and returns its blocks to the pool; later sequences move down by one
+  /// (their block tables only: no entry is copied).
+  void remove(std::int64_t b) {
+    check_index(b);
+    const auto u = static_cast<std::size_t>(b);
+    free_.insert(free_.end(), tables_[u].rbegin(), tables_[u].rend());
+    tables_.erase(tables_.begin() + b);
+    lengths_.erase(lengths_.begin() + b);
+    rows_.erase(rows_.begin() + b);
+    indptr_.clear();
+  }
+
+  /// Prepares `plan`'s step: allocates the blocks each sequence's step rows need. Throws
+  /// refdec::ArgumentError, allocating nothing, when a sequence would pass capacity() or the pool
+  /// has too few free blocks.
+  void begin_step(const StepPlan& plan) {
+    torch_detail::check_plan_matches(plan, lengths_, "StaticPagedKvStore");
+    std::int64_t wanted = 0;
+    for (std::int32_t b = 0; b < plan.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      REFDEC_CHECK(plan.rows(b) <= options_.max_rows, "StaticPagedKvStore: sequence " << b << " has " << plan.rows(b)
+                                                                                      << " step rows, more than max_rows " << options_.max_rows);
+      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= max_entries_, "StaticPagedKvStore: sequence " << b << " needs " << lengths_[u] + plan.rows(b)
+                                                                                               << " entries (cached + step rows), more than max_entries "
+                                                                                               << max_entries_);
+      wanted += std::max<std::int64_t>(0, blocks_for(lengths_[u] + plan.rows(b)) - static_cast<std::int64_t>(tables_[u].size()));
+    }
+    REFDEC_CHECK(wanted <= free_blocks(), "StaticPagedKvStore: the step needs " << wanted << " more blocks of " << block_size_ << " entries but only "
+                                                                                << free_blocks() << " of " << num_blocks() << " are free");
+    for (std::int32_t b = 0; b < plan.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      while (static_cast<std::int64_t>(tables_[u].size()) < blocks_for(lengths_[u] + plan.rows(b))) {
+        tables_[u].push_back(free_.back());
+        free_.pop_back();
+      }
+      rows_[u] = plan.rows(b);
+    }
+    indptr_ = plan.indptr;
+  }
+
+  /// Writes one layer's keys and values of every plan row, each [R, kv_heads, head_dim] (the eager
+  /// model's path).
+  void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) {
+    REFDEC_CHECK(!indptr_.empty(), "StaticPagedKvStore: write() outside a step");
+    REFDEC_CHECK(k.size(0) == indptr_.back() && v.size(0) == indptr_.back(),
+                 "StaticPagedKvStore: write of " << k.size(0) << " rows in a step of " << indptr_.back());
+    std::vector<std::int64_t> slots;
+    for (std::size_t b = 0; b < lengths_.size(); ++b)
+      for (std::int64_t i = 0; i < rows_[b]; ++i) slots.push_back(slot_or_scratch(static_cast<std::int64_t>(b), lengths_[b] + i));
+    const auto index = at::tensor(slots, at::kLong).to(pool_.device());
+    pool_[layer][0].index_copy_(0, index, k.to(pool_.scalar_type()));
+    pool_[layer][1].index_copy_(0, index, v.to(pool_.scalar_type()));
+  }
+
+  /// Sequence `b`'s cached entries then its step rows, gathered from its blocks: keys and values,
+  /// each [lengths()[b] + step rows, kv_heads, head_dim].
+  std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
+    check_index(b);
+    const auto u = static_cast<std::size_t>(b);
+    std::vector<std::int64_t> slots;
+    for (std::int64_t e = 0; e < lengths_[u] + rows_[u]; ++e) slots.push_back(slot_or_scratch(b, e));
+    const auto index = at::tensor(slots, at::kLong).to(pool_.device());
+    return {pool_[layer][0].index_select(0, index), pool_[layer][1].index_select(0, index)};
+  }
+
+  /// Applies `keep` to the step begun last: kept rows move to entries lengths()[b], ... (one gather
+  /// and one scatter for every layer and sequence, none when every kept row is in place); blocks
+  /// past each sequence's new length return to the pool.
+  void commit(const KeepPlan& keep) {
+    REFDEC_CHECK(!indptr_.empty(), "StaticPagedKvStore: commit() without a step");
+    torch_detail::check_keep(keep, indptr_, lengths_, "StaticPagedKvStore");
+    std::vector<std::int64_t> src, dst;
+    for (std::int32_t b = 0; b < keep.batch(); ++b)
+      for_each_keep_move(keep, b, lengths_[static_cast<std::size_t>(b)], [&](std::int64_t from, std::int64_t to) {
+        src.push_back(slot_or_scratch(b, from));
+        dst.push_back(slot_or_scratch(b, to));
+      });
+    if (!src.empty()) {
+      // The gather copies, so overlapping slots are safe.
+      const auto flat = pool_.view({layout_.layers * 2, pool_.size(2), layout_.kv_heads * layout_.head_dim});
+      const auto s = at::tensor(src, at::kLong).to(pool_.device()), d = at::tensor(dst, at::kLong).to(pool_.device());
+      flat.index_copy_(1, d, flat.index_select(1, s));
+    }
+    for (std::int32_t b = 0; b < keep.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      lengths_[u] = keep.lengths[u];
+      rows_[u] = 0;
+      while (static_cast<std::int64_t>(tables_[u].size()) > blocks_for(lengths_[u])) {
+        free_.push_back(tables_[u].back());
+        tables_[u].pop_back();
+      }
+    }
+    indptr_.clear();
+  }
+
+ private:
+  std::int64_t blocks_for(std::int64_t n) const { return (n + block_size_ - 1) / block_size_; }
+  void check_index(std::int64_t b) const {
+    REFDEC_CHECK(b >= 0 && b < batch(), "StaticPagedKvStore: sequence " << b << " out of range [0, " << batch() << ")");
+  }
+
+  KvLayout layout_;
+  std::int64_t block_size_;
+  std::int64_t max_entries_;
+  StaticStoreOptions options_;
+  at::Tensor pool_;                                // [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]
+  std::vector<std::int32_t> free_;                 // free blocks, the next one at the back
+  std::vector<std::vector<std::int32_t>> tables_;  // [batch] block table of each sequence
+  std::vector<std::int64_t> lengths_;              // [batch] cached entries
+  std::vector<std::int64_t> rows_;                 // [batch] rows of the step begun last
+  std::vector<std::int32_t> indptr_;               // [batch + 1] of the step begun last; empty outside a step
+  std::shared_ptr<StaticStoreState> state_;
+};
+
+REFDEC_TORCH_NAMESPACE_END
