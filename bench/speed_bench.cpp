@@ -53,6 +53,10 @@
 #include "refdec/torch/generate.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/static_llama.hpp"
+
+#if REFDEC_EVAL_STATIC_KERNELS
+#include "eval/static_kernels.hpp"
+#endif
 #include "refdec/torch/verifier.hpp"
 #include "shapes.hpp"
 
@@ -206,6 +210,12 @@ class BenchModel {
     }
     warm(it->second, batch, rows);
     return it->second.store;
+  }
+  // Runs the static step's fused kernels; the stores made so far go (their graphs ran without).
+  void set_kernels(const StaticKernels& kernels) {
+    REFDEC_CHECK(fixed_.has_value(), "--static-kernels needs --static");
+    fixed_->set_kernels(kernels);
+    stores_.clear();
   }
   // Frees the stores of every batch size but `batch` (their caches are large).
   void release_all_but(std::int64_t batch) {
@@ -540,6 +550,10 @@ int main(int argc, char** argv) {
   app.add_option("--outside-batches", outside_batches, "batch sizes at which speculative decoding's share outside the forward pass is timed")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 256));
+  bool static_kernels = false;
+  app.add_flag("--static-kernels", static_kernels,
+               "with --static: the step's fused CUDA kernels (the rotary scatter, SwiGLU; built where nvcc and a CUDA build of "
+               "libtorch exist); plain decoding at batch 1 is also timed on the static step without them");
   bool only_plain = false;
   app.add_flag("--only-plain", only_plain, "stop after plain decoding at batch 1 (and, with --static, the matrix products' own time)");
   bool live_compare = false;
@@ -643,8 +657,18 @@ int main(int argc, char** argv) {
       const GenerateStats& after = session.stats();
       return std::pair{static_cast<double>(after.tokens - before.tokens) / wall, 1.0 - (after.verify.model - before.verify.model) / wall};
     };
-    double eager_tps = 0.0, eager_outside = 0.0;
+    double eager_tps = 0.0, eager_outside = 0.0, ops_tps = 0.0, ops_outside = 0.0;
     if (static_step) std::tie(eager_tps, eager_outside) = time_plain_session(Session(model, ContiguousKvStore(model.kv_layout(), plain_capacity), plain_opt));
+    if (static_kernels) {
+#if REFDEC_EVAL_STATIC_KERNELS
+      const StaticLlama ops(model);  // torch operations only, on a store of its own
+      std::tie(ops_tps, ops_outside) =
+          time_plain_session(Session(ops, StaticKvStore(ops.kv_layout(), plain_capacity, {.max_rows = static_rows}), plain_opt));
+      bench_model.set_kernels(refdec_eval::static_kernels());
+#else
+      REFDEC_CHECK(false, "--static-kernels: this build has no fused kernels (they need nvcc and a CUDA build of libtorch)");
+#endif
+    }
     const double bandwidth_before = measure_bandwidth(device, bandwidth_mib << 20, 10);
     const auto [batch1_tps, outside] =
         static_step ? time_plain_session(Session(*bench_model.fixed(), bench_model.empty_store(1, plain_capacity, static_rows), plain_opt))
@@ -658,10 +682,17 @@ int main(int argc, char** argv) {
       std::cout << "plain decoding on the eager model, batch 1, context " << context << ": " << eager_tps << " tokens/s = "
                 << 100.0 * eager_tps / roofline << "% of the roofline; " << 100.0 * eager_outside
                 << "% of the step outside the forward pass\n";
-    std::cout << "plain decoding" << (static_step ? " on the static step" : "") << ", batch 1, context " << context << ": " << batch1_tps
+    if (static_kernels)
+      std::cout << "plain decoding on the static step, torch operations only, batch 1, context " << context << ": " << ops_tps
+                << " tokens/s = " << 100.0 * ops_tps / roofline << "% of the roofline; " << 100.0 * ops_outside
+                << "% of the step outside the forward pass\n";
+    std::cout << "plain decoding" << (static_step ? static_kernels ? " on the static step, fused kernels" : " on the static step" : "")
+              << ", batch 1, context " << context << ": " << batch1_tps
               << " tokens/s = " << 100.0 * batch1_tps / roofline << "% of the roofline; " << 100.0 * outside
               << "% of the step outside the forward pass (and its argmax)\n";
     report["static"] = static_step;
+    report["static_kernels"] = static_kernels;
+    if (static_kernels) report["plain_static_ops_tokens_per_s"] = ops_tps;
     if (static_step) {
       report["plain_eager_tokens_per_s"] = eager_tps;
       report["plain_eager_roofline_fraction"] = eager_tps / roofline;

@@ -15,6 +15,7 @@
 #include "refdec/core/sampled_accept.hpp"
 #include "refdec/core/sampling.hpp"
 #include "refdec/core/step_cost.hpp"
+#include "refdec/core/static_step_device.hpp"
 #include "refdec/core/step_device.hpp"
 #include "refdec/core/step_driver.hpp"
 #include "refdec/core/worker_pool.hpp"

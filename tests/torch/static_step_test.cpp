@@ -27,6 +27,10 @@
 #include "refdec/torch/session.hpp"
 #include "refdec/torch/verifier.hpp"
 
+#if REFDEC_EVAL_STATIC_KERNELS
+#include "eval/static_kernels.hpp"
+#endif
+
 namespace {
 
 using namespace refdec;
@@ -73,9 +77,13 @@ class StaticStepLogits : public ::testing::TestWithParam<Case> {};
 // logits agree within `tolerance` and so does every argmax whose top two logits are 1e-3 apart.
 template <class Store>
 void expect_equal_at_bucket_edges(const LlamaConfig& config, at::ScalarType dtype, at::Device device, double tolerance,
-                                  StaticStoreOptions options) {
+                                  StaticStoreOptions options, const StaticKernels* kernels = nullptr) {
   const LlamaModel eager = LlamaModel::random(config, 5, dtype, device, LinearKernel::kAten);
-  const StaticLlama fixed(eager);
+  StaticLlama fixed(eager);
+  if (kernels != nullptr) {
+    fixed.set_kernels(*kernels);
+    ASSERT_TRUE(fixed.fused());
+  }
   std::mt19937 rng(11);
   for (const std::int64_t batch : {1, 2, 3, 5}) {
     ContiguousKvStore reference(eager.kv_layout(), 150);
@@ -177,6 +185,40 @@ INSTANTIATE_TEST_SUITE_P(StaticStep, StaticStepLogits,
                                   (param_info.param.rope == RopeStyle::kHalf ? "_half" : "_interleaved") +
                                   (param_info.param.paged ? "_paged" : "");
                          });
+
+// The same with the fused kernels (the rotary scatter and SwiGLU, refdec/cuda/static_kernels.cuh)
+// in the captured steps.
+TEST(StaticStep, FusedKernelsEqualTheEagerModelOnTheGpu) {
+#if !REFDEC_EVAL_STATIC_KERNELS
+  GTEST_SKIP() << "built without the static step's fused CUDA kernels (they need a CUDA compiler and a CUDA build of libtorch)";
+#else
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  for (const RopeStyle rope : {RopeStyle::kInterleaved, RopeStyle::kHalf}) {
+    LlamaConfig config = refdec_test::tiny_llama_config(2, kVocab, 160);
+    config.rope_style = rope;
+    const StaticStoreOptions options{.max_batch = 5, .max_rows = 17};
+    expect_equal_at_bucket_edges<StaticKvStore>(config, at::kFloat, at::Device(at::kCUDA), 1e-3, options, &refdec_eval::static_kernels());
+    expect_equal_at_bucket_edges<StaticPagedKvStore>(config, at::kFloat, at::Device(at::kCUDA), 1e-3, options, &refdec_eval::static_kernels());
+  }
+#endif
+}
+
+TEST(StaticStep, FusedKernelsAreUsedOnlyOnAGpu) {
+  const LlamaModel model = LlamaModel::random(refdec_test::tiny_llama_config(2, kVocab, 64), 3, at::kFloat);
+  StaticLlama fixed(model);
+  EXPECT_FALSE(fixed.fused());
+  StaticKernels fake;
+  fake.rotary_scatter = [](const RotaryScatterArgs&, void*) { ADD_FAILURE() << "a fused kernel ran on the CPU"; };
+  fake.swiglu = [](const SwigluArgs&, void*) { ADD_FAILURE() << "a fused kernel ran on the CPU"; };
+  fixed.set_kernels(fake);
+  EXPECT_FALSE(fixed.fused()) << "a CPU model runs torch operations";
+  StaticKvStore store(fixed.kv_layout(), 20, {.graphs = false});
+  store.add();
+  StepPlan plan;
+  std::mt19937 rng(3);
+  plan_step(std::vector<LinearTree>{tree_of(rng, 1, 3)}, {}, store.lengths(), kVocab, plan);
+  EXPECT_EQ(fixed.forward(plan, store).size(0), 3);
+}
 
 TEST(StaticStep, BucketsArePowersOfTwoAndTheirMidpointsUpToTheLimit) {
   EXPECT_EQ(static_buckets(17), (std::vector<std::int64_t>{1, 2, 3, 4, 6, 8, 12, 16, 17}));

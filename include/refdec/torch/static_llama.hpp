@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/static_step_device.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/cuda_graph.hpp"
@@ -75,6 +76,17 @@ class StaticLlama {
     final_norm_ = w.final_norm;
     output_ = w.output;
   }
+
+  /// Runs the step's fused operations (the rotary scatter, SwiGLU: core/static_step_device.hpp)
+  /// through `kernels` on a CUDA device, for float32, bf16 and fp16 weights: cuda_static_kernels()
+  /// of refdec/cuda/static_kernels.cuh, from a translation unit nvcc compiles. StaticKernels{}
+  /// goes back to torch operations. Stores capture this model's graphs again after a change.
+  void set_kernels(const StaticKernels& kernels) {
+    kernels_ = kernels;
+    id_ = next_id();
+  }
+  /// Whether steps on this model's device run the fused kernels (set_kernels()).
+  bool fused() const { return kernels_.rotary_scatter != nullptr && kernels_.swiglu != nullptr && device().is_cuda() && dtype() != at::kDouble; }
 
   const LlamaConfig& config() const { return config_; }
   std::int64_t vocab_size() const { return config_.vocab_size; }
@@ -267,13 +279,16 @@ class StaticLlama {
     const auto& sequence = bucket.sequence_of_row;
     const auto longs = at::TensorOptions().dtype(at::kLong).device(device());
 
-    // Rotary factors of every row: q's scaled by 1 / sqrt(head_dim), k's as they are, and 1 for v,
-    // which rides in the same product (exactly unchanged) so that k and v leave it side by side.
-    const auto turn = store.state().rotary.index_select(0, positions).unsqueeze(1);  // [P, 1, D/2] complex
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    const auto factors = at::cat({(turn * scale).expand({P, H, D / 2}), turn.expand({P, KV, D / 2}),
-                                  at::ones_like(turn).expand({P, KV, D / 2})},
-                                 1);  // [P, H + 2 KV, D/2]
+    const bool fused_ops = fused();
+    // Rotary factors of every row (the torch path's): q's scaled by 1 / sqrt(head_dim), k's as they
+    // are, and 1 for v, which rides in the same product (exactly unchanged) so that k and v leave
+    // it side by side. The fused kernels read the table by position themselves.
+    at::Tensor factors;  // [P, H + 2 KV, D/2] complex
+    if (!fused_ops) {
+      const auto turn = store.state().rotary.index_select(0, positions).unsqueeze(1);  // [P, 1, D/2] complex
+      factors = at::cat({(turn * scale).expand({P, H, D / 2}), turn.expand({P, KV, D / 2}), at::ones_like(turn).expand({P, KV, D / 2})}, 1);
+    }
     // The additive mask [Bb, 1, 1, T, E]: each sequence's cached entries, its step rows as the
     // plan's mask lists them, and for padded rows the scratch entry (E - 1) alone. Step columns
     // past the scratch entry only ever carry a 0 there.
@@ -286,25 +301,63 @@ class StaticLlama {
                           .masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity())
                           .view({Bb, 1, 1, T, E});
 
+    void* stream = nullptr;  // the current CUDA stream, for the fused kernels
+#if REFDEC_TORCH_CUDA
+    if (fused_ops) stream = at::cuda::getCurrentCUDAStream().stream();
+#endif
+    const auto element = dt == at::kBFloat16 ? ElementType::kBFloat16 : dt == at::kHalf ? ElementType::kFloat16 : ElementType::kFloat32;
+    const at::Tensor turns = fused_ops ? at::view_as_real(store.state().rotary) : at::Tensor();  // [E, D/2, 2] float
+
     auto x = at::embedding(embedding_, tokens);  // [P, dim]
     for (std::int64_t li = 0; li < config_.n_layers; ++li) {
       const Layer& l = layers_[static_cast<std::size_t>(li)];
-      const auto qkv = at::linear(rms_norm(x, l.attn_norm), l.wqkv).view({P, H + 2 * KV, D / 2, 2});
-      const auto rotated = at::view_as_real(at::view_as_complex(qkv.to(compute)) * factors).to(dt).view({P, H + 2 * KV, D});
-      const auto kv = rotated.narrow(1, H, 2 * KV).view({P, 2, KV, D});
+      const auto qkv = at::linear(rms_norm(x, l.attn_norm), l.wqkv);  // [P, (H + 2 KV) D]
       using at::indexing::Slice;
+      // The layer's keys and values in the cache, and where a row's go.
+      const at::Tensor layer = [&] {  // [2, slots, KV, D] (paged) or [2, max_batch, KV, E, D]
+        if constexpr (kPaged<Store>)
+          return store.pool()[li];
+        else
+          return store.cache()[li];
+      }();
+      at::Tensor q;  // [P, H, D], rotated and scaled
+      if (fused_ops) {
+        q = at::empty({P, H, D}, qkv.options());
+        RotaryScatterArgs a;
+        a.qkv = qkv.data_ptr();
+        a.turns = turns.data_ptr<float>();
+        a.positions = positions.data_ptr<std::int64_t>();
+        a.sequence = sequence.data_ptr<std::int64_t>();
+        a.written = entries.data_ptr<std::int64_t>();
+        a.q = q.data_ptr();
+        a.keys = layer[0].data_ptr();
+        a.values = layer[1].data_ptr();
+        a.rows = P, a.heads = H, a.kv_heads = KV, a.head_dim = D;
+        a.stride_sequence = kPaged<Store> ? 0 : KV * E * D;
+        a.stride_head = kPaged<Store> ? D : E * D;
+        a.stride_element = kPaged<Store> ? KV * D : D;
+        a.scale = static_cast<float>(scale);
+        a.type = element;
+        kernels_.rotary_scatter(a, stream);
+      } else {
+        const auto rotated =
+            at::view_as_real(at::view_as_complex(qkv.view({P, H + 2 * KV, D / 2, 2}).to(compute)) * factors).to(dt).view({P, H + 2 * KV, D});
+        const auto kv = rotated.narrow(1, H, 2 * KV).view({P, 2, KV, D});
+        auto target = layer;
+        if constexpr (kPaged<Store>)
+          target.index_put_({Slice(), entries}, kv.transpose(0, 1));
+        else
+          target.index_put_({Slice(), sequence, Slice(), entries}, kv);
+        q = rotated.narrow(1, 0, H);
+      }
       at::Tensor keys, values;  // [Bb, KV, E, D]
       if constexpr (kPaged<Store>) {
-        auto layer = store.pool()[li];  // [2, slots, KV, D]
-        layer.index_put_({Slice(), entries}, kv.transpose(0, 1));
         const auto gathered = layer.index_select(1, bucket.ints.narrow(0, 4 * P + Bb, Bb * E)).view({2, Bb, E, KV, D}).transpose(2, 3);
         keys = gathered[0], values = gathered[1];
       } else {
-        auto layer = store.cache()[li];  // [2, max_batch, KV, E, D]
-        layer.index_put_({Slice(), sequence, Slice(), entries}, kv);
         keys = layer[0].narrow(0, 0, Bb), values = layer[1].narrow(0, 0, Bb);
       }
-      const auto q = rotated.narrow(1, 0, H).reshape({Bb, T, KV, G, D}).permute({0, 2, 3, 1, 4}).reshape({Bb, KV, G * T, D});
+      q = q.reshape({Bb, T, KV, G, D}).permute({0, 2, 3, 1, 4}).reshape({Bb, KV, G * T, D});
       auto scores = at::matmul(q, keys.transpose(-1, -2));  // [Bb, KV, G*T, E]
       scores.view({Bb, KV, G, T, E}).add_(bias);
       const auto attended = at::matmul(at::softmax(scores, -1), values)  // [Bb, KV, G*T, D]
@@ -314,13 +367,21 @@ class StaticLlama {
       x.addmm_(attended, l.wo.t());
       const auto gate_up = at::linear(rms_norm(x, l.ffn_norm), l.w13);  // [P, 2 hidden]
       const std::int64_t hidden = config_.hidden_dim;
-      x.addmm_(at::silu(gate_up.narrow(1, 0, hidden)).mul_(gate_up.narrow(1, hidden, hidden)), l.w2.t());
+      at::Tensor act;  // [P, hidden]
+      if (fused_ops) {
+        act = at::empty({P, hidden}, gate_up.options());
+        kernels_.swiglu({gate_up.data_ptr(), act.data_ptr(), P, hidden, element}, stream);
+      } else {
+        act = at::silu(gate_up.narrow(1, 0, hidden)).mul_(gate_up.narrow(1, hidden, hidden));
+      }
+      x.addmm_(act, l.w2.t());
     }
     return at::linear(rms_norm(x.index_select(0, gather), final_norm_), output_).to(compute);
   }
 
   LlamaConfig config_;
-  std::uint64_t id_;  // the stores' buckets say which model they were built for
+  std::uint64_t id_;  // the stores' buckets say which model (and kernels) they were built for
+  StaticKernels kernels_;
   std::vector<Layer> layers_;
   at::Tensor embedding_;   // [vocab, dim]
   at::Tensor final_norm_;  // [dim]

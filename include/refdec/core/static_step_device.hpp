@@ -1,0 +1,101 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Fused operations of the static-shape step (torch/static_llama.hpp), as plain data and
+// per-element logic shared by the CUDA kernels (refdec/cuda/static_kernels.cuh) and the host tests:
+//
+// - rotary scatter: one pass over a step's fused q/k/v rows rotates q (scaled by 1 / sqrt(head
+//   dimension)) into its own buffer, rotates k and writes it, and writes v, into the cache, where
+//   the step's torch operations take four launches (a cast, the complex product, a cast back and a
+//   scatter);
+// - SwiGLU: silu(gate) * up in one pass instead of two.
+//
+// An engine or a benchmark compiled with nvcc hands StaticKernels (the launchers) to
+// StaticLlama::set_kernels(); without them the step runs torch operations only.
+
+#include <cstdint>
+
+#include "refdec/core/config.hpp"
+
+REFDEC_NAMESPACE_BEGIN
+
+/// Element type of the fused operations' tensors.
+enum class ElementType : std::int32_t {
+  kFloat32 = 0,
+  kBFloat16 = 1,
+  kFloat16 = 2,
+};
+
+/// A rotary scatter over `rows` padded rows (see the file comment). Rows hold heads of head_dim
+/// elements whose pairs (2j, 2j + 1) rotate by the row's position (turns: cos, sin). Keys and
+/// values of row r go to element `written[r]` of sequence `sequence[r]` (a contiguous cache; a
+/// paged pool has one "sequence", stride 0, and pool slots as elements).
+struct RotaryScatterArgs {
+  const void* qkv = nullptr;                  // [rows, (heads + 2 kv_heads) * head_dim]
+  const float* turns = nullptr;               // [positions, head_dim / 2, 2] cos, sin
+  const std::int64_t* positions = nullptr;    // [rows]
+  const std::int64_t* sequence = nullptr;     // [rows]
+  const std::int64_t* written = nullptr;      // [rows] element (entry or slot) the row's keys and values go to
+  void* q = nullptr;                          // [rows, heads, head_dim]: rotated, scaled
+  void* keys = nullptr;                       // the layer's keys: sequence * stride_sequence + head * stride_head + written * stride_element
+  void* values = nullptr;                     // the layer's values, same strides
+  std::int64_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  std::int64_t stride_sequence = 0, stride_head = 0, stride_element = 0;  // in elements
+  float scale = 1.0f;                         // q's factor
+  ElementType type = ElementType::kFloat32;
+
+  /// Pairs processed: rows x (heads + 2 kv_heads) x head_dim / 2 (one thread each).
+  REFDEC_HOST_DEVICE std::int64_t pairs() const { return rows * (heads + 2 * kv_heads) * (head_dim / 2); }
+};
+
+/// Where pair `index` of a rotary scatter is read and written, and how it is turned.
+struct RotaryPair {
+  std::int32_t part = 0;      // 0: q (rotated, scaled), 1: keys (rotated), 2: values (copied)
+  std::int64_t source = 0;    // element of qkv: the pair's first
+  std::int64_t target = 0;    // element of q, keys or values: the pair's first
+  std::int64_t turn = 0;      // element of turns: the pair's cos (its sin follows)
+};
+
+/// The RotaryPair of pair `index` (< a.pairs()).
+REFDEC_HOST_DEVICE RotaryPair rotary_pair(const RotaryScatterArgs& a, std::int64_t index) {
+  const std::int64_t half = a.head_dim / 2, heads_all = a.heads + 2 * a.kv_heads;
+  const std::int64_t j = index % half;
+  const std::int64_t h = (index / half) % heads_all;
+  const std::int64_t r = index / (half * heads_all);
+  RotaryPair p;
+  p.source = (r * heads_all + h) * a.head_dim + 2 * j;
+  p.turn = (a.positions[r] * half + j) * 2;
+  if (h < a.heads) {
+    p.part = 0;
+    p.target = (r * a.heads + h) * a.head_dim + 2 * j;
+  } else {
+    p.part = h < a.heads + a.kv_heads ? 1 : 2;
+    const std::int64_t kv = p.part == 1 ? h - a.heads : h - a.heads - a.kv_heads;
+    p.target = a.sequence[r] * a.stride_sequence + kv * a.stride_head + a.written[r] * a.stride_element + 2 * j;
+  }
+  return p;
+}
+
+/// The pair (x0, x1) turned by (c, s) and scaled: (x0 c - x1 s, x0 s + x1 c) x scale, with the
+/// scale folded into c and s first (as the torch path's complex factors are).
+REFDEC_HOST_DEVICE void turn_pair(float x0, float x1, float c, float s, float scale, float& y0, float& y1) {
+  const float cs = c * scale, ss = s * scale;
+  y0 = x0 * cs - x1 * ss;
+  y1 = x0 * ss + x1 * cs;
+}
+
+/// SwiGLU over `rows` rows of [gate, up] (each `hidden` wide): out = silu(gate) * up.
+struct SwigluArgs {
+  const void* gate_up = nullptr;  // [rows, 2 hidden]
+  void* out = nullptr;            // [rows, hidden]
+  std::int64_t rows = 0, hidden = 0;
+  ElementType type = ElementType::kFloat32;
+};
+
+/// The fused operations' launchers (refdec/cuda/static_kernels.cuh: cuda_static_kernels()), each
+/// asynchronous on `stream` (a cudaStream_t).
+struct StaticKernels {
+  void (*rotary_scatter)(const RotaryScatterArgs& args, void* stream) = nullptr;
+  void (*swiglu)(const SwigluArgs& args, void* stream) = nullptr;
+};
+
+REFDEC_NAMESPACE_END

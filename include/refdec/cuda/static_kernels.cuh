@@ -1,0 +1,112 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// CUDA kernels of the static-shape step's fused operations (refdec/core/static_step_device.hpp:
+// the rotary scatter and SwiGLU), over raw pointers and a stream, and cuda_static_kernels(), their
+// launchers as StaticLlama::set_kernels() takes them. A translation unit compiled by nvcc includes
+// this header and hands the launchers to code compiled without it. Launches are asynchronous (a
+// CUDA graph captures them); bad sizes throw refdec::Error before any CUDA call.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "refdec/core/config.hpp"
+#include "refdec/core/static_step_device.hpp"
+#include "refdec/cuda/check.cuh"
+
+REFDEC_NAMESPACE_BEGIN
+
+namespace detail {
+
+inline __device__ float element_to_float(float x) { return x; }
+inline __device__ float element_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+inline __device__ float element_to_float(__half x) { return __half2float(x); }
+template <typename T>
+__device__ T element_from_float(float x);
+template <>
+inline __device__ float element_from_float<float>(float x) {
+  return x;
+}
+template <>
+inline __device__ __nv_bfloat16 element_from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+template <>
+inline __device__ __half element_from_float<__half>(float x) {
+  return __float2half(x);
+}
+
+template <int kThreads, typename T>
+__global__ void __launch_bounds__(kThreads) rotary_scatter_kernel(RotaryScatterArgs a) {
+  const std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (index >= a.pairs()) return;
+  const RotaryPair p = rotary_pair(a, index);
+  const T* qkv = static_cast<const T*>(a.qkv);
+  const float x0 = element_to_float(qkv[p.source]), x1 = element_to_float(qkv[p.source + 1]);
+  float y0 = x0, y1 = x1;
+  if (p.part != 2) turn_pair(x0, x1, a.turns[p.turn], a.turns[p.turn + 1], p.part == 0 ? a.scale : 1.0f, y0, y1);
+  T* out = static_cast<T*>(p.part == 0 ? a.q : p.part == 1 ? a.keys : a.values);
+  out[p.target] = element_from_float<T>(y0);
+  out[p.target + 1] = element_from_float<T>(y1);
+}
+
+template <int kThreads, typename T>
+__global__ void __launch_bounds__(kThreads) swiglu_kernel(SwigluArgs a) {
+  const std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (index >= a.rows * a.hidden) return;
+  const std::int64_t r = index / a.hidden, j = index % a.hidden;
+  const T* gu = static_cast<const T*>(a.gate_up);
+  const float g = element_to_float(gu[r * 2 * a.hidden + j]), u = element_to_float(gu[r * 2 * a.hidden + a.hidden + j]);
+  static_cast<T*>(a.out)[index] = element_from_float<T>(g / (1.0f + __expf(-g)) * u);
+}
+
+constexpr int kStaticThreads = 256;
+
+inline unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kStaticThreads - 1) / kStaticThreads); }
+
+}  // namespace detail
+
+/// Launches the rotary scatter `a` on `stream` (RotaryScatterArgs).
+inline void launch_rotary_scatter(const RotaryScatterArgs& a, cudaStream_t stream) {
+  REFDEC_CHECK(a.rows > 0 && a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 && a.pairs() < (std::int64_t{1} << 40),
+               "launch_rotary_scatter: rows " << a.rows << ", heads " << a.heads << ", kv_heads " << a.kv_heads << ", head_dim " << a.head_dim);
+  REFDEC_CHECK(a.qkv != nullptr && a.turns != nullptr && a.positions != nullptr && a.sequence != nullptr && a.written != nullptr &&
+                   a.q != nullptr && a.keys != nullptr && a.values != nullptr,
+               "launch_rotary_scatter: null pointer");
+  using namespace detail;
+  switch (a.type) {
+    case ElementType::kFloat32: rotary_scatter_kernel<kStaticThreads, float><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a); break;
+    case ElementType::kBFloat16:
+      rotary_scatter_kernel<kStaticThreads, __nv_bfloat16><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a);
+      break;
+    case ElementType::kFloat16: rotary_scatter_kernel<kStaticThreads, __half><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a); break;
+  }
+  REFDEC_CUDA_CHECK(cudaGetLastError());
+}
+
+/// Launches SwiGLU `a` on `stream` (SwigluArgs).
+inline void launch_swiglu(const SwigluArgs& a, cudaStream_t stream) {
+  REFDEC_CHECK(a.rows > 0 && a.hidden > 0 && a.gate_up != nullptr && a.out != nullptr,
+               "launch_swiglu: rows " << a.rows << ", hidden " << a.hidden << " (or a null pointer)");
+  using namespace detail;
+  const std::int64_t n = a.rows * a.hidden;
+  switch (a.type) {
+    case ElementType::kFloat32: swiglu_kernel<kStaticThreads, float><<<blocks_for(n), kStaticThreads, 0, stream>>>(a); break;
+    case ElementType::kBFloat16: swiglu_kernel<kStaticThreads, __nv_bfloat16><<<blocks_for(n), kStaticThreads, 0, stream>>>(a); break;
+    case ElementType::kFloat16: swiglu_kernel<kStaticThreads, __half><<<blocks_for(n), kStaticThreads, 0, stream>>>(a); break;
+  }
+  REFDEC_CUDA_CHECK(cudaGetLastError());
+}
+
+/// The launchers as StaticLlama::set_kernels() takes them.
+inline const StaticKernels& cuda_static_kernels() {
+  static const StaticKernels kernels{
+      [](const RotaryScatterArgs& a, void* stream) { launch_rotary_scatter(a, static_cast<cudaStream_t>(stream)); },
+      [](const SwigluArgs& a, void* stream) { launch_swiglu(a, static_cast<cudaStream_t>(stream)); },
+  };
+  return kernels;
+}
+
+REFDEC_NAMESPACE_END

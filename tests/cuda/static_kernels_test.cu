@@ -1,0 +1,166 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// The static step's fused kernels (refdec/cuda/static_kernels.cuh) against their per-element logic
+// run on the host (refdec/core/static_step_device.hpp), in float32 and bf16, for a contiguous
+// cache and a paged pool. Each device test skips without a CUDA device; the launchers' argument
+// checks run without one.
+
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "refdec/core/static_step_device.hpp"
+#include "refdec/cuda/check.cuh"
+#include "refdec/cuda/static_kernels.cuh"
+
+namespace {
+
+using namespace refdec;
+
+template <typename T>
+class Device {
+ public:
+  explicit Device(const std::vector<T>& host) : size_(host.size()) {
+    REFDEC_CUDA_CHECK(cudaMalloc(&data_, std::max<std::size_t>(size_, 1) * sizeof(T)));
+    REFDEC_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device() { cudaFree(data_); }
+  T* get() const { return data_; }
+  std::vector<T> download() const {
+    std::vector<T> host(size_);
+    REFDEC_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  std::size_t size_;
+  T* data_ = nullptr;
+};
+
+bool has_device(std::string& why) {
+  int devices = 0;
+  const cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err == cudaSuccess && devices > 0) return true;
+  why = err != cudaSuccess ? cudaGetErrorString(err) : "0 devices";
+  return false;
+}
+
+float to_float(float x) { return x; }
+float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+T from_float(float x);
+template <>
+float from_float<float>(float x) {
+  return x;
+}
+template <>
+__nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+
+template <typename T>
+void check_rotary_scatter(bool paged, ElementType type, float tolerance) {
+  const std::int64_t rows = 12, H = 4, KV = 2, D = 16, half = D / 2, all = H + 2 * KV, positions_n = 30, sequences = 3, entries = 16;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<T> qkv(static_cast<std::size_t>(rows * all * D));
+  for (auto& x : qkv) x = from_float<T>(uniform(rng));
+  std::vector<float> turns(static_cast<std::size_t>(positions_n * half * 2));
+  for (std::size_t i = 0; i < turns.size(); i += 2) {
+    const float angle = uniform(rng) * 3.0f;
+    turns[i] = std::cos(angle), turns[i + 1] = std::sin(angle);
+  }
+  std::vector<std::int64_t> positions, sequence, written;
+  for (std::int64_t r = 0; r < rows; ++r) {  // distinct targets: the device writes in no set order
+    positions.push_back(static_cast<std::int64_t>(rng() % positions_n));
+    sequence.push_back(r % sequences);
+    written.push_back(paged ? r * 3 + 1 : r / sequences);
+  }
+  const std::int64_t cache = paged ? 40 * KV * D : sequences * KV * entries * D;
+  RotaryScatterArgs a;
+  a.rows = rows, a.heads = H, a.kv_heads = KV, a.head_dim = D, a.scale = 0.5f, a.type = type;
+  a.stride_sequence = paged ? 0 : KV * entries * D;
+  a.stride_head = paged ? D : entries * D;
+  a.stride_element = paged ? KV * D : D;
+  // On the host, in float over the elements as stored.
+  std::vector<float> host_qkv(qkv.size());
+  for (std::size_t i = 0; i < qkv.size(); ++i) host_qkv[i] = to_float(qkv[i]);
+  std::vector<float> want_q(static_cast<std::size_t>(rows * H * D)), want_k(static_cast<std::size_t>(cache)), want_v(want_k.size());
+  RotaryScatterArgs host = a;
+  host.qkv = host_qkv.data(), host.turns = turns.data(), host.positions = positions.data(), host.sequence = sequence.data();
+  host.written = written.data(), host.q = want_q.data(), host.keys = want_k.data(), host.values = want_v.data();
+  for (std::int64_t i = 0; i < host.pairs(); ++i) {
+    const RotaryPair p = rotary_pair(host, i);
+    float y0 = host_qkv[static_cast<std::size_t>(p.source)], y1 = host_qkv[static_cast<std::size_t>(p.source + 1)];
+    if (p.part != 2) turn_pair(y0, y1, turns[static_cast<std::size_t>(p.turn)], turns[static_cast<std::size_t>(p.turn + 1)], p.part == 0 ? a.scale : 1.0f, y0, y1);
+    auto& out = p.part == 0 ? want_q : p.part == 1 ? want_k : want_v;
+    out[static_cast<std::size_t>(p.target)] = y0, out[static_cast<std::size_t>(p.target + 1)] = y1;
+  }
+  // On the device.
+  Device<T> d_qkv(qkv), d_q(std::vector<T>(want_q.size(), from_float<T>(0.0f))), d_k(std::vector<T>(want_k.size(), from_float<T>(0.0f))),
+      d_v(std::vector<T>(want_v.size(), from_float<T>(0.0f)));
+  Device<float> d_turns(turns);
+  Device<std::int64_t> d_positions(positions), d_sequence(sequence), d_written(written);
+  a.qkv = d_qkv.get(), a.turns = d_turns.get(), a.positions = d_positions.get(), a.sequence = d_sequence.get(), a.written = d_written.get();
+  a.q = d_q.get(), a.keys = d_k.get(), a.values = d_v.get();
+  cuda_static_kernels().rotary_scatter(a, nullptr);
+  REFDEC_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto expect_near = [&](const std::vector<T>& got, const std::vector<float>& want, const char* what) {
+    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(to_float(got[i]), want[i], tolerance) << what << " element " << i;
+  };
+  expect_near(d_q.download(), want_q, "q");
+  expect_near(d_k.download(), want_k, "keys");
+  expect_near(d_v.download(), want_v, "values");
+}
+
+TEST(StaticKernels, RotaryScatterEqualsItsHostLogic) {
+  std::string why;
+  if (!has_device(why)) GTEST_SKIP() << "no CUDA device (" << why << ")";
+  check_rotary_scatter<float>(false, ElementType::kFloat32, 1e-5f);
+  check_rotary_scatter<float>(true, ElementType::kFloat32, 1e-5f);
+  check_rotary_scatter<__nv_bfloat16>(false, ElementType::kBFloat16, 2e-2f);
+  check_rotary_scatter<__nv_bfloat16>(true, ElementType::kBFloat16, 2e-2f);
+}
+
+TEST(StaticKernels, SwigluEqualsSiluTimesUp) {
+  std::string why;
+  if (!has_device(why)) GTEST_SKIP() << "no CUDA device (" << why << ")";
+  const std::int64_t rows = 5, hidden = 300;
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  std::vector<float> gate_up(static_cast<std::size_t>(rows * 2 * hidden));
+  for (auto& x : gate_up) x = uniform(rng);
+  Device<float> d_in(gate_up), d_out(std::vector<float>(static_cast<std::size_t>(rows * hidden)));
+  cuda_static_kernels().swiglu({d_in.get(), d_out.get(), rows, hidden, ElementType::kFloat32}, nullptr);
+  REFDEC_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = d_out.download();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < hidden; ++j) {
+      const float g = gate_up[static_cast<std::size_t>(r * 2 * hidden + j)], u = gate_up[static_cast<std::size_t>(r * 2 * hidden + hidden + j)];
+      ASSERT_NEAR(got[static_cast<std::size_t>(r * hidden + j)], g / (1.0f + std::exp(-g)) * u, 1e-4f) << r << ", " << j;
+    }
+}
+
+TEST(StaticKernels, LaunchersRejectBadSizesBeforeAnyCudaCall) {
+  RotaryScatterArgs a;
+  a.rows = 0;
+  try {
+    launch_rotary_scatter(a, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("launch_rotary_scatter: rows 0"), std::string::npos) << e.what();
+  }
+  try {
+    launch_swiglu({nullptr, nullptr, 2, 3, ElementType::kFloat32}, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("launch_swiglu: rows 2, hidden 3"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
