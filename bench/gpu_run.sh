@@ -4,7 +4,8 @@
 #   static the static-shape step: its tests on the GPU (captured graphs against eager steps), then
 #          refdec-speed-bench --static on Llama-2-7B's shape (plain decoding eager and captured against
 #          the roofline, step cost, forced and live rows at batch 1, the forced batch sweep 1-64)
-#   plain  refdec-speed-bench --static --only-plain: plain decoding at batch 1, eager and captured, and
+#   plain  the static step's tests, then refdec-speed-bench --static --static-kernels --only-plain: plain
+#          decoding at batch 1, eager, captured with torch operations and with the fused kernels, and
 #          the matrix products' own time (not in the default)
 #   cuda   the CUDA kernel tests (nvcc)
 #   bench  refdec-speed-bench on Llama-2-7B's shape at batch 1: roofline, step cost, forced and live rows
@@ -52,7 +53,7 @@ first=()
 [[ $stages == *" cuda "* ]] && first+=(refdec_cuda_tests refdec_core_nvcc_test)
 [[ $stages == *" bench "* || $stages == *" sweep "* || $stages == *" static "* ]] && first+=(refdec-speed-bench)
 [[ $stages == *" plain "* ]] && first+=(refdec-speed-bench)
-[[ $stages == *" static "* ]] && first+=(refdec_torch_tests)
+[[ $stages == *" static "* || $stages == *" plain "* ]] && first+=(refdec_torch_tests)
 [[ $stages == *" python "* ]] && first+=(refdec_python)
 build "${first[@]}"
 
@@ -77,9 +78,14 @@ timeout "$(limit "${REFDEC_GPU_BENCH_S:-330}" $reserve)" ./build-gpu/bench/refde
 fi
 
 if [[ $stages == *" plain "* ]]; then
-log plain decoding, eager and static step, and the matrix products alone
-timeout "$(limit 150)" ./build-gpu/bench/refdec-speed-bench --shape 7b --device cuda --dtype bf16 --static --static-rows 256 \
-  --plain-tokens 128 --paired-steps 0 --only-plain --json "$OUT/plain.json" 2>&1 | tee "$OUT/plain.log" | grep -v '^\['
+log static step tests
+timeout "$(limit 90)" ./build-gpu/tests/refdec_torch_tests --gtest_filter='StaticStep*' 2>&1 | tee "$OUT/static_tests.log" \
+  | grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) |Failure|rror' | head -30
+log plain decoding: eager, static step with torch operations, with the fused kernels, and the matrix products alone
+plain=(./build-gpu/bench/refdec-speed-bench --shape 7b --device cuda --dtype bf16 --static --static-rows 256
+  --plain-tokens 128 --paired-steps 0 --only-plain --json "$OUT/plain.json")
+timeout "$(limit 150)" "${plain[@]}" --static-kernels 2>&1 | tee "$OUT/plain.log" | grep -v '^\[' \
+  || { log "again without the fused kernels"; timeout "$(limit 120)" "${plain[@]}" 2>&1 | tee -a "$OUT/plain.log" | grep -v '^\['; }
 fi
 
 if [[ $stages == *" bench "* ]]; then
