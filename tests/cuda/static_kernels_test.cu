@@ -15,32 +15,14 @@
 #include "refdec/core/static_step_device.hpp"
 #include "refdec/cuda/check.cuh"
 #include "refdec/cuda/static_kernels.cuh"
+#include "device_buffer.cuh"
 
 namespace {
 
 using namespace refdec;
 
 template <typename T>
-class Device {
- public:
-  explicit Device(const std::vector<T>& host) : size_(host.size()) {
-    REFDEC_CUDA_CHECK(cudaMalloc(&data_, std::max<std::size_t>(size_, 1) * sizeof(T)));
-    REFDEC_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-  ~Device() { cudaFree(data_); }
-  T* get() const { return data_; }
-  std::vector<T> download() const {
-    std::vector<T> host(size_);
-    REFDEC_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  std::size_t size_;
-  T* data_ = nullptr;
-};
+using Device = refdec_test::DeviceBuffer<T>;
 
 bool has_device(std::string& why) {
   int devices = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../core/random_step.hpp"
+#include "device_buffer.cuh"
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/step_device.hpp"
 #include "refdec/core/step_plan.hpp"
@@ -29,29 +30,7 @@ using refdec_test::random_plan;
 using refdec_test::random_target;
 using Index = std::size_t;
 
-// Device memory holding a copy of a host vector; copied back with download().
-template <typename T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(const std::vector<T>& host) : size_(host.size()) {
-    REFDEC_CUDA_CHECK(cudaMalloc(&data_, std::max<Index>(size_, 1) * sizeof(T)));
-    REFDEC_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  explicit DeviceBuffer(Index size) : DeviceBuffer(std::vector<T>(size)) {}
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(data_); }
-  T* get() const { return data_; }
-  std::vector<T> download() const {
-    std::vector<T> host(size_);
-    REFDEC_CUDA_CHECK(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  Index size_;
-  T* data_ = nullptr;
-};
+using refdec_test::DeviceBuffer;
 
 class StepKernels : public ::testing::TestWithParam<std::int32_t> {
  protected:

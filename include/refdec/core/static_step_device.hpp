@@ -30,17 +30,17 @@ enum class ElementType : std::int32_t {
 /// values of row r go to element `written[r]` of sequence `sequence[r]` (a contiguous cache; a
 /// paged pool has one "sequence", stride 0, and pool slots as elements).
 struct RotaryScatterArgs {
-  const void* qkv = nullptr;                  // [rows, (heads + 2 kv_heads) * head_dim]
-  const float* turns = nullptr;               // [positions, head_dim / 2, 2] cos, sin
-  const std::int64_t* positions = nullptr;    // [rows]
-  const std::int64_t* sequence = nullptr;     // [rows]
-  const std::int64_t* written = nullptr;      // [rows] element (entry or slot) the row's keys and values go to
-  void* q = nullptr;                          // [rows, heads, head_dim]: rotated, scaled
-  void* keys = nullptr;                       // the layer's keys: sequence * stride_sequence + head * stride_head + written * stride_element
-  void* values = nullptr;                     // the layer's values, same strides
+  const void* qkv = nullptr;                // [rows, (heads + 2 kv_heads) * head_dim]
+  const float* turns = nullptr;             // [positions, head_dim / 2, 2] cos, sin
+  const std::int64_t* positions = nullptr;  // [rows]
+  const std::int64_t* sequence = nullptr;   // [rows]
+  const std::int64_t* written = nullptr;    // [rows] element (entry or slot) the row's keys and values go to
+  void* q = nullptr;                        // [rows, heads, head_dim]: rotated, scaled
+  void* keys = nullptr;                     // the layer's keys: sequence * stride_sequence + head * stride_head + written * stride_element
+  void* values = nullptr;                   // the layer's values, same strides
   std::int64_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t stride_sequence = 0, stride_head = 0, stride_element = 0;  // in elements
-  float scale = 1.0f;                         // q's factor
+  float scale = 1.0f;                                                     // q's factor
   ElementType type = ElementType::kFloat32;
 
   /// Pairs processed: rows x (heads + 2 kv_heads) x head_dim / 2 (one thread each).
@@ -49,10 +49,10 @@ struct RotaryScatterArgs {
 
 /// Where pair `index` of a rotary scatter is read and written, and how it is turned.
 struct RotaryPair {
-  std::int32_t part = 0;      // 0: q (rotated, scaled), 1: keys (rotated), 2: values (copied)
-  std::int64_t source = 0;    // element of qkv: the pair's first
-  std::int64_t target = 0;    // element of q, keys or values: the pair's first
-  std::int64_t turn = 0;      // element of turns: the pair's cos (its sin follows)
+  std::int32_t part = 0;    // 0: q (rotated, scaled), 1: keys (rotated), 2: values (copied)
+  std::int64_t source = 0;  // element of qkv: the pair's first
+  std::int64_t target = 0;  // element of q, keys or values: the pair's first
+  std::int64_t turn = 0;    // element of turns: the pair's cos (its sin follows)
 };
 
 /// The RotaryPair of pair `index` (< a.pairs()).

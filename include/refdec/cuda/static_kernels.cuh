@@ -15,28 +15,11 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/static_step_device.hpp"
 #include "refdec/cuda/check.cuh"
+#include "refdec/cuda/elements.cuh"
 
 REFDEC_NAMESPACE_BEGIN
 
 namespace detail {
-
-inline __device__ float element_to_float(float x) { return x; }
-inline __device__ float element_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-inline __device__ float element_to_float(__half x) { return __half2float(x); }
-template <typename T>
-__device__ T element_from_float(float x);
-template <>
-inline __device__ float element_from_float<float>(float x) {
-  return x;
-}
-template <>
-inline __device__ __nv_bfloat16 element_from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
-template <>
-inline __device__ __half element_from_float<__half>(float x) {
-  return __float2half(x);
-}
 
 template <int kThreads, typename T>
 __global__ void __launch_bounds__(kThreads) rotary_scatter_kernel(RotaryScatterArgs a) {
@@ -70,18 +53,23 @@ inline unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + k
 
 /// Launches the rotary scatter `a` on `stream` (RotaryScatterArgs).
 inline void launch_rotary_scatter(const RotaryScatterArgs& a, cudaStream_t stream) {
-  REFDEC_CHECK(a.rows > 0 && a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 && a.pairs() < (std::int64_t{1} << 40),
-               "launch_rotary_scatter: rows " << a.rows << ", heads " << a.heads << ", kv_heads " << a.kv_heads << ", head_dim " << a.head_dim);
+  REFDEC_CHECK(
+      a.rows > 0 && a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 && a.pairs() < (std::int64_t{1} << 40),
+      "launch_rotary_scatter: rows " << a.rows << ", heads " << a.heads << ", kv_heads " << a.kv_heads << ", head_dim " << a.head_dim);
   REFDEC_CHECK(a.qkv != nullptr && a.turns != nullptr && a.positions != nullptr && a.sequence != nullptr && a.written != nullptr &&
                    a.q != nullptr && a.keys != nullptr && a.values != nullptr,
                "launch_rotary_scatter: null pointer");
   using namespace detail;
   switch (a.type) {
-    case ElementType::kFloat32: rotary_scatter_kernel<kStaticThreads, float><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a); break;
+    case ElementType::kFloat32:
+      rotary_scatter_kernel<kStaticThreads, float><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a);
+      break;
     case ElementType::kBFloat16:
       rotary_scatter_kernel<kStaticThreads, __nv_bfloat16><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a);
       break;
-    case ElementType::kFloat16: rotary_scatter_kernel<kStaticThreads, __half><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a); break;
+    case ElementType::kFloat16:
+      rotary_scatter_kernel<kStaticThreads, __half><<<blocks_for(a.pairs()), kStaticThreads, 0, stream>>>(a);
+      break;
   }
   REFDEC_CUDA_CHECK(cudaGetLastError());
 }

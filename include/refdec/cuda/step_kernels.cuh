@@ -31,6 +31,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_device.hpp"
 #include "refdec/cuda/check.cuh"
+#include "refdec/cuda/elements.cuh"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -38,10 +39,6 @@ namespace detail {
 
 // Kernels are templates (on their block size) so that a header included by several translation
 // units defines them once.
-
-inline __device__ float logit_to_float(float x) { return x; }
-inline __device__ float logit_to_float(__half x) { return __half2float(x); }
-inline __device__ float logit_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <int kThreads, typename Logit>
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const Logit* logits,  // [gridDim.x, vocab]
@@ -52,7 +49,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const Logit* logits,  
   float best = 0.0f;
   std::int32_t best_index = -1;  // -1: this thread has seen nothing yet
   for (std::int32_t v = static_cast<std::int32_t>(threadIdx.x); v < vocab; v += kThreads) {
-    const float x = logit_to_float(row[v]);
+    const float x = element_to_float(row[v]);
     if (best_index < 0 || argmax_prefers(x, v, best, best_index)) {
       best = x;
       best_index = v;

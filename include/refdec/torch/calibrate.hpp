@@ -50,8 +50,8 @@ struct CalibrationOptions {
 /// over) with room for `capacity` entries per sequence and steps of up to `rows` rows per sequence
 /// (the prefill of the context included); by default a ContiguousKvStore.
 template <class M, class MakeStore>
-  requires CausalLM<M, std::invoke_result_t<MakeStore, std::int64_t, std::int64_t>>
-std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, const CalibrationOptions& options, MakeStore make_store) {
+requires CausalLM<M, std::invoke_result_t<MakeStore, std::int64_t, std::int64_t>> std::vector<std::pair<std::size_t, double>>
+measure_step_cost(const M& model, const CalibrationOptions& options, MakeStore make_store) {
   REFDEC_CHECK(!options.tokens.empty(), "calibration: no step sizes to time");
   REFDEC_CHECK(options.batch > 0 && options.context >= 0 && options.repeats > 0,
                "calibration: batch and repeats must be positive and context >= 0, got batch "
@@ -61,7 +61,8 @@ std::vector<std::pair<std::size_t, double>> measure_step_cost(const M& model, co
                "calibration: step sizes must be positive");
   REFDEC_CHECK(options.prefill_chunk >= 0, "calibration: prefill_chunk must be >= 0, got " << options.prefill_chunk);
   const std::int64_t chunk = options.prefill_chunk > 0 ? std::min(options.prefill_chunk, options.context) : options.context;
-  auto store = make_store(options.context + static_cast<std::int64_t>(largest) + 1, std::max<std::int64_t>(chunk, static_cast<std::int64_t>(largest)));
+  auto store = make_store(options.context + static_cast<std::int64_t>(largest) + 1,
+                          std::max<std::int64_t>(chunk, static_cast<std::int64_t>(largest)));
   const auto B = static_cast<std::size_t>(options.batch);
   for (std::size_t b = 0; b < B; ++b) store.add();
   // Token ids are arbitrary: the cost of a step does not depend on them.

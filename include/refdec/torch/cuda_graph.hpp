@@ -78,8 +78,8 @@ class StepGraph {
     return out;
 #else
     (void)step, (void)pool;
-    REFDEC_CHECK(false, "StepGraph: this build of refdec has no CUDA graphs (libtorch without CUDA); cannot capture a step on "
-                            << device.str());
+    REFDEC_CHECK(false,
+                 "StepGraph: this build of refdec has no CUDA graphs (libtorch without CUDA); cannot capture a step on " << device.str());
     return {};
 #endif
   }

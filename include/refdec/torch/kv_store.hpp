@@ -80,6 +80,20 @@ concept PagedKvRead = KvStore<S> && requires(const S& cs, std::int64_t i) {
 };
 
 namespace torch_detail {
+/// Checks that `plan` has rows, a token and a position per row, and every token in [0, vocab_size);
+/// `who` names the model in the message.
+inline void check_plan_rows(const StepPlan& plan, std::int64_t vocab_size, const char* who) {
+  const std::int64_t R = plan.rows();
+  REFDEC_CHECK(R > 0, who << ": the plan has no rows");
+  REFDEC_CHECK(
+      static_cast<std::int64_t>(plan.tokens.size()) == R && static_cast<std::int64_t>(plan.positions.size()) == R,
+      who << ": the plan has " << plan.tokens.size() << " tokens and " << plan.positions.size() << " positions for " << R << " rows");
+  for (std::int64_t r = 0; r < R; ++r)
+    REFDEC_CHECK(plan.tokens[static_cast<std::size_t>(r)] >= 0 && plan.tokens[static_cast<std::size_t>(r)] < vocab_size,
+                 who << ": row " << r << " has token id " << plan.tokens[static_cast<std::size_t>(r)] << " outside the vocabulary [0, "
+                     << vocab_size << ")");
+}
+
 /// Checks that `plan` is a step of the store's sequences: same count, same cached lengths.
 inline void check_plan_matches(const StepPlan& plan, std::span<const std::int64_t> lengths, const char* who) {
   REFDEC_CHECK(static_cast<std::size_t>(plan.batch()) == lengths.size(),

@@ -241,15 +241,8 @@ class LlamaModel {
   /// only the step columns get the plan's [rows(b), rows(b)] mask.
   template <KvStore Store>
   at::Tensor forward(const StepPlan& plan, Store& store) const {
+    torch_detail::check_plan_rows(plan, config_.vocab_size, "LlamaModel::forward");
     const std::int64_t R = plan.rows();
-    REFDEC_CHECK(R > 0, "LlamaModel::forward: the plan has no rows");
-    REFDEC_CHECK(static_cast<std::int64_t>(plan.tokens.size()) == R && static_cast<std::int64_t>(plan.positions.size()) == R,
-                 "LlamaModel::forward: the plan has " << plan.tokens.size() << " tokens and " << plan.positions.size() << " positions for "
-                                                      << R << " rows");
-    for (std::int64_t r = 0; r < R; ++r)
-      REFDEC_CHECK(plan.tokens[static_cast<std::size_t>(r)] >= 0 && plan.tokens[static_cast<std::size_t>(r)] < config_.vocab_size,
-                   "LlamaModel::forward: row " << r << " has token id " << plan.tokens[static_cast<std::size_t>(r)]
-                                               << " outside the vocabulary [0, " << config_.vocab_size << ")");
     const std::int64_t H = config_.n_heads, KV = config_.n_kv_heads, D = config_.head_dim(), G = H / KV;
     const auto dt = dtype();
     const auto compute = at::promote_types(dt, at::kFloat);  // norms and softmax in at least fp32

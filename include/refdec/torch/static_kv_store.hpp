@@ -94,10 +94,10 @@ struct StaticBucket {
 /// What a StaticKvStore and its copies share besides the cache: the buckets and what they were
 /// built for.
 struct StaticStoreState {
-  std::uint64_t model = 0;   ///< identity of the StaticLlama the buckets and the rotary table are for
-  at::Tensor rotary;         ///< [entries, head_dim / 2] complex: e^(i position theta_k) of every entry
+  std::uint64_t model = 0;  ///< identity of the StaticLlama the buckets and the rotary table are for
+  at::Tensor rotary;        ///< [entries, head_dim / 2] complex: e^(i position theta_k) of every entry
   std::map<std::pair<std::int64_t, std::int64_t>, StaticBucket> buckets;  ///< (Bb, T) -> buffers
-  GraphPool pool;            ///< the graphs' shared scratch memory
+  GraphPool pool;                                                         ///< the graphs' shared scratch memory
 };
 
 /// Keys and values of every layer and sequence in one tensor of fixed capacity (KvStore; see the
@@ -167,9 +167,9 @@ class StaticKvStore {
       const auto u = static_cast<std::size_t>(b);
       REFDEC_CHECK(plan.rows(b) <= options_.max_rows,
                    "StaticKvStore: sequence " << b << " has " << plan.rows(b) << " step rows, more than max_rows " << options_.max_rows);
-      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= capacity_, "StaticKvStore: sequence " << b << " needs " << lengths_[u] + plan.rows(b)
-                                                                                       << " entries (cached + step rows), more than the capacity "
-                                                                                       << capacity_);
+      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= capacity_, "StaticKvStore: sequence "
+                                                                << b << " needs " << lengths_[u] + plan.rows(b)
+                                                                << " entries (cached + step rows), more than the capacity " << capacity_);
       rows_[u] = plan.rows(b);
     }
     indptr_ = plan.indptr;
@@ -235,7 +235,7 @@ class StaticKvStore {
   KvLayout layout_;
   std::int64_t capacity_;
   StaticStoreOptions options_;
-  at::Tensor cache_;                  // [layers, 2, max_batch, kv_heads, entries, head_dim]
+  at::Tensor cache_;                   // [layers, 2, max_batch, kv_heads, entries, head_dim]
   std::vector<std::int64_t> lengths_;  // [batch] cached entries
   std::vector<std::int64_t> rows_;     // [batch] rows of the current step
   std::vector<std::int32_t> indptr_;   // [batch + 1] plan rows of the step begun last; empty outside a step

@@ -51,8 +51,8 @@ class StaticLlama {
   /// norms, wo, w2 and the output layer shared with `model`). `model` must run at::linear
   /// (LinearKernel::kAten): packed CPU layers have released the weights read here.
   explicit StaticLlama(const LlamaModel& model) : config_(model.config()), id_(next_id()) {
-    REFDEC_CHECK(!model.packed(), "StaticLlama: the model's linear layers are packed (" << model.linear_path()
-                                                                                       << "); build it with LinearKernel::kAten");
+    REFDEC_CHECK(!model.packed(),
+                 "StaticLlama: the model's linear layers are packed (" << model.linear_path() << "); build it with LinearKernel::kAten");
     const LlamaWeights& w = model.weights();
     const std::int64_t D = config_.head_dim();
     for (const auto& l : w.layers) {
@@ -86,7 +86,9 @@ class StaticLlama {
     id_ = next_id();
   }
   /// Whether steps on this model's device run the fused kernels (set_kernels()).
-  bool fused() const { return kernels_.rotary_scatter != nullptr && kernels_.swiglu != nullptr && device().is_cuda() && dtype() != at::kDouble; }
+  bool fused() const {
+    return kernels_.rotary_scatter != nullptr && kernels_.swiglu != nullptr && device().is_cuda() && dtype() != at::kDouble;
+  }
 
   const LlamaConfig& config() const { return config_; }
   std::int64_t vocab_size() const { return config_.vocab_size; }
@@ -114,15 +116,8 @@ class StaticLlama {
 
   template <class Store>
   at::Tensor forward_static(const StepPlan& plan, Store& store) const {
+    torch_detail::check_plan_rows(plan, config_.vocab_size, "StaticLlama::forward");
     const std::int64_t R = plan.rows();
-    REFDEC_CHECK(R > 0, "StaticLlama::forward: the plan has no rows");
-    REFDEC_CHECK(static_cast<std::int64_t>(plan.tokens.size()) == R && static_cast<std::int64_t>(plan.positions.size()) == R,
-                 "StaticLlama::forward: the plan has " << plan.tokens.size() << " tokens and " << plan.positions.size() << " positions for "
-                                                       << R << " rows");
-    for (std::int64_t r = 0; r < R; ++r)
-      REFDEC_CHECK(plan.tokens[static_cast<std::size_t>(r)] >= 0 && plan.tokens[static_cast<std::size_t>(r)] < config_.vocab_size,
-                   "StaticLlama::forward: row " << r << " has token id " << plan.tokens[static_cast<std::size_t>(r)]
-                                                << " outside the vocabulary [0, " << config_.vocab_size << ")");
     const KvLayout& layout = store.layout();
     REFDEC_CHECK(layout.layers == config_.n_layers && layout.kv_heads == config_.n_kv_heads && layout.head_dim == config_.head_dim() &&
                      layout.options.dtype() == dtype() && layout.options.device() == device(),
@@ -340,8 +335,9 @@ class StaticLlama {
         a.type = element;
         kernels_.rotary_scatter(a, stream);
       } else {
-        const auto rotated =
-            at::view_as_real(at::view_as_complex(qkv.view({P, H + 2 * KV, D / 2, 2}).to(compute)) * factors).to(dt).view({P, H + 2 * KV, D});
+        const auto rotated = at::view_as_real(at::view_as_complex(qkv.view({P, H + 2 * KV, D / 2, 2}).to(compute)) * factors)
+                                 .to(dt)
+                                 .view({P, H + 2 * KV, D});
         const auto kv = rotated.narrow(1, H, 2 * KV).view({P, 2, KV, D});
         auto target = layer;
         if constexpr (kPaged<Store>)

@@ -114,14 +114,16 @@ class StaticPagedKvStore {
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
       REFDEC_CHECK(plan.rows(b) <= options_.max_rows, "StaticPagedKvStore: sequence " << b << " has " << plan.rows(b)
-                                                                                      << " step rows, more than max_rows " << options_.max_rows);
-      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= max_entries_, "StaticPagedKvStore: sequence " << b << " needs " << lengths_[u] + plan.rows(b)
-                                                                                               << " entries (cached + step rows), more than max_entries "
-                                                                                               << max_entries_);
+                                                                                      << " step rows, more than max_rows "
+                                                                                      << options_.max_rows);
+      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= max_entries_,
+                   "StaticPagedKvStore: sequence " << b << " needs " << lengths_[u] + plan.rows(b)
+                                                   << " entries (cached + step rows), more than max_entries " << max_entries_);
       wanted += std::max<std::int64_t>(0, blocks_for(lengths_[u] + plan.rows(b)) - static_cast<std::int64_t>(tables_[u].size()));
     }
-    REFDEC_CHECK(wanted <= free_blocks(), "StaticPagedKvStore: the step needs " << wanted << " more blocks of " << block_size_ << " entries but only "
-                                                                                << free_blocks() << " of " << num_blocks() << " are free");
+    REFDEC_CHECK(wanted <= free_blocks(), "StaticPagedKvStore: the step needs " << wanted << " more blocks of " << block_size_
+                                                                                << " entries but only " << free_blocks() << " of "
+                                                                                << num_blocks() << " are free");
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
       while (static_cast<std::int64_t>(tables_[u].size()) < blocks_for(lengths_[u] + plan.rows(b))) {
