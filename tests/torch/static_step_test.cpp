@@ -325,7 +325,7 @@ TEST(StaticStep, PagedStoreRejectsWhatItCannotHoldAndFreesBlocks) {
   small.add();
   plan_step(std::vector<LinearTree>{tree_of(rng, 1, 7)}, {}, small.lengths(), kVocab, plan);
   refdec_test::expect_error([&] { (void)fixed.forward(plan, small); }, "sequence 0 needs 7 entries (cached + step rows), more than max_entries 6");
-  refdec_test::expect_error([&] { (void)StaticPagedKvStore(fixed.kv_layout(), 0, 4, 10); }, "num_blocks, block_size and max_entries must be positive");
+  refdec_test::expect_error([&] { (void)StaticPagedKvStore(fixed.kv_layout(), 0, 4, 10); }, "num_blocks and block_size must be positive");
 }
 
 TEST(StaticStep, RejectsPackedModels) {

@@ -15,6 +15,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/abi.hpp"
+#include "refdec/torch/block_tables.hpp"
 #include "refdec/torch/kv_store.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -23,33 +24,30 @@ REFDEC_TORCH_NAMESPACE_BEGIN
 /// thread-safe: one owner (e.g. a Session) at a time.
 class PagedKvStore {
  public:
-  PagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size) : layout_(std::move(layout)), block_size_(block_size) {
+  PagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size)
+      : layout_(std::move(layout)), blocks_(num_blocks, block_size, "PagedKvStore") {
     layout_.validate();
-    REFDEC_CHECK(num_blocks > 0 && block_size > 0 && num_blocks <= (std::int64_t{1} << 31) - 1,
-                 "PagedKvStore: num_blocks and block_size must be positive (num_blocks < 2^31), got num_blocks="
-                     << num_blocks << " block_size=" << block_size);
     // [2 (keys, values), layers, num_blocks * block_size, kv_heads, head_dim]
     pool_ = at::zeros({2, layout_.layers, num_blocks * block_size, layout_.kv_heads, layout_.head_dim}, layout_.options);
-    for (std::int64_t i = num_blocks - 1; i >= 0; --i) free_.push_back(static_cast<std::int32_t>(i));
   }
 
   const KvLayout& layout() const { return layout_; }
-  std::int64_t block_size() const { return block_size_; }
-  std::int64_t num_blocks() const { return pool_.size(2) / block_size_; }
+  std::int64_t block_size() const { return blocks_.block_size(); }
+  std::int64_t num_blocks() const { return blocks_.num_blocks(); }
   /// Blocks in the free list.
-  std::int64_t free_blocks() const { return static_cast<std::int64_t>(free_.size()); }
-  std::int64_t batch() const { return static_cast<std::int64_t>(tables_.size()); }
+  std::int64_t free_blocks() const { return blocks_.free_blocks(); }
+  std::int64_t batch() const { return blocks_.batch(); }
   /// [batch] cached entries per sequence.
   std::span<const std::int64_t> lengths() const { return lengths_; }
   /// The blocks of sequence `b`, in order: entry e lives in block table[e / block_size].
   std::span<const std::int32_t> block_table(std::int64_t b) const {
     check_index(b);
-    return tables_[static_cast<std::size_t>(b)];
+    return blocks_.table(b);
   }
 
   /// Appends an empty sequence (no blocks yet) and returns its index.
   std::int64_t add() {
-    tables_.emplace_back();
+    blocks_.add();
     lengths_.push_back(0);
     read_index_.emplace_back();
     step_ = false;
@@ -59,9 +57,7 @@ class PagedKvStore {
   /// Drops sequence `b` and returns its blocks to the pool; later sequences move down by one.
   void remove(std::int64_t b) {
     check_index(b);
-    const auto u = static_cast<std::size_t>(b);
-    free_.insert(free_.end(), tables_[u].rbegin(), tables_[u].rend());
-    tables_.erase(tables_.begin() + b);
+    blocks_.remove(b);
     lengths_.erase(lengths_.begin() + b);
     read_index_.erase(read_index_.begin() + b);
     step_ = false;
@@ -71,23 +67,15 @@ class PagedKvStore {
   /// entries. Throws refdec::Error, allocating nothing, when the pool has too few free blocks.
   void begin_step(const StepPlan& plan) {
     torch_detail::check_plan_matches(plan, lengths_, "PagedKvStore");
-    std::int64_t wanted = 0;
+    std::vector<std::int64_t> ends(lengths_.size());  // [B] entries after the step
     for (std::int32_t b = 0; b < plan.batch(); ++b)
-      wanted += std::max<std::int64_t>(0, blocks_for(lengths_[static_cast<std::size_t>(b)] + plan.rows(b)) -
-                                              static_cast<std::int64_t>(tables_[static_cast<std::size_t>(b)].size()));
-    REFDEC_CHECK(wanted <= free_blocks(), "PagedKvStore: the step needs " << wanted << " more blocks of " << block_size_
-                                                                          << " entries but only " << free_blocks() << " of " << num_blocks()
-                                                                          << " are free");
+      ends[static_cast<std::size_t>(b)] = lengths_[static_cast<std::size_t>(b)] + plan.rows(b);
+    blocks_.reserve(ends);
     std::vector<std::int64_t> write;  // [R] pool slot of each plan row
     write.reserve(static_cast<std::size_t>(plan.rows()));
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
-      const std::int64_t end = lengths_[u] + plan.rows(b);
-      while (static_cast<std::int64_t>(tables_[u].size()) < blocks_for(end)) {
-        tables_[u].push_back(free_.back());
-        free_.pop_back();
-      }
-      for (std::int64_t e = lengths_[u]; e < end; ++e) write.push_back(slot(u, e));
+      for (std::int64_t e = lengths_[u]; e < ends[u]; ++e) write.push_back(blocks_.slot(b, e));
       read_index_[u] = at::Tensor();  // gathered by read() on demand
     }
     write_index_ = at::tensor(write, at::kLong).to(pool_.device());
@@ -115,7 +103,7 @@ class PagedKvStore {
     if (!index.defined()) {  // once per step and sequence, for every layer
       const std::int64_t end = lengths_[u] + indptr_[u + 1] - indptr_[u];
       std::vector<std::int64_t> slots(static_cast<std::size_t>(end));
-      for (std::int64_t e = 0; e < end; ++e) slots[static_cast<std::size_t>(e)] = slot(u, e);
+      for (std::int64_t e = 0; e < end; ++e) slots[static_cast<std::size_t>(e)] = blocks_.slot(b, e);
       index = at::tensor(slots, at::kLong).to(pool_.device());
     }
     return {pool_[0][layer].index_select(0, index), pool_[1][layer].index_select(0, index)};
@@ -128,7 +116,7 @@ class PagedKvStore {
     REFDEC_CHECK(step_, "PagedKvStore: read_paged() outside a step");
     REFDEC_CHECK(layer >= 0 && layer < layout_.layers, "PagedKvStore: layer " << layer << " out of range [0, " << layout_.layers << ")");
     const auto u = static_cast<std::size_t>(b);
-    return {pool_[0][layer], pool_[1][layer], tables_[u], block_size_, lengths_[u] + indptr_[u + 1] - indptr_[u]};
+    return {pool_[0][layer], pool_[1][layer], blocks_.table(b), blocks_.block_size(), lengths_[u] + indptr_[u + 1] - indptr_[u]};
   }
 
   /// Applies `keep` to the step begun last: kept rows move to entries lengths()[b], ...; blocks
@@ -137,13 +125,11 @@ class PagedKvStore {
     REFDEC_CHECK(step_, "PagedKvStore: commit() without a step");
     torch_detail::check_keep(keep, indptr_, lengths_, "PagedKvStore");
     std::vector<std::int64_t> src, dst;  // pool slots
-    for (std::int32_t b = 0; b < keep.batch(); ++b) {
-      const auto u = static_cast<std::size_t>(b);
-      for_each_keep_move(keep, b, lengths_[u], [&](std::int64_t from, std::int64_t to) {
-        src.push_back(slot(u, from));
-        dst.push_back(slot(u, to));
+    for (std::int32_t b = 0; b < keep.batch(); ++b)
+      for_each_keep_move(keep, b, lengths_[static_cast<std::size_t>(b)], [&](std::int64_t from, std::int64_t to) {
+        src.push_back(blocks_.slot(b, from));
+        dst.push_back(blocks_.slot(b, to));
       });
-    }
     if (!src.empty()) {
       // One gather and one scatter for all layers, keys and values; the gather copies, so
       // overlapping slots are safe.
@@ -153,29 +139,20 @@ class PagedKvStore {
     for (std::int32_t b = 0; b < keep.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
       lengths_[u] = keep.lengths[u];
-      while (static_cast<std::int64_t>(tables_[u].size()) > blocks_for(lengths_[u])) {
-        free_.push_back(tables_[u].back());
-        tables_[u].pop_back();
-      }
+      blocks_.shrink(b, lengths_[u]);
     }
     step_ = false;
   }
 
  private:
-  std::int64_t blocks_for(std::int64_t entries) const { return (entries + block_size_ - 1) / block_size_; }
-  std::int64_t slot(std::size_t b, std::int64_t entry) const {
-    return static_cast<std::int64_t>(tables_[b][static_cast<std::size_t>(entry / block_size_)]) * block_size_ + entry % block_size_;
-  }
   void check_index(std::int64_t b) const {
     REFDEC_CHECK(b >= 0 && b < batch(), "PagedKvStore: sequence " << b << " out of range [0, " << batch() << ")");
   }
 
   KvLayout layout_;
-  std::int64_t block_size_;
-  at::Tensor pool_;                                // [2, layers, num_blocks * block_size, kv_heads, head_dim]
-  std::vector<std::int32_t> free_;                 // free blocks, the next one at the back
-  std::vector<std::vector<std::int32_t>> tables_;  // [batch] block table of each sequence
-  std::vector<std::int64_t> lengths_;              // [batch] cached entries
+  BlockTables blocks_;
+  at::Tensor pool_;                    // [2, layers, num_blocks * block_size, kv_heads, head_dim]
+  std::vector<std::int64_t> lengths_;  // [batch] cached entries
   // The step begun last: pool slots of the plan rows, and of each sequence's readable entries
   // once read() has gathered them.
   bool step_ = false;

@@ -20,6 +20,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/abi.hpp"
+#include "refdec/torch/block_tables.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/static_kv_store.hpp"
 
@@ -35,35 +36,32 @@ class StaticPagedKvStore {
   StaticPagedKvStore(KvLayout layout, std::int64_t num_blocks, std::int64_t block_size, std::int64_t max_entries,
                      StaticStoreOptions options = {})
       : layout_(std::move(layout)),
-        block_size_(block_size),
+        blocks_(num_blocks, block_size, "StaticPagedKvStore"),
         max_entries_(max_entries),
         options_(options),
         state_(std::make_shared<StaticStoreState>()) {
     layout_.validate();
     options_.validate();
-    REFDEC_CHECK(num_blocks > 0 && block_size > 0 && num_blocks <= (std::int64_t{1} << 31) - 1 && max_entries > 0,
-                 "StaticPagedKvStore: num_blocks, block_size and max_entries must be positive (num_blocks < 2^31), got num_blocks="
-                     << num_blocks << " block_size=" << block_size << " max_entries=" << max_entries);
+    REFDEC_CHECK(max_entries > 0, "StaticPagedKvStore: max_entries must be positive, got " << max_entries);
     // [layers, 2 (keys, values), num_blocks * block_size + 1 (the scratch slot), kv_heads, head_dim];
     // zeros: attention multiplies masked entries by a probability of 0.
     pool_ = at::zeros({layout_.layers, 2, num_blocks * block_size + 1, layout_.kv_heads, layout_.head_dim}, layout_.options);
-    for (std::int64_t i = num_blocks - 1; i >= 0; --i) free_.push_back(static_cast<std::int32_t>(i));
   }
 
   const KvLayout& layout() const { return layout_; }
   const StaticStoreOptions& options() const { return options_; }
   /// Whether steps over this copy capture graphs (StaticKvStore::set_graphs()).
   void set_graphs(bool on) { options_.graphs = on; }
-  std::int64_t block_size() const { return block_size_; }
-  std::int64_t num_blocks() const { return (pool_.size(2) - 1) / block_size_; }
-  std::int64_t free_blocks() const { return static_cast<std::int64_t>(free_.size()); }
+  std::int64_t block_size() const { return blocks_.block_size(); }
+  std::int64_t num_blocks() const { return blocks_.num_blocks(); }
+  std::int64_t free_blocks() const { return blocks_.free_blocks(); }
   /// Entries a sequence may hold: cached ones plus one step's rows.
   std::int64_t capacity() const { return max_entries_; }
   /// Entries a step's attention spans per sequence: capacity() plus the padded rows' scratch entry.
   std::int64_t entries() const { return max_entries_ + 1; }
   /// The pool slot nothing but padded rows writes or reads.
   std::int64_t scratch_slot() const { return pool_.size(2) - 1; }
-  std::int64_t batch() const { return static_cast<std::int64_t>(tables_.size()); }
+  std::int64_t batch() const { return blocks_.batch(); }
   /// [batch] cached entries per sequence.
   std::span<const std::int64_t> lengths() const { return lengths_; }
   /// [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]; its address never changes.
@@ -73,20 +71,15 @@ class StaticPagedKvStore {
   /// The blocks of sequence `b`, in order: entry e lives in slot table[e / block_size] * block_size + e % block_size.
   std::span<const std::int32_t> block_table(std::int64_t b) const {
     check_index(b);
-    return tables_[static_cast<std::size_t>(b)];
+    return blocks_.table(b);
   }
   /// The pool slot of entry `e` of sequence `b`, the scratch slot where its blocks do not reach.
-  std::int64_t slot_or_scratch(std::int64_t b, std::int64_t e) const {
-    const auto& table = tables_[static_cast<std::size_t>(b)];
-    const std::int64_t block = e / block_size_;
-    return block < static_cast<std::int64_t>(table.size()) ? table[static_cast<std::size_t>(block)] * block_size_ + e % block_size_
-                                                           : scratch_slot();
-  }
+  std::int64_t slot_or_scratch(std::int64_t b, std::int64_t e) const { return blocks_.holds(b, e) ? blocks_.slot(b, e) : scratch_slot(); }
 
   /// Appends an empty sequence (no blocks yet) and returns its index; at most options().max_batch.
   std::int64_t add() {
     REFDEC_CHECK(batch() < options_.max_batch, "StaticPagedKvStore: already " << batch() << " sequences, the store's max_batch");
-    tables_.emplace_back();
+    blocks_.add();
     lengths_.push_back(0);
     rows_.push_back(0);
     indptr_.clear();
@@ -97,9 +90,7 @@ class StaticPagedKvStore {
   /// (their block tables only: no entry is copied).
   void remove(std::int64_t b) {
     check_index(b);
-    const auto u = static_cast<std::size_t>(b);
-    free_.insert(free_.end(), tables_[u].rbegin(), tables_[u].rend());
-    tables_.erase(tables_.begin() + b);
+    blocks_.remove(b);
     lengths_.erase(lengths_.begin() + b);
     rows_.erase(rows_.begin() + b);
     indptr_.clear();
@@ -110,28 +101,19 @@ class StaticPagedKvStore {
   /// has too few free blocks.
   void begin_step(const StepPlan& plan) {
     torch_detail::check_plan_matches(plan, lengths_, "StaticPagedKvStore");
-    std::int64_t wanted = 0;
+    std::vector<std::int64_t> ends(lengths_.size());  // [B] entries after the step
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
       REFDEC_CHECK(plan.rows(b) <= options_.max_rows, "StaticPagedKvStore: sequence " << b << " has " << plan.rows(b)
                                                                                       << " step rows, more than max_rows "
                                                                                       << options_.max_rows);
-      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= max_entries_,
-                   "StaticPagedKvStore: sequence " << b << " needs " << lengths_[u] + plan.rows(b)
-                                                   << " entries (cached + step rows), more than max_entries " << max_entries_);
-      wanted += std::max<std::int64_t>(0, blocks_for(lengths_[u] + plan.rows(b)) - static_cast<std::int64_t>(tables_[u].size()));
+      ends[u] = lengths_[u] + plan.rows(b);
+      REFDEC_CHECK(ends[u] <= max_entries_, "StaticPagedKvStore: sequence " << b << " needs " << ends[u]
+                                                                            << " entries (cached + step rows), more than max_entries "
+                                                                            << max_entries_);
     }
-    REFDEC_CHECK(wanted <= free_blocks(), "StaticPagedKvStore: the step needs " << wanted << " more blocks of " << block_size_
-                                                                                << " entries but only " << free_blocks() << " of "
-                                                                                << num_blocks() << " are free");
-    for (std::int32_t b = 0; b < plan.batch(); ++b) {
-      const auto u = static_cast<std::size_t>(b);
-      while (static_cast<std::int64_t>(tables_[u].size()) < blocks_for(lengths_[u] + plan.rows(b))) {
-        tables_[u].push_back(free_.back());
-        free_.pop_back();
-      }
-      rows_[u] = plan.rows(b);
-    }
+    blocks_.reserve(ends);
+    for (std::int32_t b = 0; b < plan.batch(); ++b) rows_[static_cast<std::size_t>(b)] = plan.rows(b);
     indptr_ = plan.indptr;
   }
 
@@ -182,30 +164,24 @@ class StaticPagedKvStore {
       const auto u = static_cast<std::size_t>(b);
       lengths_[u] = keep.lengths[u];
       rows_[u] = 0;
-      while (static_cast<std::int64_t>(tables_[u].size()) > blocks_for(lengths_[u])) {
-        free_.push_back(tables_[u].back());
-        tables_[u].pop_back();
-      }
+      blocks_.shrink(b, lengths_[u]);
     }
     indptr_.clear();
   }
 
  private:
-  std::int64_t blocks_for(std::int64_t n) const { return (n + block_size_ - 1) / block_size_; }
   void check_index(std::int64_t b) const {
     REFDEC_CHECK(b >= 0 && b < batch(), "StaticPagedKvStore: sequence " << b << " out of range [0, " << batch() << ")");
   }
 
   KvLayout layout_;
-  std::int64_t block_size_;
+  BlockTables blocks_;
   std::int64_t max_entries_;
   StaticStoreOptions options_;
-  at::Tensor pool_;                                // [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]
-  std::vector<std::int32_t> free_;                 // free blocks, the next one at the back
-  std::vector<std::vector<std::int32_t>> tables_;  // [batch] block table of each sequence
-  std::vector<std::int64_t> lengths_;              // [batch] cached entries
-  std::vector<std::int64_t> rows_;                 // [batch] rows of the step begun last
-  std::vector<std::int32_t> indptr_;               // [batch + 1] of the step begun last; empty outside a step
+  at::Tensor pool_;                    // [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]
+  std::vector<std::int64_t> lengths_;  // [batch] cached entries
+  std::vector<std::int64_t> rows_;     // [batch] rows of the step begun last
+  std::vector<std::int32_t> indptr_;   // [batch + 1] of the step begun last; empty outside a step
   std::shared_ptr<StaticStoreState> state_;
 };
 
