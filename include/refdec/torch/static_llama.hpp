@@ -14,7 +14,8 @@
 // the same plan), the weights are laid out for fewer launches: q, k and v in one product, gate and
 // up in one, rotary embeddings as one complex product per layer (q's scale folded into its
 // factors; v rides along unchanged, so that keys and values are written to the cache in one
-// scatter), residuals added in the products (addmm_).
+// scatter), residuals added in the products (addmm_). On a GPU the rotary product with the cache
+// scatter and SwiGLU can also run as fused kernels (set_kernels(), core/static_step_device.hpp).
 
 #include <ATen/ATen.h>
 
@@ -41,9 +42,9 @@
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
-/// A Llama-family model that runs steps over a StaticKvStore as static-shape, capturable work
-/// (see the file comment); CausalLM<StaticLlama, StaticKvStore>, so verify() and Session drive it
-/// as they drive LlamaModel. forward() is const; what a step needs besides the weights lives in
+/// A Llama-family model that runs steps over a StaticKvStore (or a StaticPagedKvStore) as
+/// static-shape, capturable work (see the file comment); CausalLM<StaticLlama, StaticKvStore>, so
+/// verify() and Session drive it as they drive LlamaModel. forward() is const; what a step needs besides the weights lives in
 /// the store.
 class StaticLlama {
  public:
