@@ -190,6 +190,17 @@ def test_index_drafter_drafts_earlier_outputs_from_a_shared_index():
     assert 0 < small.bytes <= 9 * 1000
 
 
+def test_index_drafter_refuses_negative_ids():
+    # -1 used to become the index's end-of-document code, and the next draft read past the last document.
+    index = refdec.ReferenceIndex()
+    index.add([5, 6])
+    d = refdec.IndexDrafter(index, request=False)
+    d.begin([5])
+    with pytest.raises(ValueError, match="accept token 1 has the negative id -1"):
+        d.accept([6, -1])
+    assert d.draft(0, 16, 2**31 - 1) is not None
+
+
 def test_index_sources_split_the_index_from_the_requests_own_text():
     index = refdec.ReferenceIndex()
     shared, own = refdec.index_sources(index, max_match=8)

@@ -92,3 +92,8 @@ def test_step_driver_stops_cancels_and_rejects_bad_input():
     assert driver.prepare()
     with pytest.raises(ValueError, match="expected 1 token ids, got 2"):
         driver.complete_greedy(np.array([3, 4]))
+    # A target outside the vocabulary never becomes output; the step still completes afterwards.
+    with pytest.raises(ValueError, match="accepted token 0 has id -1 outside the vocabulary"):
+        driver.complete_greedy(np.array([-1]))
+    with pytest.raises(ValueError, match="has id 1000000 outside the vocabulary"):
+        driver.complete_greedy(np.array([1000000]))

@@ -395,10 +395,16 @@ TEST(StepDriver, RejectsBadInputNamingIt) {
     refdec_test::expect_error([&] { other.add({1}, {}, {}, &shared); }, "add: the drafter is in use by request 0");
     EXPECT_EQ(other.active(), 1u);
   }
-  driver.add({1}, {}, {});
+  const RequestId id = driver.add({1}, {}, {});
   ASSERT_TRUE(driver.prepare());
   refdec_test::expect_error([&] { driver.complete_greedy(std::vector<Token>(3, 4)); }, "3 choices for a plan of 1 rows");
   refdec_test::expect_error([&] { driver.complete({}, {}); }, "0 acceptances");
+  // A target outside the vocabulary never becomes output, and the step can still complete.
+  refdec_test::expect_error([&] { driver.complete_greedy(std::vector<Token>{-1}); }, "sequence 0 accepted token 0 has id -1 outside the vocabulary [0, 50)");
+  refdec_test::expect_error([&] { driver.complete_greedy(std::vector<Token>{kVocab}); }, "has id 50 outside the vocabulary");
+  EXPECT_TRUE(driver.output(id).empty());
+  driver.complete_greedy(std::vector<Token>{7});
+  EXPECT_EQ(driver.output(id), std::vector<Token>{7});
 }
 
 }  // namespace

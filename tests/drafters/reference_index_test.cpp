@@ -225,6 +225,22 @@ TEST(IndexDrafter, DraftsWhatFollowedTheContextInEarlierOutputs) {
   refdec_test::expect_error([] { IndexDrafter(nullptr); }, "needs a ReferenceIndex");
 }
 
+// A negative id would take the place of the index's end-of-document code and let a match run past
+// a document's end (it read past the last one): refused wherever it would enter, nothing changed.
+TEST(IndexDrafter, RefusesNegativeTokenIds) {
+  auto index = std::make_shared<ReferenceIndex>();
+  index->add(Tokens{5, 6});
+  IndexDrafter d(index, {.request = false});
+  d.begin(Tokens{5}, {});
+  refdec_test::expect_error([&] { d.accept(Tokens{6, -1}); }, "index drafter: accept token 1 has the negative id -1");
+  refdec_test::expect_error([&] { d.begin(Tokens{5, -3}, {}); }, "begin: prompt token 1 has the negative id -3");
+  const std::vector<Tokens> references = {{1, -2}};
+  refdec_test::expect_error([&] { d.begin(Tokens{5}, references); }, "begin: reference token 1 has the negative id -2");
+  DraftTree tree;
+  d.propose(16, tree);  // the context is still [5]: "5" is followed by 6
+  EXPECT_FLOAT_EQ(score_of(tree, {6}), 1.0f);
+}
+
 // The drafter against counting over the documents directly: the longest context suffix found
 // followed by a token (at most max_match and the index's depth less one), every continuation path
 // below it up to the depth allowed with its count of occurrences, over many segments of short

@@ -237,6 +237,20 @@ class StepDriver {
     REFDEC_CHECK(static_cast<std::int32_t>(B) == plan_.batch() && accepted.size() == B && (aux_choices.empty() || aux_choices.size() == B),
                  "complete: " << accepted.size() << " acceptances and " << aux_choices.size() << " auxiliary choices for a step of "
                               << plan_.batch() << " sequences (" << B << " active)");
+    // The target's tokens become output and drafters' context: every one in the vocabulary, checked
+    // before anything changes.
+    for (std::size_t i = 0; i < B; ++i) {
+      if (prefill_[i]) continue;
+      for (std::size_t k = 0; k < accepted[i].tokens.size(); ++k)
+        REFDEC_CHECK(accepted[i].tokens[k] >= 0 && accepted[i].tokens[k] < options_.vocab_size,
+                     "complete: sequence " << i << " accepted token " << k << " has id " << accepted[i].tokens[k]
+                                           << " outside the vocabulary [0, " << options_.vocab_size << ")");
+      if (!aux_choices.empty())
+        for (std::size_t k = 0; k < aux_choices[i].size(); ++k)
+          REFDEC_CHECK(aux_choices[i][k] >= 0 && aux_choices[i][k] < options_.vocab_size,
+                       "complete: sequence " << i << " auxiliary choice " << k << " has id " << aux_choices[i][k]
+                                             << " outside the vocabulary [0, " << options_.vocab_size << ")");
+    }
     last_drafter_seconds_ = 0;
     for (std::size_t i = 0; i < B; ++i)
       if (prefill_[i]) accept_all(plan_.tree(static_cast<std::int32_t>(i)), accepted[i]);

@@ -731,6 +731,8 @@ class IndexDrafter {
   /// here only, with options().request).
   void begin(std::span<const Token> prompt, References references) {
     REFDEC_CHECK(index_ != nullptr, "index drafter: used after it was moved from");
+    check_ids(prompt, "begin: prompt");
+    for (std::size_t r = 0; r < references.size(); ++r) check_ids(references[r], "begin: reference");
     finish();
     context_.assign(prompt.begin(), prompt.end());
     last_match_ = last_match_seen_ = 0;
@@ -817,6 +819,7 @@ class IndexDrafter {
   }
 
   void accept(std::span<const Token> tokens) {
+    check_ids(tokens, "accept");
     context_.insert(context_.end(), tokens.begin(), tokens.end());
     if (adds_output()) output_.insert(output_.end(), tokens.begin(), tokens.end());
   }
@@ -830,6 +833,13 @@ class IndexDrafter {
   }
 
  private:
+  // Token ids are never negative: the index's documents end with a negative code, and an id that
+  // took its place would let a match run past a document's end.
+  static void check_ids(std::span<const Token> tokens, const char* what) {
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      REFDEC_CHECK(tokens[i] >= 0, "index drafter: " << what << " token " << i << " has the negative id " << tokens[i]);
+  }
+
   // Whether the sequence's output joins the index: the output is kept only then.
   bool adds_output() const { return opt_.add_output && opt_.shared; }
 
