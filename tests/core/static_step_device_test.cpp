@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -105,7 +106,12 @@ TEST_P(RotaryScatter, RotatesQAndKWritesKAndVWhereTheRowsSay) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RotaryScatter,
                          ::testing::Values(Shape{1, 4, 2, 8, false}, Shape{7, 4, 4, 4, false}, Shape{9, 4, 1, 16, true},
-                                           Shape{5, 2, 2, 2, true}));
+                                           Shape{5, 2, 2, 2, true}),
+                         [](const auto& param_info) {
+                           const Shape& s = param_info.param;
+                           return "rows" + std::to_string(s.rows) + "_heads" + std::to_string(s.heads) + "_kv" + std::to_string(s.kv_heads) +
+                                  "_dim" + std::to_string(s.head_dim) + (s.paged ? "_paged" : "_contiguous");
+                         });
 
 TEST(RotaryScatter, CountsOneThreadPerPair) {
   RotaryScatterArgs a;
