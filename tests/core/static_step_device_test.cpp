@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ struct Shape {
   std::int64_t rows, heads, kv_heads, head_dim;
   bool paged;
 };
+
+// How GoogleTest (and CTest's test names) print a shape: its fields, not its bytes.
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.rows << " rows, " << s.heads << " heads, " << s.kv_heads << " kv heads, head_dim " << s.head_dim << (s.paged ? ", paged" : "");
+}
 
 class RotaryScatter : public ::testing::TestWithParam<Shape> {};
 

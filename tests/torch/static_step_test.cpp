@@ -61,6 +61,12 @@ struct Case {
   bool paged = false;  ///< StaticPagedKvStore (blocks of 4 entries), else StaticKvStore
 };
 
+// How GoogleTest (and CTest's test names) print a case: its fields, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.dtype << ", " << c.kv_heads << " kv heads, " << (c.rope == RopeStyle::kHalf ? "half" : "interleaved") << " rotary"
+      << (c.paged ? ", paged" : "");
+}
+
 // A static store of 150 entries per sequence, contiguous or paged.
 template <class Store>
 Store static_store(const StaticLlama& model, const StaticStoreOptions& options) {
