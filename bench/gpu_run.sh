@@ -56,6 +56,11 @@ first=()
 [[ $stages == *" static "* || $stages == *" plain "* ]] && first+=(refdec_torch_tests)
 [[ $stages == *" python "* ]] && first+=(refdec_python)
 build "${first[@]}"
+if [[ ! -x build-gpu/bench/refdec-speed-bench && " ${first[*]} " == *" refdec-speed-bench "* ]]; then
+  log "no speed benchmark built: again without the fused kernels (REFDEC_STATIC_KERNELS=OFF)"
+  cmake -B build-gpu -DREFDEC_STATIC_KERNELS=OFF >>"$OUT/build.log" 2>&1
+  build "${first[@]}"
+fi
 
 if [[ $stages == *" cuda "* ]]; then
 log cuda tests
@@ -70,8 +75,9 @@ timeout "$(limit 90)" ./build-gpu/tests/refdec_torch_tests --gtest_filter='Stati
   | grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) |Failure|rror' | head -30
 log speed bench, static step
 reserve=0; [[ $stages == *" hf "* || $stages == *" python "* ]] && reserve=${REFDEC_GPU_RESERVE_S:-150}
+kernels=(--static-kernels); [[ -e build-gpu/librefdec_eval_static_kernels.a ]] || kernels=()
 timeout "$(limit "${REFDEC_GPU_BENCH_S:-330}" $reserve)" ./build-gpu/bench/refdec-speed-bench --shape 7b --device cuda --dtype bf16 \
-  --static --static-rows 256 --plain-tokens 64 --paired-steps 0 --outside-batches 1 16 --cost-tokens 1 2 4 8 16 32 64 128 256 \
+  --static "${kernels[@]}" --static-rows 256 --plain-tokens 64 --paired-steps 0 --outside-batches 1 16 --cost-tokens 1 2 4 8 16 32 64 128 256 \
   --live live/specbench.jsonl live/llma-rag.jsonl --datastore .gpu-data/mtbench.ds --max-traces 1 --max-tokens 64 \
   --trajectories traj/*.json --batches 1 4 16 64 --sweep-steps 16 --live-compare --json "$OUT/gpu.json" 2>&1 \
   | tee "$OUT/bench.log"

@@ -239,7 +239,8 @@ class BenchModel {
     for (const std::int64_t n : static_buckets(max_rows_)) {
       if (n > last) break;
       if (n <= warmed.rows) continue;
-      std::vector<Token> chain(static_cast<std::size_t>(n), 1);
+      // A bucket past the capacity is reached by a step of fewer rows than it (their padding).
+      std::vector<Token> chain(static_cast<std::size_t>(std::min(n, store.capacity())), 1);
       plan_step(std::vector<LinearTree>(static_cast<std::size_t>(batch), LinearTree::chain(chain)), {}, store.lengths(), vocab_size(), plan);
       sync(fixed_->forward(plan, store));
     }
@@ -729,16 +730,16 @@ int main(int argc, char** argv) {
       report["matmuls_alone_seconds"] = products_seconds;
       report["weights_read_seconds"] = weights_seconds;
     }
-    if (only_plain) {
-      write_json();
-      return 0;
-    }
     report["bandwidth_bytes_per_s"] = bandwidth;
     report["bandwidth_before_after"] = {bandwidth_before, bandwidth_after};
     report["roofline_tokens_per_s"] = roofline;
     report["plain_tokens_per_s"] = batch1_tps;
     report["plain_roofline_fraction"] = batch1_tps / roofline;
     report["plain_outside_forward_fraction"] = outside;
+    if (only_plain) {
+      write_json();
+      return 0;
+    }
     // The same steps each right after a short bandwidth measurement: on a machine whose bandwidth
     // moves by tens of percent within a minute, the roofline of the moment a step runs, rather
     // than the better of two measurements a minute apart. The median over the steps of
