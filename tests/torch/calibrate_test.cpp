@@ -1,6 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // Step cost calibration with an injected clock.
 
+#include "refdec/torch/static_llama.hpp"
 #include "torch/model_helpers.hpp"
 
 namespace {
@@ -31,6 +32,39 @@ TEST(Calibration, MeasuresEveryStepSize) {
   EXPECT_THROW(measure_step_cost(model, {.tokens = {}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.tokens = {0, 2}}), Error);
   EXPECT_THROW(measure_step_cost(model, {.repeats = 0}), Error);
+}
+
+// Calibration in a store of the caller's making, the context prefilled in chunks: a static store
+// whose steps hold at most 8 rows per sequence takes a 20-token context only in chunks of 8.
+// The same injected clock: the n-th timed run lasts 2n + 1, rounds visit 4 then 1, and the median
+// of two runs is the later one.
+TEST(Calibration, RunsInTheStoreGivenAndPrefillsInChunks) {
+  const auto model = LlamaModel::random(small_config(), 2, at::kFloat);
+  const StaticLlama fixed(model);
+  double t = 0, readings = 0;
+  const auto fake_clock = [&] { return t += readings++; };
+  std::vector<std::pair<std::int64_t, std::int64_t>> made;  // (capacity, rows) asked for
+  const auto make = [&](std::int64_t capacity, std::int64_t rows) {
+    made.emplace_back(capacity, rows);
+    return StaticKvStore(fixed.kv_layout(), capacity, {.max_batch = 2, .max_rows = rows, .graphs = false});
+  };
+  const CalibrationOptions options{.tokens = {1, 4}, .batch = 2, .context = 20, .prefill_chunk = 8, .repeats = 2, .clock = fake_clock};
+  const auto samples = measure_step_cost(fixed, options, make);
+  ASSERT_EQ(made.size(), 1u);
+  EXPECT_EQ(made[0], (std::pair<std::int64_t, std::int64_t>{20 + 4 + 1, 8}));
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0], (std::pair<std::size_t, double>{1, 7.0}));
+  EXPECT_EQ(samples[1], (std::pair<std::size_t, double>{4, 5.0}));
+  // Without chunks the 20-token prefill exceeds the store's 8 rows per step, and says so.
+  CalibrationOptions whole = options;
+  whole.prefill_chunk = 0;
+  refdec_test::expect_error([&] { (void)measure_step_cost(fixed, whole, [&](std::int64_t capacity, std::int64_t) {
+                              return StaticKvStore(fixed.kv_layout(), capacity, {.max_batch = 2, .max_rows = 8, .graphs = false});
+                            }); },
+                            "20 step rows of a sequence outside the buckets' range [1, 8]");
+  CalibrationOptions negative = options;
+  negative.prefill_chunk = -1;
+  refdec_test::expect_error([&] { (void)measure_step_cost(fixed, negative, make); }, "prefill_chunk must be >= 0, got -1");
 }
 
 }  // namespace

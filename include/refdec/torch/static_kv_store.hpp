@@ -133,12 +133,6 @@ class StaticKvStore {
   const at::Tensor& cache() const { return cache_; }
   /// The buckets' buffers and graphs (shared with copies of this store).
   StaticStoreState& state() const { return *state_; }
-  /// Rows of sequence `b` in the step begun last (0 outside a step).
-  std::int64_t step_rows(std::int64_t b) const {
-    check_index(b);
-    return rows_[static_cast<std::size_t>(b)];
-  }
-
   /// Appends an empty sequence and returns its index; throws refdec::ArgumentError when max_batch
   /// sequences are in the store.
   std::int64_t add() {
