@@ -500,9 +500,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
   app.add_option("--dtype", dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
   app.add_option("--linear", linear_name,
-                 "linear layers: auto (the fastest packed kernel this CPU runs, else at::linear), aten (at::linear), packed "
-                 "(the fastest packed kernel; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512) or avx2 "
-                 "(refdec's AVX2 kernel)")
+                 std::string("linear layers: ") + linear_kernels_help())
       ->capture_default_str();
   app.add_option("--threads", threads, "intra-op threads (0: libtorch's default, which is 1 on some machines)")->capture_default_str()
       ->transform(cli::integer_in(0, 1024));
@@ -670,11 +668,15 @@ int main(int argc, char** argv) {
       REFDEC_CHECK(false, "--static-kernels: this build has no fused kernels (they need nvcc and a CUDA build of libtorch)");
 #endif
     }
-    const double bandwidth_before = measure_bandwidth(device, bandwidth_mib << 20, 10);
+    // One bandwidth method for every figure: the best of 10 reads of --bandwidth-mib (a shorter
+    // read gave 30-32 GB/s where this one gave 49-52 on a Zen 4 machine, flattering any step
+    // timed against it).
+    const auto read_bandwidth = [&] { return measure_bandwidth(device, bandwidth_mib << 20, 10); };
+    const double bandwidth_before = read_bandwidth();
     const auto [batch1_tps, outside] =
         static_step ? time_plain_session(Session(*bench_model.fixed(), bench_model.empty_store(1, plain_capacity, static_rows), plain_opt))
                     : time_plain_session(Session(model, ContiguousKvStore(model.kv_layout(), plain_capacity), plain_opt));
-    const double bandwidth_after = measure_bandwidth(device, bandwidth_mib << 20, 10);
+    const double bandwidth_after = read_bandwidth();
     const double bandwidth = std::max(bandwidth_before, bandwidth_after);
     const double roofline = bandwidth / static_cast<double>(weight_bytes + kv_bytes);
     std::cout << "read bandwidth " << bandwidth_before / 1e9 << " GB/s before plain decoding, " << bandwidth_after / 1e9
@@ -754,7 +756,7 @@ int main(int argc, char** argv) {
       paired.step();
       std::vector<double> fractions, bandwidths;
       while (!paired.idle()) {
-        const double bw = measure_bandwidth(device, std::min<std::int64_t>(bandwidth_mib, 256) << 20, 3);
+        const double bw = read_bandwidth();
         const auto t_step = Clock::now();
         paired.step();
         fractions.push_back(static_cast<double>(weight_bytes + kv_bytes) / bw / seconds_since(t_step));

@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       ->transform(cli::integer_in(0, cli::kMaxTokens));
   app.add_option("--repeats", repeats, "timed runs of each decoding (the median is reported)")->transform(cli::integer_in(1, 100));
   app.add_option("--dtype", dtype, "fp32, fp64, fp16 or bf16");
-  app.add_option("--linear", linear, "linear layers: auto (the fastest kernel this CPU runs), aten, packed, onednn or avx2")
+  app.add_option("--linear", linear, std::string("linear layers: ") + linear_kernels_help())
       ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda");
   app.add_option("--seed", seed, "seed of the random model used when no checkpoint is found")

@@ -124,22 +124,22 @@ PYBIND11_MODULE(_torch, m) {
       .def_property_readonly("head_dim", &LlamaConfig::head_dim, "dim / n_heads.")
       .def("validate", &LlamaConfig::validate, "Raises ValueError naming the first inconsistent field.");
 
+  static const std::string load_doc =
+      "Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or "
+      "bad file. `linear`: the linear layers' kernel, one of " + std::string(linear_kernels_help()) + "; linear_path says which ran and why.";
   py::class_<LlamaModel, std::shared_ptr<LlamaModel>>(m, "LlamaModel", "refdec's reference Llama-family model (libtorch).")
       .def_static("load_llama2c", [](const std::filesystem::path& path, const py::object& dtype, const std::string& linear) {
              const at::ScalarType t = scalar_type_of(dtype);
              const LinearKernel kernel = parse_linear_kernel(linear);
              py::gil_scoped_release release;
              return std::make_shared<LlamaModel>(load_llama2c(path, t, at::kCPU, kernel));
-           }, py::arg("path"), py::arg("dtype") = py::none(), py::arg("linear") = "auto",
-           "Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); "
-           "OSError for a missing or bad file. `linear`: the linear layers' kernel (auto, aten, packed, onednn, avx2; "
-           "linear_path says which ran and why).")
+           }, py::arg("path"), py::arg("dtype") = py::none(), py::arg("linear") = "auto", load_doc.c_str())
       .def_static("random", [](const LlamaConfig& config, std::uint64_t seed, const py::object& dtype, const std::string& linear) {
              return std::make_shared<LlamaModel>(LlamaModel::random(config, seed, scalar_type_of(dtype), at::kCPU, parse_linear_kernel(linear)));
            }, py::arg("config"), py::arg("seed"), py::arg("dtype") = py::none(), py::arg("linear") = "auto",
            "A model with seeded random weights; `linear` as load_llama2c takes it.")
       .def_property_readonly("linear_kernel", [](const LlamaModel& md) { return std::string(linear_kernel_name(md.linear_kernel())); },
-                             "The kernel the linear layers run on: 'aten', 'onednn' or 'avx2'.")
+                             "The kernel the linear layers run on: 'aten', 'onednn' or 'stream'.")
       .def_property_readonly("linear_path", &LlamaModel::linear_path,
                              "Which kernel the linear layers run on and why it was chosen (what this CPU runs).")
       .def_property_readonly("config", &LlamaModel::config, "LlamaConfig (a copy).")

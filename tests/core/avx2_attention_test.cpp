@@ -18,12 +18,12 @@
 
 namespace {
 
-using refdec::Avx2Linear;
+using refdec::StreamLinear;
 using refdec::CacheView;
 using refdec::HalfFormat;
 
 TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
-  if (!Avx2Linear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
+  if (!StreamLinear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const HalfFormat f : {HalfFormat::kBf16, HalfFormat::kFp16})
@@ -34,8 +34,8 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
             // [len + 3, kv, d] with an extra head's room per entry: strides that are not the sizes.
             const std::int64_t head_stride = d, row_stride = (kv + 1) * d;
             std::vector<std::uint16_t> keys(static_cast<std::size_t>((len + 3) * row_stride)), vals(keys.size());
-            for (auto& v : keys) v = Avx2Linear::from_float(normal(rng), f);
-            for (auto& v : vals) v = Avx2Linear::from_float(normal(rng), f);
+            for (auto& v : keys) v = StreamLinear::from_float(normal(rng), f);
+            for (auto& v : vals) v = StreamLinear::from_float(normal(rng), f);
             std::vector<float> q(static_cast<std::size_t>(kv * rows * d)), p(static_cast<std::size_t>(kv * rows * len));
             for (auto& v : q) v = normal(rng);
             for (auto& v : p) v = std::abs(normal(rng)) / static_cast<float>(len);
@@ -54,7 +54,7 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
                   double want = 0, mag = 0;
                   for (std::int64_t i = 0; i < d; ++i) {
                     const double t = q[static_cast<std::size_t>((h * rows + r) * d + i)] *
-                                     static_cast<double>(Avx2Linear::to_float(keys[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
+                                     static_cast<double>(StreamLinear::to_float(keys[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
                     want += t, mag += std::abs(t);
                   }
                   ASSERT_NEAR(scores[static_cast<std::size_t>((h * rows + r) * len + s)], 0.5 * want, 1e-5 * (1 + mag))
@@ -64,10 +64,10 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
                   double want = 0, mag = 0;
                   for (std::int64_t s = 0; s < len; ++s) {
                     const double t = p[static_cast<std::size_t>((h * rows + r) * len + s)] *
-                                     static_cast<double>(Avx2Linear::to_float(vals[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
+                                     static_cast<double>(StreamLinear::to_float(vals[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
                     want += t, mag += std::abs(t);
                   }
-                  ASSERT_NEAR(Avx2Linear::to_float(out[static_cast<std::size_t>((h * rows + r) * d + i)], f), want,
+                  ASSERT_NEAR(StreamLinear::to_float(out[static_cast<std::size_t>((h * rows + r) * d + i)], f), want,
                               half_step * std::abs(want) + 1e-5 * (1 + mag))
                       << "kv " << kv << " rows " << rows << " d " << d << " len " << len << " head " << h << " row " << r << " dim " << i;
                 }
@@ -79,7 +79,7 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
 // out contiguously, bit for bit: block sizes that do and do not divide the length, blocks scattered
 // over a pool in random order.
 TEST(Avx2Attention, ProductsThroughABlockTableEqualTheContiguousProducts) {
-  if (!Avx2Linear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
+  if (!StreamLinear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const std::int64_t kv = 2, rows = 3, d = 64;
@@ -88,16 +88,16 @@ TEST(Avx2Attention, ProductsThroughABlockTableEqualTheContiguousProducts) {
       for (const std::int64_t len : {1, 16, 37}) {
         const std::int64_t row_stride = kv * d, blocks = (len + block_size - 1) / block_size, pool_blocks = blocks + 5;
         std::vector<std::uint16_t> keys(static_cast<std::size_t>(len * row_stride)), vals(keys.size());
-        for (auto& v : keys) v = Avx2Linear::from_float(normal(rng), f);
-        for (auto& v : vals) v = Avx2Linear::from_float(normal(rng), f);
+        for (auto& v : keys) v = StreamLinear::from_float(normal(rng), f);
+        for (auto& v : vals) v = StreamLinear::from_float(normal(rng), f);
         std::vector<std::int32_t> pool_order(static_cast<std::size_t>(pool_blocks));
         for (std::size_t i = 0; i < pool_order.size(); ++i) pool_order[i] = static_cast<std::int32_t>(i);
         std::shuffle(pool_order.begin(), pool_order.end(), rng);
         const std::vector<std::int32_t> table(pool_order.begin(), pool_order.begin() + blocks);
         // The pool holds noise wherever no entry of the sequence lies.
         std::vector<std::uint16_t> key_pool(static_cast<std::size_t>(pool_blocks * block_size * row_stride)), val_pool(key_pool.size());
-        for (auto& v : key_pool) v = Avx2Linear::from_float(normal(rng), f);
-        for (auto& v : val_pool) v = Avx2Linear::from_float(normal(rng), f);
+        for (auto& v : key_pool) v = StreamLinear::from_float(normal(rng), f);
+        for (auto& v : val_pool) v = StreamLinear::from_float(normal(rng), f);
         for (std::int64_t s = 0; s < len; ++s) {
           const std::int64_t row = std::int64_t{table[static_cast<std::size_t>(s / block_size)]} * block_size + s % block_size;
           std::copy_n(keys.begin() + s * row_stride, row_stride, key_pool.begin() + row * row_stride);
@@ -129,7 +129,7 @@ TEST(Avx2Attention, ProductsThroughABlockTableEqualTheContiguousProducts) {
 // The in-place softmax against float64: rows of every length (vector body and tail), a wide range
 // of values, masked (-inf) entries, entries that underflow to 0, a row entirely masked (all 0).
 TEST(Avx2Attention, SoftmaxEqualsTheFloat64Softmax) {
-  if (!Avx2Linear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
+  if (!StreamLinear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() << ")";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float inf = std::numeric_limits<float>::infinity();
@@ -169,7 +169,7 @@ TEST(Avx2Attention, RejectsWhatItCannotRun) {
   const std::vector<std::uint16_t> cache(64);
   const std::vector<float> q(16);
   std::vector<float> scores(16);
-  if (!Avx2Linear::cpu_runs()) {
+  if (!StreamLinear::cpu_runs()) {
     refdec_test::expect_error([&] { refdec::avx2::attention_scores(q.data(), 1, {cache.data(), 1, 8, 8, 8}, HalfFormat::kBf16, 1.0f, scores.data(), 0, 1); },
                               "does not run AVX2");
     refdec_test::expect_error([&] { refdec::avx2::softmax(scores.data(), 1, 16); }, "does not run AVX2");

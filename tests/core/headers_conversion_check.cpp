@@ -3,7 +3,7 @@
 // an engine that builds with those warnings can include refdec without them.
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/avx2_attention.hpp"
-#include "refdec/core/avx2_linear.hpp"
+#include "refdec/core/stream_linear.hpp"
 #include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/cpu_isa.hpp"

@@ -38,7 +38,8 @@ TEST(LlamaModel, TreeMaskedPassEqualsPerPathPasses) {
     const double tol = dtype == at::kDouble ? 1e-10 : 1e-4;
     for (std::int32_t i = 0; i < tree.size(); ++i) {
       std::vector<Token> path;
-      for (std::int32_t j = i; j > 0; j = tree.parent[static_cast<std::size_t>(j)]) path.insert(path.begin(), tree.tokens[static_cast<std::size_t>(j)]);
+      for (std::int32_t j = i; j > 0; j = tree.parent[static_cast<std::size_t>(j)])
+        path.insert(path.begin(), tree.tokens[static_cast<std::size_t>(j)]);
       std::vector<Token> seq = prefix;
       seq.insert(seq.end(), path.begin(), path.end());
       const auto want = causal_logits(model, seq)[static_cast<std::int64_t>(seq.size()) - 1];
@@ -46,7 +47,6 @@ TEST(LlamaModel, TreeMaskedPassEqualsPerPathPasses) {
     }
   }
 }
-
 
 // The plan's attention (prefix and step scores from one product, the step-local mask on the step
 // columns only) equals the dense-mask computation in float64, over both stores: ragged lengths,
@@ -69,8 +69,8 @@ TEST(LlamaModel, PlanAttentionEqualsDenseMaskReference) {
       for (std::int32_t b = 0; b < B; ++b) {
         const auto want = dense_reference(model, cached[static_cast<std::size_t>(b)], plan, b);
         const auto got = a.slice(0, plan.indptr[static_cast<std::size_t>(b)], plan.indptr[static_cast<std::size_t>(b) + 1]);
-        EXPECT_TRUE(at::allclose(got, want, 1e-10, 1e-10)) << "kind " << kind << " trial " << trial << " sequence " << b
-                                                          << ": max difference " << (got - want).abs().max().item<double>();
+        EXPECT_TRUE(at::allclose(got, want, 1e-10, 1e-10))
+            << "kind " << kind << " trial " << trial << " sequence " << b << ": max difference " << (got - want).abs().max().item<double>();
       }
       EXPECT_TRUE(at::equal(a, p)) << "paged and contiguous stores give different logits";
     }
@@ -88,8 +88,9 @@ TEST(LlamaModel, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
   // A store holding every prefix token but the last (the step's root).
   const auto prefilled = [&] {
     ContiguousKvStore store(model.kv_layout(), 64);
-    prefill(model, store, {std::vector<Token>(prefixes[0].begin(), prefixes[0].end() - 1),
-                           std::vector<Token>(prefixes[1].begin(), prefixes[1].end() - 1)});
+    prefill(
+        model, store,
+        {std::vector<Token>(prefixes[0].begin(), prefixes[0].end() - 1), std::vector<Token>(prefixes[1].begin(), prefixes[1].end() - 1)});
     return store;
   };
   auto store = prefilled();
@@ -120,7 +121,8 @@ TEST(LlamaModel, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
     for (std::int32_t j = 0; j < aux[u].size(); ++j) {
       std::vector<std::pair<std::int32_t, Token>> chain = {{0, prefixes[u].back()}};
       for (std::int32_t k = 1; k <= aux[u].size(); ++k)
-        if (aux[u].attends(j, k)) chain.emplace_back(aux[u].offset[static_cast<std::size_t>(k - 1)], aux[u].tokens[static_cast<std::size_t>(k - 1)]);
+        if (aux[u].attends(j, k))
+          chain.emplace_back(aux[u].offset[static_cast<std::size_t>(k - 1)], aux[u].tokens[static_cast<std::size_t>(k - 1)]);
       std::sort(chain.begin(), chain.end());
       std::vector<Token> seq = prefixes[u];
       for (std::size_t i = 1; i < chain.size(); ++i) seq.push_back(chain[i].second);
@@ -168,8 +170,8 @@ void expect_packed_model_matches_aten(LinearKernel kernel, at::ScalarType dtype)
     EXPECT_FALSE(aten.packed());
     EXPECT_EQ(aten.linear_kernel(), LinearKernel::kAten);
     EXPECT_TRUE(packed.packed());
-    EXPECT_EQ(packed.linear_kernel(), kernel);
-    EXPECT_EQ(packed.linear_path().find(linear_kernel_name(kernel)), 0u) << packed.linear_path();
+    EXPECT_EQ(packed.linear_kernel(), kernel == LinearKernel::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kStream);
+    EXPECT_NE(packed.linear_path().find(linear_kernel_name(kernel)), std::string::npos) << packed.linear_path();
     EXPECT_GE(packed.step_weight_bytes(), same.step_weight_bytes());  // blocks may pad
     EXPECT_FALSE(packed.weights().layers[0].wq.defined()) << "packed projections are released";
     EXPECT_TRUE(packed.weights().embedding.defined());
@@ -197,45 +199,77 @@ TEST(LlamaModel, OneDnnLayersMatchAtLinearInBf16) {
   expect_packed_model_matches_aten(LinearKernel::kOneDnn, at::kBFloat16);
 }
 
-TEST(LlamaModel, Avx2LayersMatchAtLinearInBf16) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  expect_packed_model_matches_aten(LinearKernel::kAvx2, at::kBFloat16);
+// Each of the streaming kernel's tile sets that runs here, in both formats (the sets above this
+// CPU or REFDEC_CPU_ISA's cap named in the skip).
+void expect_stream_layers_match_aten(at::ScalarType dtype) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, dtype);
+  const HalfFormat format = dtype == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16;
+  std::string not_run;
+  for (const LinearKernel k : {LinearKernel::kAvx2, LinearKernel::kAvx512, LinearKernel::kAvx512Bf16}) {
+    const StreamTiles t = k == LinearKernel::kAvx2     ? StreamTiles::kAvx2
+                          : k == LinearKernel::kAvx512 ? StreamTiles::kAvx512
+                                                       : StreamTiles::kAvx512Bf16;
+    if (t == StreamTiles::kAvx512Bf16 && format == HalfFormat::kFp16) continue;  // a bf16 instruction
+    if (const std::string why = StreamLinear::unavailable(t, format); !why.empty()) {
+      not_run += (not_run.empty() ? "" : "; ") + why;
+      refdec_test::expect_error([&] { (void)LlamaModel::random(refdec_test::attention_kind_config(0), 1, dtype, at::kCPU, k); }, why);
+      continue;
+    }
+    expect_packed_model_matches_aten(k, dtype);
+  }
+  if (!not_run.empty()) GTEST_SKIP() << "tile sets not run on this CPU: " << not_run;
 }
 
-TEST(LlamaModel, Avx2LayersMatchAtLinearInFp16) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kHalf);
-  expect_packed_model_matches_aten(LinearKernel::kAvx2, at::kHalf);
-}
+TEST(LlamaModel, StreamLayersMatchAtLinearInBf16) { expect_stream_layers_match_aten(at::kBFloat16); }
 
-// kAuto and kPacked take the fastest kernel this CPU runs and say why; a kernel that cannot run
-// is an error naming what the CPU lacks and the alternatives; float32 weights stay on at::linear.
-TEST(LlamaModel, ChoosesItsLinearKernelByWhatTheCpuRuns) {
+TEST(LlamaModel, StreamLayersMatchAtLinearInFp16) { expect_stream_layers_match_aten(at::kHalf); }
+
+// kAuto and kPacked measure the kernels this CPU runs (or take the choice given) and say why; a
+// kernel that cannot run is an error naming what the CPU lacks and the alternatives; float32
+// weights stay on at::linear.
+TEST(LlamaModel, ChoosesItsLinearKernelByMeasurementOrTheChoiceGiven) {
   const auto config = refdec_test::attention_kind_config(0);
   const auto fp32 = LlamaModel::random(config, 1, at::kFloat);
   EXPECT_EQ(fp32.linear_kernel(), LinearKernel::kAten);
   EXPECT_NE(fp32.linear_path().find("bf16 or fp16"), std::string::npos) << fp32.linear_path();
   refdec_test::expect_error([&] { (void)LlamaModel::random(config, 1, at::kFloat, at::kCPU, LinearKernel::kPacked); },
-                            "LinearKernel::kPacked cannot run");
+                            "LinearKernel \"packed\" cannot run");
   refdec_test::expect_error([&] { (void)LlamaModel::random(config, 1, at::kFloat, at::kCPU, LinearKernel::kAvx2); },
-                            "LinearKernel::kAvx2 cannot run");
-  for (const LinearKernel k : {LinearKernel::kAuto, LinearKernel::kAten, LinearKernel::kPacked, LinearKernel::kOneDnn, LinearKernel::kAvx2})
-    EXPECT_EQ(parse_linear_kernel(linear_kernel_name(k)), k);
+                            "LinearKernel \"avx2\" cannot run");
+  for (const LinearKernel k : kAllLinearKernels) EXPECT_EQ(parse_linear_kernel(linear_kernel_name(k)), k);
   refdec_test::expect_error([] { (void)parse_linear_kernel("mkl"); }, "unknown linear kernel 'mkl'");
   const std::string onednn_why = packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16);
   if (!onednn_why.empty())
     refdec_test::expect_error([&] { (void)LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kOneDnn); },
                               "use LinearKernel::kAuto (the fastest that runs) or kAten");
-  const auto fastest = fastest_packed_backend(at::kBFloat16);
+  const auto candidates = linear_candidates_here(at::kBFloat16);
   const auto automatic = LlamaModel::random(config, 1, at::kBFloat16);
-  if (!fastest) {
+  if (candidates.empty()) {
     EXPECT_EQ(automatic.linear_kernel(), LinearKernel::kAten) << automatic.linear_path();
     GTEST_SKIP() << "no packed kernel runs here (" << cpu_isa().describe() << "): kAuto keeps at::linear";
   }
-  const LinearKernel want = *fastest == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kAvx2;
-  EXPECT_EQ(automatic.linear_kernel(), want) << automatic.linear_path();
-  EXPECT_EQ(LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kPacked).linear_kernel(), want);
-  if (want == LinearKernel::kAvx2) {  // the report says why oneDNN was passed over
-    EXPECT_NE(automatic.linear_path().find(onednn_why), std::string::npos) << automatic.linear_path();
+  const LinearChoice& chosen = automatic.linear_choice();
+  EXPECT_EQ(automatic.linear_kernel(), chosen.backend == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kStream);
+  EXPECT_EQ(automatic.linear_path().find(chosen.describe()), 0u) << automatic.linear_path();
+  const bool measured = automatic.linear_path().find("measured: one layer's products at 1/2/4/8/16/32 rows") != std::string::npos;
+  EXPECT_EQ(measured, candidates.size() > 1) << automatic.linear_path();
+  // A second model of the same shapes takes the process's calibration: the same choice.
+  const auto again = LlamaModel::random(config, 2, at::kBFloat16, at::kCPU, LinearKernel::kPacked);
+  EXPECT_EQ(again.linear_choice().backend, chosen.backend);
+  EXPECT_EQ(again.linear_choice().tiles, chosen.tiles);
+  // A choice given is taken as it is, and one that cannot run here is refused.
+  LinearChoice given{PackedBackend::kStream, TilesByRows(StreamTiles::kAvx2), ""};
+  const auto injected = LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kAuto, given);
+  EXPECT_EQ(injected.linear_kernel(), LinearKernel::kStream);
+  EXPECT_EQ(injected.linear_path(), "stream (avx2 for every row count) (given)");
+  for (const StreamTiles t : kAllStreamTiles) {
+    if (StreamLinear::unavailable(t, HalfFormat::kBf16).empty()) continue;
+    refdec_test::expect_error(
+        [&] {
+          (void)LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kAuto,
+                                   LinearChoice{PackedBackend::kStream, TilesByRows(t), ""});
+        },
+        "does not run");
   }
 }
 

@@ -13,6 +13,7 @@
 #include "common/tiny_llama.hpp"
 #include "refdec/torch/attention_products.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
+#include "refdec/torch/linear_choice.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/packed_linear.hpp"
 
@@ -20,20 +21,22 @@ namespace {
 
 using namespace refdec;
 
-// ---- PackedLinear (oneDNN's bf16 matmul, refdec's AVX2 kernel) against at::linear ----
+// ---- PackedLinear (oneDNN's bf16 matmul, refdec's streaming kernel) against at::linear ----
 
 // x W^T in float64 from the same half values: the reference both kernels approximate.
 at::Tensor linear_reference(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x.to(at::kDouble), w.to(at::kDouble).t()); }
 
-// Every epilogue of one backend and dtype against the float64 product, over row counts a step has.
-void expect_products(PackedBackend backend, at::ScalarType dtype) {
+// Every epilogue of one backend (and tile sets) and dtype against the float64 product, over row
+// counts a step has.
+void expect_products(PackedBackend backend, at::ScalarType dtype, const TilesByRows& tiles = {}) {
   auto gen = at::detail::createCPUGenerator(3);
   // Rounding to the half dtype: its relative half-step.
   const double step = dtype == at::kHalf ? 1e-3 : 1e-2;
   for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{48, 32}, {130, 70}, {256, 512}}) {
     const auto w = at::randn({out, in}, gen, at::kFloat).to(dtype);
-    const PackedLinear packed(w, backend);
+    const PackedLinear packed(w, backend, tiles);
     EXPECT_EQ(packed.backend(), backend);
+    EXPECT_EQ(packed.tiles(), tiles);
     EXPECT_EQ(packed.dtype(), dtype);
     EXPECT_EQ(packed.in_features(), in);
     EXPECT_EQ(packed.out_features(), out);
@@ -42,8 +45,8 @@ void expect_products(PackedBackend backend, at::ScalarType dtype) {
       const auto x = at::randn({rows, in}, gen, at::kFloat).to(dtype);
       const auto want = linear_reference(x, w);
       const double scale = want.abs().max().item<double>();
-      const std::string where = std::string(backend_name(backend)) + " " + at::toString(dtype) + " " + std::to_string(out) + "x" +
-                                std::to_string(in) + ", " + std::to_string(rows) + " rows";
+      const std::string where = std::string(backend_name(backend)) + " (" + tiles.describe() + ") " + at::toString(dtype) + " " +
+                                std::to_string(out) + "x" + std::to_string(in) + ", " + std::to_string(rows) + " rows";
       // float32 output: only the summation order differs from the reference.
       const auto f32 = packed(x, at::kFloat);
       EXPECT_EQ(f32.scalar_type(), at::kFloat);
@@ -73,26 +76,63 @@ TEST(PackedLinear, OneDnnEqualsTheProductForEveryRowCount) {
   expect_products(PackedBackend::kOneDnn, at::kBFloat16);
 }
 
-TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInBf16) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  expect_products(PackedBackend::kAvx2, at::kBFloat16);
+// Each tile set of the streaming kernel that runs here, in both formats; the sets above this
+// CPU (or REFDEC_CPU_ISA's cap) are named in the skip.
+TEST(PackedLinear, StreamEqualsTheProductForEveryRowCountAndTileSet) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, at::kBFloat16);
+  std::string not_run;
+  for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf})
+    for (const StreamTiles t : kAllStreamTiles) {
+      const HalfFormat format = dtype == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16;
+      if (t == StreamTiles::kAvx512Bf16 && format == HalfFormat::kFp16) continue;  // a bf16 instruction
+      if (const std::string why = StreamLinear::unavailable(t, format); !why.empty()) {
+        not_run += std::string(not_run.empty() ? "" : "; ") + at::toString(dtype) + ": " + why;
+        continue;
+      }
+      expect_products(PackedBackend::kStream, dtype, TilesByRows(t));
+    }
+  if (!not_run.empty()) GTEST_SKIP() << "tile sets not run on this CPU: " << not_run;
 }
 
-TEST(PackedLinear, Avx2EqualsTheProductForEveryRowCountInFp16) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kHalf);
-  expect_products(PackedBackend::kAvx2, at::kHalf);
+// A table of tile sets runs, at each row count, exactly what its set for that count gives, and
+// names them; a set that cannot run here is refused when packing.
+TEST(PackedLinear, RunsEachRowCountOnTheTilesItsTableNames) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, at::kBFloat16);
+  TilesByRows table;
+  EXPECT_EQ(table.describe(), "the widest tiles here");
+  EXPECT_EQ(table.at(7, HalfFormat::kBf16), StreamLinear::widest(HalfFormat::kBf16));
+  const StreamTiles wide = StreamLinear::widest(HalfFormat::kBf16);
+  table.set(1, StreamTiles::kAvx2);
+  table.set(4, wide);
+  table.set(9, StreamTiles::kAvx2);
+  EXPECT_EQ(table.describe(), std::string("avx2 for 1-3 rows, ") + stream_tiles_name(wide) + " for 4-8 rows, avx2 from 9 rows");
+  EXPECT_EQ(TilesByRows(StreamTiles::kAvx2).describe(), "avx2 for every row count");
+  refdec_test::expect_error([&] { table.set(0, StreamTiles::kAvx2); }, "TilesByRows: a range starts at 1 row or more, got 0");
+  auto gen = at::detail::createCPUGenerator(12);
+  const auto w = at::randn({70, 50}, gen, at::kFloat).to(at::kBFloat16);
+  const PackedLinear packed(w, PackedBackend::kStream, table);
+  for (const std::int64_t rows : {1, 3, 4, 8, 9, 20}) {
+    const auto x = at::randn({rows, 50}, gen, at::kFloat).to(at::kBFloat16);
+    auto want = at::empty({rows, 70});
+    packed.run_tiles(rows >= 4 && rows <= 8 ? wide : StreamTiles::kAvx2, x, want);
+    EXPECT_TRUE(at::equal(packed(x, at::kFloat), want)) << rows << " rows";
+  }
+  for (const StreamTiles t : kAllStreamTiles)
+    if (const std::string why = StreamLinear::unavailable(t, HalfFormat::kFp16); !why.empty())
+      refdec_test::expect_error([&] { PackedLinear p(w.to(at::kHalf), PackedBackend::kStream, TilesByRows(t)); }, why);
 }
 
-// The default backend is the fastest that runs; one that cannot run says why and what the CPU has.
-TEST(PackedLinear, PicksTheFastestBackendAndNamesWhatTheCpuLacks) {
+// Without a backend named, the streaming kernel where it runs; one that cannot run says why and
+// what the CPU has.
+TEST(PackedLinear, DefaultsToTheStreamingKernelAndNamesWhatTheCpuLacks) {
   const auto w = at::randn({8, 4}).to(at::kBFloat16);
-  const auto fastest = fastest_packed_backend(at::kBFloat16);
-  EXPECT_EQ(PackedLinear::supported(w), fastest.has_value());
-  EXPECT_EQ(fastest == PackedBackend::kOneDnn, packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16).empty());
+  const auto here = packed_backends_here(at::kBFloat16);
+  EXPECT_EQ(PackedLinear::supported(w), !here.empty());
   EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kOneDnn, at::kHalf).empty()) << "oneDNN runs bf16 only";
-  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kAvx2, at::kFloat).empty());
-  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kAvx2}) {
+  EXPECT_FALSE(packed_backend_unavailable(PackedBackend::kStream, at::kFloat).empty());
+  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kStream}) {
     const std::string why = packed_backend_unavailable(b, at::kBFloat16);
+    EXPECT_EQ(why.empty(), std::find(here.begin(), here.end(), b) != here.end());
     if (why.empty()) {
       EXPECT_EQ(PackedLinear(w, b).backend(), b);
     } else {
@@ -100,8 +140,70 @@ TEST(PackedLinear, PicksTheFastestBackendAndNamesWhatTheCpuLacks) {
       refdec_test::expect_error([&] { PackedLinear p(w, b); }, "PackedLinear: cannot pack");
     }
   }
-  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
-  EXPECT_EQ(PackedLinear(w).backend(), *fastest);
+  if (here.empty()) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16);
+  EXPECT_EQ(PackedLinear(w).backend(), here.back());
+}
+
+// ---- The kernel chosen by measurement (linear_choice.hpp), from injected times ----
+
+LinearCalibration injected(std::vector<std::vector<double>> ms) {
+  LinearCalibration c;
+  c.rows = {1, 4, 16};
+  c.candidates = {
+      {PackedBackend::kOneDnn}, {PackedBackend::kStream, StreamTiles::kAvx2}, {PackedBackend::kStream, StreamTiles::kAvx512Bf16}};
+  for (auto& row : ms)
+    for (double& v : row) v *= 1e-3;
+  c.seconds = std::move(ms);
+  return c;
+}
+
+TEST(LinearCalibration, ChoosesOneBackendAndTheFastestTilesPerRowCount) {
+  // oneDNN fastest at every row count: oneDNN, no tiles.
+  auto onednn = injected({{1.0, 1.1, 1.5}, {1.2, 2.0, 4.0}, {1.1, 1.3, 2.0}}).choose();
+  EXPECT_EQ(onednn.backend, PackedBackend::kOneDnn);
+  EXPECT_EQ(onednn.describe(), "onednn");
+  EXPECT_NE(onednn.reason.find("1/4/16 rows: onednn 1/1.1/1.5 ms, avx2 1.2/2/4 ms, avx512-bf16 1.1/1.3/2 ms"), std::string::npos)
+      << onednn.reason;
+  // The streaming kernel faster over the row counts (3 multiples of the fastest against oneDNN's
+  // 1.2 + 1.1 + 1.5 / 1.4): its fastest tiles per count, each measured count covering those above
+  // the count before it.
+  const auto stream = injected({{1.2, 1.1, 1.5}, {1.0, 2.0, 4.0}, {1.1, 1.0, 1.4}}).choose();
+  EXPECT_EQ(stream.backend, PackedBackend::kStream);
+  EXPECT_EQ(stream.describe(), "stream (avx2 for 1-1 rows, avx512-bf16 from 2 rows)");
+  EXPECT_EQ(stream.tiles.at(1, HalfFormat::kBf16), StreamTiles::kAvx2);
+  EXPECT_EQ(stream.tiles.at(3, HalfFormat::kBf16), StreamTiles::kAvx512Bf16);
+  EXPECT_EQ(stream.tiles.at(100, HalfFormat::kBf16), StreamTiles::kAvx512Bf16);
+  // A tie goes to the streaming kernel (no second copy of anything, nothing to create per count).
+  EXPECT_EQ(injected({{1.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {2.0, 2.0, 2.0}}).choose().backend, PackedBackend::kStream);
+  // Determinism: the same times, the same choice.
+  EXPECT_EQ(injected({{1.2, 1.1, 1.5}, {1.0, 2.0, 4.0}, {1.1, 1.0, 1.4}}).choose().tiles, stream.tiles);
+  auto bad = injected({{1.0}, {1.0}, {1.0}});
+  refdec_test::expect_error([&] { (void)bad.choose(); }, "a time per row count for every candidate");
+}
+
+// A calibration times every candidate that runs here at each row count (positive times, nothing
+// asserted about which is faster) and refuses what it cannot time.
+TEST(LinearCalibration, TimesEveryCandidateHereAtEachRowCount) {
+  const auto candidates = linear_candidates_here(at::kBFloat16);
+  if (candidates.empty())
+    GTEST_SKIP() << "no packed kernel runs here: " << packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16);
+  for (const auto& c : candidates) EXPECT_TRUE(packed_backend_unavailable(c.backend, at::kBFloat16).empty()) << c.name();
+  auto gen = at::detail::createCPUGenerator(13);
+  const std::vector<at::Tensor> weights = {at::randn({48, 32}, gen, at::kFloat).to(at::kBFloat16),
+                                           at::randn({32, 48}, gen, at::kFloat).to(at::kBFloat16)};
+  const auto cal = calibrate_linear(weights, {4, 1}, {}, 1);
+  EXPECT_EQ(cal.rows, (std::vector<std::int64_t>{1, 4}));
+  EXPECT_EQ(cal.candidates, candidates);
+  ASSERT_EQ(cal.seconds.size(), candidates.size());
+  for (const auto& s : cal.seconds) {
+    ASSERT_EQ(s.size(), 2u);
+    for (const double t : s) EXPECT_GT(t, 0.0);
+  }
+  const LinearChoice choice = cal.choose();
+  EXPECT_TRUE(packed_backend_unavailable(choice.backend, at::kBFloat16).empty());
+  refdec_test::expect_error([&] { (void)calibrate_linear({}); }, "calibrate_linear: needs weights");
+  refdec_test::expect_error([&] { (void)calibrate_linear({weights[0], weights[1].to(at::kHalf)}); }, "of one dtype");
+  refdec_test::expect_error([&] { (void)calibrate_linear(weights, {0, 1}); }, "row counts must be positive");
 }
 
 TEST(PackedLinear, RejectsWhatItCannotRun) {
@@ -109,8 +211,8 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
   EXPECT_FALSE(PackedLinear::supported(f32));
   EXPECT_FALSE(PackedLinear::supported(at::Tensor()));
   refdec_test::expect_error([&] { PackedLinear p(f32); }, "needs a 2-D bf16 or fp16 CPU weight");
-  const auto fastest = fastest_packed_backend(at::kBFloat16);
-  if (!fastest) GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kAvx2, at::kBFloat16);
+  if (packed_backends_here(at::kBFloat16).empty())
+    GTEST_SKIP() << "no packed backend runs here: " << packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16);
   const PackedLinear packed(f32.to(at::kBFloat16));
   const auto bf = [](at::IntArrayRef sizes) { return at::zeros(sizes, at::TensorOptions().dtype(at::kBFloat16)); };
   refdec_test::expect_error([&] { (void)packed(bf({3, 5})); }, "input must be a contiguous BFloat16 CPU [rows, 4]");
@@ -120,10 +222,16 @@ TEST(PackedLinear, RejectsWhatItCannotRun) {
   refdec_test::expect_error([&] { packed.run(bf({3, 4}), at::zeros({3, 8}, at::kDouble)); }, "output must be");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply); }, "Epilogue::kMultiply needs the tensor");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kSilu, bf({3, 8})); }, "and only it takes one");
-  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, bf({3, 7})); },
-                            "the tensor to multiply by must be a contiguous BFloat16 CPU [3, 8] apart from the output");
-  refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, at::zeros({3, 8})); },
-                            "the tensor to multiply by must be");
+  refdec_test::expect_error(
+      [&] {
+        (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, bf({3, 7}));
+      },
+      "the tensor to multiply by must be a contiguous BFloat16 CPU [3, 8] apart from the output");
+  refdec_test::expect_error(
+      [&] {
+        (void)packed(bf({3, 4}), at::kBFloat16, Epilogue::kMultiply, at::zeros({3, 8}));
+      },
+      "the tensor to multiply by must be");
   refdec_test::expect_error([&] { (void)packed(bf({3, 4}), at::kFloat, Epilogue::kAccumulate); }, "adds to an output: call run()");
   const auto same = bf({3, 8});
   refdec_test::expect_error([&] { packed.run(bf({3, 4}), same, Epilogue::kMultiply, same); }, "apart from the output");
@@ -167,7 +275,7 @@ TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
 
 // The same through refdec's AVX2 kernel (the path of CPUs where oneDNN runs no bf16).
 TEST(AttentionProducts, Avx2EqualTheProductsOverTheCacheInPlace) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, at::kBFloat16);
   expect_attention_products(avx2_attention_scores, avx2_attention_values);
 }
 
@@ -175,7 +283,7 @@ TEST(AttentionProducts, Avx2EqualTheProductsOverTheCacheInPlace) {
 // its own kv heads) equals softmax(scale q k^T + mask) v in float64, with one and several threads,
 // and refuses a mask that does not fit.
 TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, at::kBFloat16);
   auto gen = at::detail::createCPUGenerator(10);
   const auto bf = [&](at::IntArrayRef sizes) { return at::randn(sizes, gen, at::kFloat).to(at::kBFloat16); };
   const int threads_before = at::get_num_threads();
@@ -188,7 +296,8 @@ TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
           const auto keys = bf({s + 5, kv, d}).narrow(0, 0, s), values = bf({s + 5, kv, d}).narrow(0, 0, s);
           const auto q = bf({kv, groups * n, d});
           // The step's rows see themselves and the rows before them (a chain), as a plan's mask does.
-          const auto mask = n == 1 ? at::Tensor() : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kBFloat16);
+          const auto mask = n == 1 ? at::Tensor()
+                                   : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kBFloat16);
           auto scores = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;  // [kv, groups * n, s]
           if (mask.defined()) scores.view({kv, groups, n, s}).narrow(-1, s - n, n).add_(mask.to(at::kDouble));
           const auto want = at::matmul(at::softmax(scores, -1), values.to(at::kDouble).permute({1, 0, 2}));
@@ -245,20 +354,20 @@ TEST(PackedLinear, ThreadsShareOneOneDnnLayer) {
   expect_threads_share_one_layer(PackedBackend::kOneDnn);
 }
 
-TEST(PackedLinear, ThreadsShareOneAvx2Layer) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
-  expect_threads_share_one_layer(PackedBackend::kAvx2);
+TEST(PackedLinear, ThreadsShareOneStreamLayer) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, at::kBFloat16);
+  expect_threads_share_one_layer(PackedBackend::kStream);
 }
 
-// The AVX2 layer's column blocks are taken in runs by libtorch's threads as each finishes its
+// The streaming layer's column blocks are taken in runs by libtorch's threads as each finishes its
 // previous run: with any number of threads (more than the runs, too) every column is written once,
 // exactly as one thread writes it (the output starts as NaN, so a column left out shows).
-TEST(PackedLinear, Avx2SplitsItsColumnsOverTheThreads) {
-  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kAvx2, at::kBFloat16);
+TEST(PackedLinear, StreamSplitsItsColumnsOverTheThreads) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, at::kBFloat16);
   auto gen = at::detail::createCPUGenerator(6);
   const int threads_before = at::get_num_threads();
   for (const std::int64_t out : {16, 100, 1000}) {  // 1, 7 and 63 blocks of 16 columns
-    const PackedLinear packed(at::randn({out, 40}, gen, at::kFloat).to(at::kBFloat16), PackedBackend::kAvx2);
+    const PackedLinear packed(at::randn({out, 40}, gen, at::kFloat).to(at::kBFloat16), PackedBackend::kStream);
     for (const std::int64_t rows : {1, 5}) {
       const auto x = at::randn({rows, 40}, gen, at::kFloat).to(at::kBFloat16);
       at::set_num_threads(1);

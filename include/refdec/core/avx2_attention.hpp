@@ -10,16 +10,16 @@
 // Keys are widened eight rows at a time into a float block that every query row then reads;
 // values sixteen rows at a time, each query row accumulating into a float row of its own. The
 // caller splits the kv heads over threads. Plain C++20 and intrinsics under a target attribute:
-// nothing here runs unless Avx2Linear::cpu_runs().
+// nothing here runs unless StreamLinear::cpu_runs().
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
-#include "refdec/core/avx2_linear.hpp"
 #include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/core/stream_linear.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -189,7 +189,7 @@ REFDEC_AVX2_TARGET inline void softmax_rows(float* x, std::int64_t rows, std::in
 }
 
 inline void check_attention_input(const CacheView& c, std::int64_t rows, std::int64_t first_head, std::int64_t last_head) {
-  REFDEC_CHECK(Avx2Linear::cpu_runs(),
+  REFDEC_CHECK(StreamLinear::cpu_runs(),
                "avx2 attention: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
   REFDEC_CHECK(c.data != nullptr && c.length >= 0 && rows >= 0 && c.head_dim > 0 && c.head_dim % 8 == 0 && c.head_dim <= 256,
                "avx2 attention: needs a cache of head size a multiple of 8 up to 256, got " << c.head_dim << " (length " << c.length
@@ -203,7 +203,7 @@ inline void check_attention_input(const CacheView& c, std::int64_t rows, std::in
 
 /// scores[h][r][s] = scale * q[h][r] . keys[s][h] for kv heads [first_head, last_head): q
 /// [KV, rows, D] float32, scores [KV, rows, S] float32. Throws ArgumentError unless
-/// Avx2Linear::cpu_runs() and the cache's head size is a multiple of 8 up to 256.
+/// StreamLinear::cpu_runs() and the cache's head size is a multiple of 8 up to 256.
 inline void attention_scores(const float* q, std::int64_t rows, const CacheView& keys, HalfFormat format, float scale, float* scores,
                              std::int64_t first_head, std::int64_t last_head) {
   REFDEC_CHECK(REFDEC_X86, "avx2 attention: not an x86 CPU");
@@ -218,9 +218,9 @@ inline void attention_scores(const float* q, std::int64_t rows, const CacheView&
 
 /// Each of `rows` rows of `len` floats at x replaced in place by its softmax: e^(x - max) over
 /// their sum, e^ within 2 ulp, entries below max - 87.3 (and -inf) 0; a row entirely -inf becomes
-/// all 0. Throws ArgumentError unless Avx2Linear::cpu_runs().
+/// all 0. Throws ArgumentError unless StreamLinear::cpu_runs().
 inline void softmax(float* x, std::int64_t rows, std::int64_t len) {
-  REFDEC_CHECK(REFDEC_X86 && Avx2Linear::cpu_runs(),
+  REFDEC_CHECK(REFDEC_X86 && StreamLinear::cpu_runs(),
                "avx2 softmax: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
   REFDEC_CHECK(rows >= 0 && len >= 0 && (x != nullptr || rows * len == 0), "avx2 softmax: bad rows " << rows << " of length " << len);
 #if REFDEC_X86

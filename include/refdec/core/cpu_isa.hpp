@@ -2,8 +2,9 @@
 #pragma once
 // Which vector instruction sets this CPU runs, read once at run time (CPUID and the operating
 // system's saved register state), so that one build picks its kernels on every x86-64 machine.
-// REFDEC_CPU_ISA caps what refdec uses below what the CPU has ("avx2": as if it had no AVX-512;
-// "baseline": neither AVX2 nor AVX-512), so that a machine can run the tests of a lower path.
+// REFDEC_CPU_ISA caps what refdec uses below what the CPU has ("avx512f": as if it had no
+// AVX512_BF16; "avx2": no AVX-512 at all; "baseline": neither AVX2 nor AVX-512), so that a
+// machine can run the tests of a lower path.
 // Plain C++20, no libtorch; on other architectures every flag is false.
 
 #include <cstdint>
@@ -33,8 +34,10 @@ struct CpuIsa {
   bool avx512_bf16 = false;
   std::string cap;  ///< the REFDEC_CPU_ISA value applied ("" when none)
 
-  /// Whether refdec's AVX2 kernels (avx2_linear.hpp) run: AVX2, FMA and F16C.
+  /// Whether refdec's AVX2 kernels (stream_linear.hpp, avx2_attention.hpp) run: AVX2, FMA and F16C.
   bool runs_avx2() const { return avx2 && fma && f16c; }
+  /// Whether refdec's AVX-512 tiles (stream_linear.hpp) run: AVX-512 F, BW and VL with the above.
+  bool runs_avx512() const { return runs_avx2() && avx512f && avx512bw && avx512vl; }
   /// Whether the CPU runs AVX-512 with BF16 instructions (what oneDNN's fast bf16 matmul needs).
   bool runs_avx512_bf16() const { return avx512f && avx512bw && avx512vl && avx512_bf16; }
 
@@ -57,14 +60,16 @@ struct CpuIsa {
     return s;
   }
 
-  /// This ISA without what `level` excludes: "avx512" (nothing), "avx2" (every AVX-512 flag),
-  /// "baseline" (AVX2, FMA and F16C too). Throws ArgumentError for any other value.
+  /// This ISA without what `level` excludes: "avx512" (nothing), "avx512f" (AVX512_BF16),
+  /// "avx2" (every AVX-512 flag), "baseline" (AVX2, FMA and F16C too). Throws ArgumentError for
+  /// any other value.
   CpuIsa capped(std::string_view level) const {
-    REFDEC_CHECK(level == "avx512" || level == "avx2" || level == "baseline",
-                 "REFDEC_CPU_ISA must be avx512, avx2 or baseline, got '" << level << "'");
+    REFDEC_CHECK(level == "avx512" || level == "avx512f" || level == "avx2" || level == "baseline",
+                 "REFDEC_CPU_ISA must be avx512, avx512f, avx2 or baseline, got '" << level << "'");
     CpuIsa c = *this;
     c.cap = level;
-    if (level != "avx512") c.avx512f = c.avx512bw = c.avx512vl = c.avx512_bf16 = false;
+    c.avx512_bf16 = c.avx512_bf16 && level == "avx512";
+    if (level == "avx2" || level == "baseline") c.avx512f = c.avx512bw = c.avx512vl = false;
     if (level == "baseline") c.avx2 = c.fma = c.f16c = false;
     return c;
   }

@@ -125,7 +125,7 @@ inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Te
 /// D]): bf16 or fp16 on the CPU with a contiguous last dimension, D a multiple of 8 up to 256, and
 /// a CPU with AVX2, FMA and F16C (core/avx2_attention.hpp).
 inline bool avx2_attention_supported(const at::Tensor& cache) {
-  return Avx2Linear::cpu_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
+  return StreamLinear::cpu_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
          (cache.scalar_type() == at::kBFloat16 || cache.scalar_type() == at::kHalf) && cache.stride(2) == 1 && cache.size(2) % 8 == 0 &&
          cache.size(2) <= 256;
 }

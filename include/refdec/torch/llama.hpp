@@ -7,10 +7,13 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,7 @@
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/attention_products.hpp"
 #include "refdec/torch/kv_store.hpp"
+#include "refdec/torch/linear_choice.hpp"
 #include "refdec/torch/packed_linear.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -78,30 +82,49 @@ struct LlamaLayerWeights {
 /// once, q/k/v fused, SwiGLU and residuals in the products' epilogues) take bf16 or fp16 CPU
 /// weights; asking for one this CPU cannot run throws refdec::ArgumentError naming what it lacks.
 enum class LinearKernel {
-  kAuto,    ///< the fastest packed kernel this CPU runs for the weights (kPacked), else kAten
-  kAten,    ///< at::linear over the weights as given
-  kPacked,  ///< the fastest packed kernel this CPU runs: kOneDnn where oneDNN runs bf16, else kAvx2
-  kOneDnn,  ///< PackedLinear on oneDNN's bf16 matmul (AVX-512 CPUs; bf16 weights)
-  kAvx2,    ///< PackedLinear on refdec's AVX2 kernel (AVX2, FMA and F16C; bf16 or fp16 weights)
+  kAuto,        ///< the packed kernels where one runs here (kPacked), else kAten
+  kAten,        ///< at::linear over the weights as given
+  kPacked,      ///< oneDNN or the streaming kernel, whichever measures faster here (linear_choice.hpp)
+  kOneDnn,      ///< PackedLinear on oneDNN's bf16 matmul (AVX-512 CPUs; bf16 weights)
+  kStream,      ///< PackedLinear on refdec's streaming kernel, its tile set per row count measured
+  kAvx2,        ///< the streaming kernel with its AVX2 tiles only (AVX2, FMA and F16C; bf16 or fp16)
+  kAvx512,      ///< the streaming kernel with its AVX-512 tiles only (AVX-512 F/BW/VL; bf16 or fp16)
+  kAvx512Bf16,  ///< the streaming kernel with its AVX512_BF16 tiles only (bf16)
 };
 
-/// The kernel's name as options and reports spell it: "auto", "aten", "packed", "onednn", "avx2".
+/// Every LinearKernel, in declaration order.
+inline constexpr std::array<LinearKernel, 8> kAllLinearKernels = {LinearKernel::kAuto,   LinearKernel::kAten,      LinearKernel::kPacked,
+                                                                  LinearKernel::kOneDnn, LinearKernel::kStream,    LinearKernel::kAvx2,
+                                                                  LinearKernel::kAvx512, LinearKernel::kAvx512Bf16};
+
+/// The kernel's name as options and reports spell it: "auto", "aten", "packed", "onednn",
+/// "stream", "avx2", "avx512", "avx512-bf16".
 inline const char* linear_kernel_name(LinearKernel kernel) {
   switch (kernel) {
     case LinearKernel::kAuto: return "auto";
     case LinearKernel::kAten: return "aten";
     case LinearKernel::kPacked: return "packed";
     case LinearKernel::kOneDnn: return "onednn";
-    case LinearKernel::kAvx2: return "avx2";
+    case LinearKernel::kStream: return "stream";
+    case LinearKernel::kAvx2: return stream_tiles_name(StreamTiles::kAvx2);
+    case LinearKernel::kAvx512: return stream_tiles_name(StreamTiles::kAvx512);
+    case LinearKernel::kAvx512Bf16: return stream_tiles_name(StreamTiles::kAvx512Bf16);
   }
   return "?";
 }
 
+/// The names linear_kernel_name() gives, each with what it runs, for a command line's help.
+inline const char* linear_kernels_help() {
+  return "auto (the packed kernels where one runs, else at::linear), aten (at::linear), packed (oneDNN or refdec's streaming kernel, "
+         "whichever measures faster here; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512), stream (the streaming "
+         "kernel, its tile set per row count measured), avx2, avx512 or avx512-bf16 (the streaming kernel with those tiles only)";
+}
+
 /// The LinearKernel a name from linear_kernel_name() stands for; throws ArgumentError otherwise.
 inline LinearKernel parse_linear_kernel(const std::string& name) {
-  for (const LinearKernel k : {LinearKernel::kAuto, LinearKernel::kAten, LinearKernel::kPacked, LinearKernel::kOneDnn, LinearKernel::kAvx2})
+  for (const LinearKernel k : kAllLinearKernels)
     if (name == linear_kernel_name(k)) return k;
-  REFDEC_CHECK(false, "unknown linear kernel '" << name << "': use auto, aten, packed, onednn or avx2");
+  REFDEC_CHECK(false, "unknown linear kernel '" << name << "': use auto, aten, packed, onednn, stream, avx2, avx512 or avx512-bf16");
   return LinearKernel::kAuto;
 }
 
@@ -121,7 +144,10 @@ class LlamaModel {
   /// Takes ownership of `weights` after checking every shape against `config`. With packed linear
   /// layers (`kernel`), the projections are reordered once into PackedLinear's layout and the
   /// tensors given for them are released (weights() then holds the embedding and the norms only).
-  LlamaModel(LlamaConfig config, LlamaWeights weights, LinearKernel kernel = LinearKernel::kAuto)
+  /// Where the kernel is measured (kAuto, kPacked, kStream), `choice` (from another model's
+  /// linear_choice(), say) is taken instead of measuring; it must run here.
+  LlamaModel(LlamaConfig config, LlamaWeights weights, LinearKernel kernel = LinearKernel::kAuto,
+             std::optional<LinearChoice> choice = std::nullopt)
       : config_(std::move(config)), w_(std::move(weights)) {
     config_.validate();
     const std::int64_t d = config_.dim, hd = config_.head_dim(), h = config_.hidden_dim;
@@ -143,13 +169,13 @@ class LlamaModel {
       check_shape(l.w3, {h, d}, "w3");
     }
     inv_freq_ = at::pow(config_.rope_theta, -at::arange(0, hd, 2, at::TensorOptions().dtype(at::kDouble)) / static_cast<double>(hd));
-    choose_linear_path(kernel);
-    if (linear_path_ != LinearKernel::kAten) pack(linear_path_ == LinearKernel::kOneDnn ? PackedBackend::kOneDnn : PackedBackend::kAvx2);
+    choose_linear_path(kernel, std::move(choice));
+    if (linear_path_ != LinearKernel::kAten) pack();
   }
 
   /// A model with seeded random weights (for tests and for running without a checkpoint).
   static LlamaModel random(const LlamaConfig& config, std::uint64_t seed, at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU,
-                           LinearKernel kernel = LinearKernel::kAuto) {
+                           LinearKernel kernel = LinearKernel::kAuto, std::optional<LinearChoice> choice = std::nullopt) {
     config.validate();
     auto gen = at::detail::createCPUGenerator(seed);
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
@@ -177,7 +203,7 @@ class LlamaModel {
     }
     w.final_norm = norm(d);
     w.output = config.tied_embeddings ? w.embedding : linear(config.vocab_size, d);
-    return LlamaModel(config, std::move(w), kernel);
+    return LlamaModel(config, std::move(w), kernel, std::move(choice));
   }
 
   const LlamaConfig& config() const { return config_; }
@@ -187,10 +213,13 @@ class LlamaModel {
   /// the cache in place (attention_products.hpp): through oneDNN where it runs bf16, else through
   /// refdec's AVX2 kernel, else in float32.
   bool packed() const { return !packed_.empty(); }
-  /// The kernel the linear layers run on: kAten, kOneDnn or kAvx2 (never kAuto or kPacked).
+  /// The kernel the linear layers run on: kAten, kOneDnn or kStream (the others are requests).
   LinearKernel linear_kernel() const { return linear_path_; }
+  /// The packed layers' backend and tile sets and why (packed() only): what another model of
+  /// this machine can be given instead of measuring.
+  const LinearChoice& linear_choice() const { return choice_; }
   /// Which kernel the linear layers run on and why it was chosen, in words (for reports):
-  /// "avx2 (oneDNN creates no bf16 matmul on this CPU ...)".
+  /// "stream (avx512-bf16 from 1 row) (measured: one layer's products at 1/2/4... rows: ...)".
   const std::string& linear_path() const { return linear_reason_; }
   /// Bytes of every weight a decoding step reads: projections, norms and the output layer (the
   /// embedding only where it is the tied output layer: a step gathers just its rows otherwise).
@@ -352,52 +381,79 @@ class LlamaModel {
                  "LlamaModel: weight " << name << " has shape " << t.sizes() << ", expected " << at::IntArrayRef(want));
   }
 
-  // Decides linear_path_ and linear_reason_ from what was asked for and what this CPU runs.
-  void choose_linear_path(LinearKernel kernel) {
+  // Decides linear_path_, choice_ and linear_reason_ from what was asked for, what this CPU runs
+  // and, where asked, a measurement.
+  void choose_linear_path(LinearKernel kernel, std::optional<LinearChoice> given) {
     const at::ScalarType dt = w_.embedding.scalar_type();
     const bool half = w_.embedding.device().is_cpu() && (dt == at::kBFloat16 || dt == at::kHalf);
+    const HalfFormat format = dt == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16;
     const std::string isa = "CPU: " + cpu_isa().describe();
+    const std::string asked = "LinearKernel \"" + std::string(linear_kernel_name(kernel)) + "\"";
     if (kernel == LinearKernel::kAten) {
       linear_path_ = LinearKernel::kAten, linear_reason_ = "aten (asked for)";
       return;
     }
-    if (kernel == LinearKernel::kOneDnn || kernel == LinearKernel::kAvx2) {
-      const PackedBackend backend = kernel == LinearKernel::kOneDnn ? PackedBackend::kOneDnn : PackedBackend::kAvx2;
-      const std::string why = half ? packed_backend_unavailable(backend, dt) : "packed kernels take bf16 or fp16 CPU weights";
-      REFDEC_CHECK(why.empty(), "LlamaModel: LinearKernel::" << (backend == PackedBackend::kOneDnn ? "kOneDnn" : "kAvx2") << " cannot run "
-                                                             << w_.embedding.toString() << " weights here: " << why
-                                                             << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
-      linear_path_ = kernel, linear_reason_ = std::string(linear_kernel_name(kernel)) + " (asked for; " + isa + ")";
-      return;
-    }
-    const auto fastest = half ? fastest_packed_backend(dt) : std::nullopt;
-    if (!fastest) {
+    const auto candidates = half ? linear_candidates_here(dt) : std::vector<LinearCandidate>{};
+    if (candidates.empty()) {
       const std::string why = !half ? "packed kernels take bf16 or fp16 CPU weights, these are " + w_.embedding.toString()
                                     : packed_backend_unavailable(PackedBackend::kOneDnn, dt) + "; " +
-                                          packed_backend_unavailable(PackedBackend::kAvx2, dt);
-      REFDEC_CHECK(kernel != LinearKernel::kPacked, "LlamaModel: LinearKernel::kPacked cannot run " << w_.embedding.toString()
-                                                                                                    << " weights here: " << why
-                                                                                                    << "; use LinearKernel::kAten");
+                                          packed_backend_unavailable(PackedBackend::kStream, dt);
+      REFDEC_CHECK(kernel == LinearKernel::kAuto, "LlamaModel: " << asked << " cannot run " << w_.embedding.toString() << " weights here: "
+                                                                 << why << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
       linear_path_ = LinearKernel::kAten, linear_reason_ = "aten (" + why + ")";
       return;
     }
-    linear_path_ = *fastest == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kAvx2;
-    linear_reason_ = std::string(linear_kernel_name(linear_path_)) + " (the fastest packed kernel here";
-    if (*fastest == PackedBackend::kAvx2)
-      linear_reason_ += ": " + packed_backend_unavailable(PackedBackend::kOneDnn, dt);
-    else
-      linear_reason_ += "; " + isa;
-    linear_reason_ += ")";
+    // The candidates the request allows.
+    std::vector<LinearCandidate> allowed;
+    for (const auto& c : candidates) {
+      const bool ok = kernel == LinearKernel::kAuto || kernel == LinearKernel::kPacked ||
+                      (kernel == LinearKernel::kOneDnn && c.backend == PackedBackend::kOneDnn) ||
+                      (kernel == LinearKernel::kStream && c.backend == PackedBackend::kStream) ||
+                      (c.backend == PackedBackend::kStream && linear_kernel_name(kernel) == c.name());
+      if (ok) allowed.push_back(c);
+    }
+    if (allowed.empty()) {
+      const bool onednn = kernel == LinearKernel::kOneDnn;
+      const std::string why = onednn ? packed_backend_unavailable(PackedBackend::kOneDnn, dt)
+                              : !packed_backend_unavailable(PackedBackend::kStream, dt).empty()
+                                  ? packed_backend_unavailable(PackedBackend::kStream, dt)
+                                  : StreamLinear::unavailable(kernel == LinearKernel::kAvx512Bf16 ? StreamTiles::kAvx512Bf16
+                                                              : kernel == LinearKernel::kAvx512   ? StreamTiles::kAvx512
+                                                                                                  : StreamTiles::kAvx2,
+                                                              format);
+      REFDEC_CHECK(false, "LlamaModel: " << asked << " cannot run " << w_.embedding.toString() << " weights here: " << why
+                                         << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
+    }
+    if (given) {
+      const bool runs = packed_backend_unavailable(given->backend, dt).empty() &&
+                        std::all_of(given->tiles.ranges().begin(), given->tiles.ranges().end(),
+                                    [&](const auto& r) { return StreamLinear::unavailable(r.second, format).empty(); });
+      REFDEC_CHECK(runs, "LlamaModel: the LinearChoice given (" << given->describe() << ") does not run " << w_.embedding.toString()
+                                                                << " weights here (" << isa << ")");
+      choice_ = std::move(*given);
+      if (choice_.reason.empty()) choice_.reason = "given";
+    } else if (allowed.size() == 1) {
+      choice_.backend = allowed.front().backend;
+      if (choice_.backend == PackedBackend::kStream) choice_.tiles = TilesByRows(allowed.front().tiles);
+      choice_.reason = (kernel == LinearKernel::kAuto || kernel == LinearKernel::kPacked ? "the only packed kernel here; "
+                                                                                         : "asked for; ") +
+                       isa;
+    } else {
+      const auto& l = w_.layers.front();  // one layer's products, as a step runs them
+      choice_ = torch_detail::cached_calibration({at::cat({l.wq, l.wk, l.wv}, 0), l.wo, l.w1, l.w3, l.w2}, allowed).choose();
+    }
+    linear_path_ = choice_.backend == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kStream;
+    linear_reason_ = choice_.describe() + " (" + choice_.reason + ")";
 #ifndef _OPENMP
-    if (linear_path_ == LinearKernel::kAvx2)  // at::parallel_for's OpenMP region is compiled here
+    if (linear_path_ == LinearKernel::kStream)  // at::parallel_for's OpenMP region is compiled here
       linear_reason_ += "; on one thread: this code was compiled without OpenMP (-fopenmp)";
 #endif
   }
 
-  // Packs every projection for `backend` and releases the tensors given for them; the embedding
-  // stays for the token lookup.
-  void pack(PackedBackend backend) {
-    const auto packed = [backend](const at::Tensor& w) { return std::make_shared<const PackedLinear>(w, backend); };
+  // Packs every projection as choice_ says and releases the tensors given for them; the
+  // embedding stays for the token lookup.
+  void pack() {
+    const auto packed = [this](const at::Tensor& w) { return std::make_shared<const PackedLinear>(w, choice_.backend, choice_.tiles); };
     // The fused RMSNorm reads the norms' weights as arrays of the model's dtype.
     const auto as_array = [dt = dtype()](const at::Tensor& w) { return w.to(at::kCPU, dt).contiguous(); };
     w_.final_norm = as_array(w_.final_norm);
@@ -464,6 +520,7 @@ class LlamaModel {
   LlamaConfig config_;
   LlamaWeights w_;
   LinearKernel linear_path_ = LinearKernel::kAten;
+  LinearChoice choice_;  // packed() only
   std::string linear_reason_;
   std::vector<PackedLayer> packed_;  // empty when the model runs at::linear
   std::shared_ptr<const PackedLinear> packed_output_;

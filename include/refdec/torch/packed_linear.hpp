@@ -2,13 +2,15 @@
 #pragma once
 // A CPU linear layer whose weight is packed once into the layout its kernel streams fastest. At
 // batch 1 a decoding step is a stream over every weight, so the layout the kernel reads decides
-// the speed. Two kernels (backends), chosen at run time by what the CPU runs:
+// the speed. Two kernels (backends):
 //  - oneDNN's bf16 matmul, the weight reordered into its blocked layout: on AVX-512 machines it
 //    reads that layout at the memory bandwidth, at::linear in bf16 at less than half of it;
 //    oneDNN 2.6 (Debian's) creates no bf16 matmul below AVX-512.
-//  - refdec's AVX2 kernel (core/avx2_linear.hpp), bf16 or fp16 weights kept 2 bytes each and
-//    widened in registers: any x86-64 CPU with AVX2, FMA and F16C.
-// docs/speed.md has both paths' step costs against the memory roofline.
+//  - refdec's streaming kernel (core/stream_linear.hpp), bf16 or fp16 weights kept 2 bytes each:
+//    any x86-64 CPU with AVX2, FMA and F16C, with AVX-512 and AVX512_BF16 tiles where the CPU has
+//    them. Its tile set is chosen per row count (TilesByRows), over one packed copy.
+// Which backend and which tiles run is measured at model load (linear_choice.hpp); docs/speed.md
+// has the step costs against the memory roofline.
 //
 // oneDNN is optional (onednn.hpp).
 
@@ -18,6 +20,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,9 +30,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "refdec/core/avx2_linear.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/cpu_isa.hpp"
+#include "refdec/core/stream_linear.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/onednn.hpp"
 
@@ -37,11 +41,58 @@ REFDEC_TORCH_NAMESPACE_BEGIN
 /// The kernels a PackedLinear runs on.
 enum class PackedBackend {
   kOneDnn,  ///< oneDNN's bf16 matmul over its blocked layout (CPUs with AVX-512; bf16 only)
-  kAvx2,    ///< refdec's AVX2 kernel (core/avx2_linear.hpp; CPUs with AVX2, FMA and F16C; bf16 and fp16)
+  kStream,  ///< refdec's streaming kernel (core/stream_linear.hpp; CPUs with AVX2, FMA and F16C; bf16 and fp16)
 };
 
-/// The backend's name as options and reports spell it: "onednn", "avx2".
-inline const char* backend_name(PackedBackend backend) { return backend == PackedBackend::kOneDnn ? "onednn" : "avx2"; }
+/// The backend's name as options and reports spell it: "onednn", "stream".
+inline const char* backend_name(PackedBackend backend) { return backend == PackedBackend::kOneDnn ? "onednn" : "stream"; }
+
+/// Which of the streaming kernel's tile sets runs a product of each row count: ranges of row
+/// counts, each from its first count up to the next range's. Without ranges, or below the first,
+/// the widest set the CPU runs for the format (StreamLinear::widest()).
+class TilesByRows {
+ public:
+  TilesByRows() = default;
+  /// `tiles` for every row count.
+  explicit TilesByRows(StreamTiles tiles) { set(1, tiles); }
+
+  /// `tiles` from `first_rows` (at least 1) up to the next range.
+  void set(std::int64_t first_rows, StreamTiles tiles) {
+    REFDEC_CHECK(first_rows >= 1, "TilesByRows: a range starts at 1 row or more, got " << first_rows);
+    ranges_[first_rows] = tiles;
+  }
+
+  /// The tiles that run `rows` rows of `format` weights.
+  StreamTiles at(std::int64_t rows, HalfFormat format) const {
+    const auto it = ranges_.upper_bound(rows);
+    return it == ranges_.begin() ? StreamLinear::widest(format) : std::prev(it)->second;
+  }
+
+  /// "avx512-bf16 for 1-4 rows, avx2 from 5 rows", "avx2 for every row count", or "the widest
+  /// tiles here" without ranges.
+  std::string describe() const {
+    if (ranges_.empty()) return "the widest tiles here";
+    std::string s;
+    for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
+      const auto next = std::next(it);
+      if (!s.empty()) s += ", ";
+      s += stream_tiles_name(it->second);
+      if (it->first == 1 && next == ranges_.end())
+        s += " for every row count";
+      else if (next == ranges_.end())
+        s += " from " + std::to_string(it->first) + " rows";
+      else
+        s += " for " + std::to_string(it->first) + "-" + std::to_string(next->first - 1) + " rows";
+    }
+    return s;
+  }
+
+  const std::map<std::int64_t, StreamTiles>& ranges() const { return ranges_; }
+  bool operator==(const TilesByRows&) const = default;
+
+ private:
+  std::map<std::int64_t, StreamTiles> ranges_;  // first row count -> tiles
+};
 
 /// Why `backend` cannot run a `dtype` weight on this machine, or "" when it can: names what the
 /// CPU lacks and what to use instead.
@@ -56,19 +107,19 @@ inline std::string packed_backend_unavailable(PackedBackend backend, at::ScalarT
       why << "oneDNN creates no bf16 matmul on this CPU (it needs AVX-512; this CPU runs " << cpu_isa().describe() << ")";
   } else {
     if (dtype != at::kBFloat16 && dtype != at::kHalf)
-      why << "the AVX2 kernel runs bf16 and fp16 weights, got " << dtype;
-    else if (!Avx2Linear::cpu_runs())
-      why << "the AVX2 kernel needs AVX2, FMA and F16C (this CPU runs " << cpu_isa().describe() << ")";
+      why << "the streaming kernel runs bf16 and fp16 weights, got " << dtype;
+    else if (!StreamLinear::cpu_runs())
+      why << "the streaming kernel needs AVX2, FMA and F16C (this CPU runs " << cpu_isa().describe() << ")";
   }
   return why.str();
 }
 
-/// The fastest backend that runs `dtype` weights on this CPU (oneDNN where it runs bf16, which
-/// streams at least as fast on AVX-512 machines; else the AVX2 kernel), or none.
-inline std::optional<PackedBackend> fastest_packed_backend(at::ScalarType dtype) {
-  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kAvx2})
-    if (packed_backend_unavailable(b, dtype).empty()) return b;
-  return std::nullopt;
+/// The backends that run `dtype` weights on this CPU.
+inline std::vector<PackedBackend> packed_backends_here(at::ScalarType dtype) {
+  std::vector<PackedBackend> v;
+  for (const PackedBackend b : {PackedBackend::kOneDnn, PackedBackend::kStream})
+    if (packed_backend_unavailable(b, dtype).empty()) v.push_back(b);
+  return v;
 }
 
 /// y = x W^T with W packed for a CPU kernel (bf16 or fp16 weights). Thread-safe: run() may be
@@ -79,18 +130,25 @@ class PackedLinear {
   /// fp16 CPU tensor, and a backend that runs it on this CPU.
   static bool supported(const at::Tensor& weight) { return why_unsupported(weight, std::nullopt).empty(); }
 
-  /// Packs `weight` ([out, in]) for `backend` (by default the fastest that runs here); the tensor
-  /// itself is not kept. Throws ArgumentError naming the reason when it cannot.
-  explicit PackedLinear(const at::Tensor& weight, std::optional<PackedBackend> backend = std::nullopt) {
+  /// Packs `weight` ([out, in]) for `backend` (by default the streaming kernel where it runs,
+  /// else oneDNN; linear_choice.hpp measures which is faster), the streaming kernel running
+  /// `tiles`; the tensor itself is not kept. Throws ArgumentError naming the reason when it
+  /// cannot, or when `tiles` name a set that cannot run these weights here.
+  explicit PackedLinear(const at::Tensor& weight, std::optional<PackedBackend> backend = std::nullopt, TilesByRows tiles = {})
+      : tiles_(std::move(tiles)) {
     const std::string why = why_unsupported(weight, backend);
     REFDEC_CHECK(why.empty(), "PackedLinear: cannot pack " << (weight.defined() ? weight.toString() : std::string("an undefined tensor"))
                                                            << ": " << why);
-    backend_ = backend ? *backend : *fastest_packed_backend(weight.scalar_type());
     dtype_ = weight.scalar_type();
+    backend_ = backend ? *backend : packed_backends_here(dtype_).back();
     out_ = weight.size(0), in_ = weight.size(1);
+    for (const auto& [rows, t] : tiles_.ranges()) {
+      const std::string no = StreamLinear::unavailable(t, format());
+      REFDEC_CHECK(no.empty(), "PackedLinear: cannot run " << dtype_ << " weights from " << rows << " rows: " << no);
+    }
     const auto source = weight.contiguous();
-    if (backend_ == PackedBackend::kAvx2) {
-      avx2_ = std::make_unique<const Avx2Linear>(static_cast<const std::uint16_t*>(source.data_ptr()), out_, in_, format());
+    if (backend_ == PackedBackend::kStream) {
+      stream_ = std::make_unique<const StreamLinear>(static_cast<const std::uint16_t*>(source.data_ptr()), out_, in_, format());
       return;
     }
 #if REFDEC_HAVE_ONEDNN
@@ -118,12 +176,21 @@ class PackedLinear {
   /// The weights' (and the inputs') dtype: bf16 or fp16.
   at::ScalarType dtype() const { return dtype_; }
   /// Bytes of the packed weight (what one step streams).
-  std::int64_t bytes() const { return avx2_ ? avx2_->bytes() : packed_.numel(); }
+  std::int64_t bytes() const { return stream_ ? stream_->bytes() : packed_.numel(); }
+  /// The streaming kernel's tile sets by row count (kStream only).
+  const TilesByRows& tiles() const { return tiles_; }
 
   /// out = x W^T, with `epilogue` applied: x [rows, in] of dtype(), contiguous; out [rows,
   /// out_features()], contiguous, dtype() or float32; `other` (Epilogue::kMultiply only) like out,
   /// of dtype(), not overlapping it. Rounds once, after the epilogue.
   void run(const at::Tensor& x, const at::Tensor& out, Epilogue epilogue = Epilogue::kStore, const at::Tensor& other = {}) const {
+    run_tiles(tiles_.at(x.dim() == 2 ? x.size(0) : 1, format()), x, out, epilogue, other);
+  }
+
+  /// run() with the streaming kernel's `tiles` whatever tiles() names for the row count (what a
+  /// calibration times); oneDNN's run() otherwise.
+  void run_tiles(StreamTiles tiles, const at::Tensor& x, const at::Tensor& out, Epilogue epilogue = Epilogue::kStore,
+                 const at::Tensor& other = {}) const {
     REFDEC_CHECK(
         x.dim() == 2 && x.size(1) == in_ && x.scalar_type() == dtype_ && x.is_contiguous() && x.device().is_cpu(),
         "PackedLinear: input must be a contiguous " << dtype_ << " CPU [rows, " << in_ << "], got " << x.toString() << " " << x.sizes());
@@ -139,7 +206,7 @@ class PackedLinear {
                      << dtype_ << " CPU " << out.sizes() << " apart from the output, got " << other.toString() << " " << other.sizes());
     if (x.size(0) == 0) return;
     const bool f32 = out.scalar_type() == at::kFloat;
-    if (avx2_) return run_avx2(x, out, f32, epilogue, multiply ? static_cast<const std::uint16_t*>(other.data_ptr()) : nullptr);
+    if (stream_) return run_stream(x, out, f32, epilogue, multiply ? static_cast<const std::uint16_t*>(other.data_ptr()) : nullptr, tiles);
 #if REFDEC_HAVE_ONEDNN
     const dnnl::matmul kernel = kernel_for(x.size(0), f32, epilogue);
     using dt = dnnl::memory::data_type;
@@ -177,23 +244,26 @@ class PackedLinear {
         (weight.scalar_type() != at::kBFloat16 && weight.scalar_type() != at::kHalf))
       return "needs a 2-D bf16 or fp16 CPU weight";
     if (backend) return packed_backend_unavailable(*backend, weight.scalar_type());
-    if (fastest_packed_backend(weight.scalar_type())) return "";
+    if (!packed_backends_here(weight.scalar_type()).empty()) return "";
     return packed_backend_unavailable(PackedBackend::kOneDnn, weight.scalar_type()) + "; " +
-           packed_backend_unavailable(PackedBackend::kAvx2, weight.scalar_type());
+           packed_backend_unavailable(PackedBackend::kStream, weight.scalar_type());
   }
 
-  // The AVX2 kernel: x widened to float32 once, runs of column blocks taken by libtorch's threads
-  // as they finish the previous one.
-  void run_avx2(const at::Tensor& x, const at::Tensor& out, bool f32, Epilogue epilogue, const std::uint16_t* other) const {
-    const std::int64_t rows = x.size(0), blocks = avx2_->blocks();
-    const auto xf = at::empty({rows, avx2_->padded_in()}, x.options().dtype(at::kFloat));  // [rows, padded in] float32
-    avx2_->to_float(static_cast<const std::uint16_t*>(x.data_ptr()), rows, xf.data_ptr<float>());
-    const float* xp = xf.data_ptr<float>();
+  // The streaming kernel: x prepared for the row count's tiles once, runs of column blocks taken
+  // by libtorch's threads as they finish the previous one.
+  void run_stream(const at::Tensor& x, const at::Tensor& out, bool f32, Epilogue epilogue, const std::uint16_t* other,
+                  StreamTiles tiles) const {
+    const std::string no = StreamLinear::unavailable(tiles, format());
+    REFDEC_CHECK(no.empty(), "PackedLinear: " << no);
+    const std::int64_t rows = x.size(0), blocks = stream_->blocks();
+    const auto prepared = at::empty({(stream_->prepared_bytes(tiles, rows) + 3) / 4}, x.options().dtype(at::kFloat));
+    stream_->prepare(tiles, static_cast<const std::uint16_t*>(x.data_ptr()), rows, prepared.data_ptr());
+    const void* xp = prepared.data_ptr();
     void* op = out.data_ptr();
     std::atomic<std::int64_t> next{0};
-    const std::int64_t takes = (blocks + Avx2Linear::kBlocksPerTake - 1) / Avx2Linear::kBlocksPerTake;
+    const std::int64_t takes = (blocks + StreamLinear::kBlocksPerTake - 1) / StreamLinear::kBlocksPerTake;
     at::parallel_for(0, std::min<std::int64_t>(takes, at::get_num_threads()), 1,
-                     [&](std::int64_t, std::int64_t) { avx2_->run_taking(xp, rows, op, f32, epilogue, other, next); });
+                     [&](std::int64_t, std::int64_t) { stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next); });
   }
 
 #if REFDEC_HAVE_ONEDNN
@@ -230,10 +300,11 @@ class PackedLinear {
   std::unique_ptr<Kernels> kernels_ = std::make_unique<Kernels>();
 #endif
   std::int64_t in_ = 0, out_ = 0;
-  PackedBackend backend_ = PackedBackend::kAvx2;
+  PackedBackend backend_ = PackedBackend::kStream;
   at::ScalarType dtype_ = at::kBFloat16;
-  std::unique_ptr<const Avx2Linear> avx2_;  // the AVX2 backend's packed weight and kernel
-  at::Tensor packed_;                       // [bytes] uint8: the weight in oneDNN's layout
+  TilesByRows tiles_;
+  std::unique_ptr<const StreamLinear> stream_;  // the streaming backend's packed weight and kernel
+  at::Tensor packed_;                           // [bytes] uint8: the weight in oneDNN's layout
 };
 
 REFDEC_TORCH_NAMESPACE_END

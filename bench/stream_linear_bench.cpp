@@ -1,14 +1,15 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// refdec-avx2-stream: how close refdec's AVX2 linear kernel (core/avx2_linear.hpp) streams its
-// weights to the machine's read bandwidth. It packs the linear layers of a model shape in bf16,
-// then alternates, round by round, a plain read of as many bytes (AVX2 loads summed, split over
-// the threads) with one pass of the kernel over every layer, each layer split over the threads in
-// runs of column blocks as PackedLinear does. The ratio of the two times is taken per round, so
-// that a shared machine's bandwidth, which moves from minute to minute, moves both sides alike.
+// refdec-stream-linear: how close refdec's streaming linear kernels (core/stream_linear.hpp)
+// stream their weights to the machine's read bandwidth. It packs the linear layers of a model
+// shape in bf16, then alternates, round by round, a plain read of as many bytes (AVX2 loads
+// summed, split over the threads) with one pass of each set of tiles over every layer, each layer
+// split over the threads in runs of column blocks as PackedLinear does. The ratio of the times is
+// taken per round, so that a shared machine's bandwidth, which moves from minute to minute, moves
+// both sides alike.
 //
-//   refdec-avx2-stream [--shape 1b] [--rows 1] [--rounds 10]
+//   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-bf16]
 //
-// Torch-free; OpenMP threads (OMP_NUM_THREADS). Exits 77 where the CPU does not run the kernel.
+// Torch-free; OpenMP threads (OMP_NUM_THREADS). Exits 77 where the CPU runs no tiles.
 
 #include <omp.h>
 
@@ -23,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "refdec/core/avx2_linear.hpp"
+#include "refdec/core/stream_linear.hpp"
 #include "refdec/core/cpu_isa.hpp"
 
 namespace {
@@ -39,7 +40,7 @@ Shape shape_named(const std::string& name) {
   if (name == "1b") return {2048, 5632, 22, 256};  // TinyLlama-1.1B (4 kv heads of 64)
   if (name == "7b") return {4096, 11008, 32, 4096};
   if (name == "tiny") return {64, 172, 5, 32};
-  std::fprintf(stderr, "refdec-avx2-stream: unknown --shape '%s' (tiny, 1b, 7b)\n", name.c_str());
+  std::fprintf(stderr, "refdec-stream-linear: unknown --shape '%s' (tiny, 1b, 7b)\n", name.c_str());
   std::exit(2);
 }
 
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   std::string shape_name = "1b";
   std::int64_t rows = 1;
   int rounds = 10;
+  std::string tiles_name = "all";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--shape") {
@@ -79,17 +81,24 @@ int main(int argc, char** argv) {
       rows = std::atoll(argv[++i]);
     } else if (i + 1 < argc && arg == "--rounds") {
       rounds = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && arg == "--tiles") {
+      tiles_name = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: refdec-avx2-stream [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N]\n");
+      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-bf16]\n");
       return 2;
     }
   }
   if (rows < 1 || rows > 64 || rounds < 1) {
-    std::fprintf(stderr, "refdec-avx2-stream: --rows takes 1 to 64, --rounds at least 1\n");
+    std::fprintf(stderr, "refdec-stream-linear: --rows takes 1 to 64, --rounds at least 1\n");
     return 2;
   }
-  if (!refdec::Avx2Linear::cpu_runs()) {
-    std::printf("skipped: this CPU does not run AVX2 with FMA and F16C (%s)\n", refdec::cpu_isa().describe().c_str());
+  // The tile sets to time: every one this CPU runs, or the one named.
+  std::vector<refdec::StreamTiles> sets;
+  for (const refdec::StreamTiles t : refdec::kAllStreamTiles)
+    if ((tiles_name == "all" || tiles_name == refdec::stream_tiles_name(t)) && refdec::StreamLinear::unavailable(t, refdec::HalfFormat::kBf16).empty())
+      sets.push_back(t);
+  if (sets.empty()) {
+    std::printf("skipped: this CPU runs no tiles named '%s' (%s)\n", tiles_name.c_str(), refdec::cpu_isa().describe().c_str());
     return 77;
   }
 #if REFDEC_X86
@@ -97,44 +106,55 @@ int main(int argc, char** argv) {
   // Per layer: q/k/v fused, o, gate, up, down, as the packed model holds them.
   const std::vector<std::pair<std::int64_t, std::int64_t>> per_layer = {
       {s.dim + 2 * s.kv_dim, s.dim}, {s.dim, s.dim}, {s.hidden, s.dim}, {s.hidden, s.dim}, {s.dim, s.hidden}};
-  std::vector<std::unique_ptr<refdec::Avx2Linear>> layers;
+  std::vector<std::unique_ptr<refdec::StreamLinear>> layers;
   std::int64_t bytes = 0;
   std::uint16_t bits = 0x3c00;
   for (std::int64_t l = 0; l < s.layers; ++l)
     for (const auto& [out, in] : per_layer) {
       std::vector<std::uint16_t> w(static_cast<std::size_t>(out * in));
       for (auto& v : w) v = bits = static_cast<std::uint16_t>(0x3c00 | ((bits * 75u + 74u) & 0xff));  // 1.0 .. 1.99, varied
-      layers.push_back(std::make_unique<refdec::Avx2Linear>(w.data(), out, in, refdec::HalfFormat::kBf16));
+      layers.push_back(std::make_unique<refdec::StreamLinear>(w.data(), out, in, refdec::HalfFormat::kBf16));
       bytes += layers.back()->bytes();
     }
   const std::int64_t floats = (bytes / 4 + 31) / 32 * 32;
   std::unique_ptr<float, decltype(&std::free)> buffer(static_cast<float*>(std::aligned_alloc(64, static_cast<std::size_t>(floats) * 4)), &std::free);
   std::fill(buffer.get(), buffer.get() + floats, 1.0f);
-  const std::int64_t widest = std::max(s.dim, s.hidden) + 1;
-  std::vector<float> x(static_cast<std::size_t>(rows * widest), 0.01f), y(static_cast<std::size_t>(rows * widest));
+  const std::int64_t widest = std::max(s.dim, s.hidden) + 2;
+  const std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * widest), 0x3c23);  // 0.01 in bf16
+  std::vector<float> prepared(static_cast<std::size_t>(rows * widest)), y(static_cast<std::size_t>(rows * widest));
   std::printf("%s: %zu bf16 layers, %.3f GB; %lld row(s); %d threads; CPU %s\n", shape_name.c_str(), layers.size(), static_cast<double>(bytes) / 1e9,
               static_cast<long long>(rows), omp_get_max_threads(), refdec::cpu_isa().describe().c_str());
-  std::printf("| round | read GB/s | kernel GB/s | kernel / read |\n|---|---|---|---|\n");
-  std::vector<double> ratios;
+  std::printf("| round | read GB/s |");
+  for (const auto t : sets) std::printf(" %s GB/s | / read |", refdec::stream_tiles_name(t));
+  std::printf("\n|---|---|");
+  for (std::size_t i = 0; i < sets.size(); ++i) std::printf("---|---|");
+  std::printf("\n");
+  std::vector<std::vector<double>> ratios(sets.size());
   volatile float sink = 0.0f;
   for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
     auto t = Clock::now();
     sink = sink + read_all(buffer.get(), floats);
     const double read_s = seconds_since(t);
-    t = Clock::now();
-    for (const auto& layer : layers) {
-      std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads
+    if (r > 0) std::printf("| %d | %.1f |", r, static_cast<double>(bytes) / read_s / 1e9);
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      t = Clock::now();
+      for (const auto& layer : layers) {  // the input prepared per layer, as PackedLinear does
+        layer->prepare(sets[i], x.data(), rows, prepared.data());
+        std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads
 #pragma omp parallel
-      layer->run_taking(x.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next);
+        layer->run_taking(sets[i], prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next);
+      }
+      const double kernel_s = seconds_since(t);
+      if (r == 0) continue;
+      ratios[i].push_back(read_s / kernel_s);
+      std::printf(" %.1f | %.3f |", static_cast<double>(bytes) / kernel_s / 1e9, ratios[i].back());
     }
-    const double kernel_s = seconds_since(t);
-    if (r == 0) continue;
-    ratios.push_back(read_s / kernel_s);
-    std::printf("| %d | %.1f | %.1f | %.3f |\n", r, static_cast<double>(bytes) / read_s / 1e9, static_cast<double>(bytes) / kernel_s / 1e9,
-                ratios.back());
+    if (r > 0) std::printf("\n");
   }
-  std::sort(ratios.begin(), ratios.end());
-  std::printf("median kernel / read over %d rounds: %.3f\n", rounds, ratios[ratios.size() / 2]);
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    std::sort(ratios[i].begin(), ratios[i].end());
+    std::printf("%s: median kernel / read over %d rounds: %.3f\n", refdec::stream_tiles_name(sets[i]), rounds, ratios[i][ratios[i].size() / 2]);
+  }
 #endif
   return 0;
 }

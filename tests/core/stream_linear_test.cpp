@@ -1,17 +1,19 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// The AVX2 half-precision linear kernel against the float64 product of the same values: every row
-// count a step has (1 to 64), sizes that are not multiples of the blocks, bf16 and fp16, every
-// epilogue, and threads sharing one layer. The CPU probe's cap (REFDEC_CPU_ISA) and its errors.
+// The streaming half-precision linear kernels, each set of tiles (AVX2, AVX-512, AVX512_BF16)
+// against the float64 product of the same values: every row count a step has (1 to 64), sizes
+// that are not multiples of the blocks, bf16 and fp16, every epilogue, and threads sharing one
+// layer. A set this CPU does not run (or runs only above REFDEC_CPU_ISA's cap) skips with the
+// reason. The CPU probe's cap and its errors.
 
-#include "refdec/core/avx2_linear.hpp"
+#include "refdec/core/stream_linear.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,27 +23,30 @@
 
 namespace {
 
-using refdec::Avx2Linear;
 using refdec::Epilogue;
 using refdec::HalfFormat;
+using refdec::StreamLinear;
+using refdec::StreamTiles;
 
-#define REFDEC_SKIP_WITHOUT_AVX2()                                                                           \
-  if (!Avx2Linear::cpu_runs())                                                                               \
-  GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C (" << refdec::cpu_isa().describe() \
-               << "): the AVX2 kernel cannot run here"
+// The formats `tiles` run here; skips the test, naming why, where they run none.
+#define REFDEC_FORMATS_OR_SKIP(tiles)                                      \
+  std::vector<HalfFormat> formats;                                         \
+  for (const HalfFormat f : {HalfFormat::kBf16, HalfFormat::kFp16})        \
+    if (StreamLinear::unavailable(tiles, f).empty()) formats.push_back(f); \
+  if (formats.empty()) GTEST_SKIP() << "not run on this CPU: " << StreamLinear::unavailable(tiles, HalfFormat::kBf16)
 
 std::vector<std::uint16_t> random_halves(std::mt19937& rng, std::size_t n, HalfFormat format) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<std::uint16_t> v(n);
-  for (auto& x : v) x = Avx2Linear::from_float(normal(rng), format);
+  for (auto& x : v) x = StreamLinear::from_float(normal(rng), format);
   return v;
 }
 
-double value(std::uint16_t bits, HalfFormat format) { return Avx2Linear::to_float(bits, format); }
+double value(std::uint16_t bits, HalfFormat format) { return StreamLinear::to_float(bits, format); }
 
 // x W^T in float64 from the same half values: [rows, out].
-std::vector<double> reference(const std::vector<std::uint16_t>& x, const std::vector<std::uint16_t>& w, std::int64_t rows,
-                              std::int64_t out, std::int64_t in, HalfFormat format) {
+std::vector<double> reference(const std::vector<std::uint16_t>& x, const std::vector<std::uint16_t>& w, std::int64_t rows, std::int64_t out,
+                              std::int64_t in, HalfFormat format) {
   std::vector<double> y(static_cast<std::size_t>(rows * out));
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < out; ++c) {
@@ -55,13 +60,20 @@ std::vector<double> reference(const std::vector<std::uint16_t>& x, const std::ve
 
 const char* name(HalfFormat f) { return f == HalfFormat::kBf16 ? "bf16" : "fp16"; }
 
-TEST(Avx2Linear, EqualsTheFloat64ProductForEveryRowCountAndEpilogue) {
-  REFDEC_SKIP_WITHOUT_AVX2();
+class StreamTilesTest : public ::testing::TestWithParam<StreamTiles> {};
+
+INSTANTIATE_TEST_SUITE_P(StreamLinear, StreamTilesTest, ::testing::ValuesIn(refdec::kAllStreamTiles), [](const auto& param_info) {
+  return std::string(param_info.param == StreamTiles::kAvx2 ? "Avx2" : param_info.param == StreamTiles::kAvx512 ? "Avx512" : "Avx512Bf16");
+});
+
+TEST_P(StreamTilesTest, EqualsTheFloat64ProductForEveryRowCountAndEpilogue) {
+  const StreamTiles tiles = GetParam();
+  REFDEC_FORMATS_OR_SKIP(tiles);
   std::mt19937 rng(7);
-  for (const HalfFormat format : {HalfFormat::kBf16, HalfFormat::kFp16})
+  for (const HalfFormat format : formats)
     for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{16, 2}, {37, 65}, {130, 96}, {5, 1}}) {
       const auto w = random_halves(rng, static_cast<std::size_t>(out * in), format);
-      const Avx2Linear linear(w.data(), out, in, format);
+      const StreamLinear linear(w.data(), out, in, format);
       EXPECT_EQ(linear.out_features(), out);
       EXPECT_EQ(linear.in_features(), in);
       EXPECT_EQ(linear.format(), format);
@@ -83,34 +95,35 @@ TEST(Avx2Linear, EqualsTheFloat64ProductForEveryRowCountAndEpilogue) {
                 return value(got[i], format);
             }();
             ASSERT_NEAR(g, expect[i], rel * (1.0 + std::abs(expect[i])) + tol32)
-                << what << " " << name(format) << " " << out << "x" << in << ", " << rows << " rows, element " << i;
+                << what << " " << refdec::stream_tiles_name(tiles) << " " << name(format) << " " << out << "x" << in << ", " << rows
+                << " rows, element " << i;
           }
         };
         std::vector<float> f32(n);
-        linear.run(x.data(), rows, f32.data(), true);
+        linear.run(tiles, x.data(), rows, f32.data(), true);
         check(want, f32, 0.0, "store f32");
         std::vector<std::uint16_t> h(n);
-        linear.run(x.data(), rows, h.data(), false);
+        linear.run(tiles, x.data(), rows, h.data(), false);
         check(want, h, tol16, "store half");
         // Accumulate: adds to what the output holds (the residual connection), rounded once.
         std::vector<float> acc(n);
         std::vector<double> acc_want(n);
         for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(i % 7) - 3.0f, acc_want[i] = acc[i] + want[i];
-        linear.run(x.data(), rows, acc.data(), true, Epilogue::kAccumulate);
+        linear.run(tiles, x.data(), rows, acc.data(), true, Epilogue::kAccumulate);
         check(acc_want, acc, 0.0, "accumulate f32");
         std::vector<std::uint16_t> acc_h(n);
         for (std::size_t i = 0; i < n; ++i)
-          acc_h[i] = Avx2Linear::from_float(static_cast<float>(i % 5) - 2.0f, format), acc_want[i] = value(acc_h[i], format) + want[i];
-        linear.run(x.data(), rows, acc_h.data(), false, Epilogue::kAccumulate);
+          acc_h[i] = StreamLinear::from_float(static_cast<float>(i % 5) - 2.0f, format), acc_want[i] = value(acc_h[i], format) + want[i];
+        linear.run(tiles, x.data(), rows, acc_h.data(), false, Epilogue::kAccumulate);
         check(acc_want, acc_h, tol16, "accumulate half");
         // SwiGLU's epilogues.
         std::vector<double> silu_want(n), mul_want(n);
         for (std::size_t i = 0; i < n; ++i) silu_want[i] = want[i] / (1.0 + std::exp(-want[i]));
-        linear.run(x.data(), rows, f32.data(), true, Epilogue::kSilu);
+        linear.run(tiles, x.data(), rows, f32.data(), true, Epilogue::kSilu);
         check(silu_want, f32, 1e-6, "silu f32");
         const auto other = random_halves(rng, n, format);
         for (std::size_t i = 0; i < n; ++i) mul_want[i] = want[i] * value(other[i], format);
-        linear.run(x.data(), rows, h.data(), false, Epilogue::kMultiply, other.data());
+        linear.run(tiles, x.data(), rows, h.data(), false, Epilogue::kMultiply, other.data());
         check(mul_want, h, tol16, "multiply half");
         if (HasFatalFailure()) return;
       }
@@ -118,24 +131,25 @@ TEST(Avx2Linear, EqualsTheFloat64ProductForEveryRowCountAndEpilogue) {
 }
 
 // Threads that each take a run of blocks write exactly what one thread writes.
-TEST(Avx2Linear, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
-  REFDEC_SKIP_WITHOUT_AVX2();
+TEST_P(StreamTilesTest, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
+  const StreamTiles tiles = GetParam();
+  REFDEC_FORMATS_OR_SKIP(tiles);
   std::mt19937 rng(11);
-  for (const HalfFormat format : {HalfFormat::kBf16, HalfFormat::kFp16}) {
+  for (const HalfFormat format : formats) {
     const std::int64_t out = 200, in = 77, rows = 9;
     const auto w = random_halves(rng, static_cast<std::size_t>(out * in), format);
     const auto x = random_halves(rng, static_cast<std::size_t>(rows * in), format);
-    const Avx2Linear linear(w.data(), out, in, format);
+    const StreamLinear linear(w.data(), out, in, format);
     std::vector<float> alone(static_cast<std::size_t>(rows * out)), split(alone.size(), -1.0f);
-    linear.run(x.data(), rows, alone.data(), true);
-    std::vector<float> xf(static_cast<std::size_t>(rows * linear.padded_in()));
-    linear.to_float(x.data(), rows, xf.data());
+    linear.run(tiles, x.data(), rows, alone.data(), true);
+    std::vector<float> xf(static_cast<std::size_t>(rows * linear.padded_in()));  // room for either preparation
+    linear.prepare(tiles, x.data(), rows, xf.data());
     std::vector<std::thread> threads;
     const std::int64_t parts = 4, per = (linear.blocks() + parts - 1) / parts;
     for (std::int64_t t = 0; t < parts; ++t)
       threads.emplace_back([&, t] {
         const std::int64_t first = std::min(t * per, linear.blocks()), last = std::min(first + per, linear.blocks());
-        linear.run_blocks(xf.data(), rows, split.data(), true, Epilogue::kStore, nullptr, first, last);
+        linear.run_blocks(tiles, xf.data(), rows, split.data(), true, Epilogue::kStore, nullptr, first, last);
       });
     for (auto& th : threads) th.join();
     EXPECT_EQ(alone, split) << name(format);
@@ -144,29 +158,48 @@ TEST(Avx2Linear, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
     std::atomic<std::int64_t> next{0};
     threads.clear();
     for (std::int64_t t = 0; t < 3; ++t)
-      threads.emplace_back([&] { linear.run_taking(xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next); });
+      threads.emplace_back([&] { linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next); });
     for (auto& th : threads) th.join();
     EXPECT_EQ(alone, taken) << name(format) << ", runs taken";
   }
 }
 
-TEST(Avx2Linear, RejectsBadInput) {
+TEST(StreamLinear, RejectsBadInput) {
   const std::vector<std::uint16_t> w(8, 0);
-  refdec_test::expect_error([&] { Avx2Linear l(w.data(), 0, 8, HalfFormat::kBf16); }, "Avx2Linear: needs a weight of positive sizes, got [0, 8]");
-  refdec_test::expect_error([&] { Avx2Linear l(nullptr, 1, 8, HalfFormat::kBf16); }, "Avx2Linear: needs a weight of positive sizes");
-  const Avx2Linear linear(w.data(), 2, 4, HalfFormat::kBf16);
+  refdec_test::expect_error([&] { StreamLinear l(w.data(), 0, 8, HalfFormat::kBf16); },
+                            "StreamLinear: needs a weight of positive sizes, got [0, 8]");
+  refdec_test::expect_error([&] { StreamLinear l(nullptr, 1, 8, HalfFormat::kBf16); }, "StreamLinear: needs a weight of positive sizes");
+  const StreamLinear linear(w.data(), 2, 4, HalfFormat::kBf16), fp16(w.data(), 2, 4, HalfFormat::kFp16);
   std::vector<float> xf(4), out(2);
-  if (!Avx2Linear::cpu_runs()) {
-    refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 1); },
-                              "Avx2Linear: this CPU does not run AVX2");
-    GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C: only the error was checked";
-  }
-  refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 2); },
-                            "Avx2Linear: blocks [0, 2) outside [0, 1)");
-  refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kMultiply, nullptr, 0, 1); },
+  // Tiles the CPU (or the cap) does not run are refused by name, whatever the CPU.
+  for (const StreamTiles tiles : refdec::kAllStreamTiles)
+    if (!StreamLinear::unavailable(tiles, HalfFormat::kBf16).empty())
+      refdec_test::expect_error([&] { linear.run_blocks(tiles, xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 1); },
+                                std::string("StreamLinear: the ") + refdec::stream_tiles_name(tiles) + " tiles need");
+  refdec_test::expect_error(
+      [&] { fp16.run_blocks(StreamTiles::kAvx512Bf16, xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 1); },
+      "StreamLinear: the avx512-bf16 tiles take bf16 weights only");
+  EXPECT_EQ(StreamLinear::widest(HalfFormat::kFp16) == StreamTiles::kAvx512Bf16, false);
+  if (!StreamLinear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C: only the errors were checked";
+  const StreamTiles tiles = StreamLinear::widest(HalfFormat::kBf16);
+  refdec_test::expect_error([&] { linear.run_blocks(tiles, xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 2); },
+                            "StreamLinear: blocks [0, 2) outside [0, 1)");
+  refdec_test::expect_error([&] { linear.run_blocks(tiles, xf.data(), 1, out.data(), true, Epilogue::kMultiply, nullptr, 0, 1); },
                             "Epilogue::kMultiply needs the values to multiply by");
-  refdec_test::expect_error([&] { linear.run_blocks(xf.data(), 1, out.data(), true, Epilogue::kStore, w.data(), 0, 1); },
+  refdec_test::expect_error([&] { linear.run_blocks(tiles, xf.data(), 1, out.data(), true, Epilogue::kStore, w.data(), 0, 1); },
                             "and only it takes them");
+}
+
+// The widest tiles are the widest the CPU runs under the cap, for each format.
+TEST(StreamLinear, WidestFollowsTheCpu) {
+  const auto& isa = refdec::cpu_isa();
+  const StreamTiles bf16 = StreamLinear::widest(HalfFormat::kBf16), fp16 = StreamLinear::widest(HalfFormat::kFp16);
+  EXPECT_EQ(bf16, isa.runs_avx512() && isa.avx512_bf16 ? StreamTiles::kAvx512Bf16
+                  : isa.runs_avx512()                  ? StreamTiles::kAvx512
+                                                       : StreamTiles::kAvx2);
+  EXPECT_EQ(fp16, isa.runs_avx512() ? StreamTiles::kAvx512 : StreamTiles::kAvx2);
+  EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx2), 4);
+  EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx512Bf16), 8);
 }
 
 #if REFDEC_X86
@@ -214,11 +247,16 @@ TEST(CpuIsa, CapsRemoveWhatTheyNameAndDescribeThemselves) {
   EXPECT_TRUE(avx2.runs_avx2());
   EXPECT_FALSE(avx2.runs_avx512_bf16());
   EXPECT_EQ(avx2.describe(), "avx2 fma f16c (capped by REFDEC_CPU_ISA=avx2)");
+  EXPECT_FALSE(avx2.runs_avx512());
+  const auto f = all.capped("avx512f");
+  EXPECT_TRUE(f.runs_avx512());
+  EXPECT_FALSE(f.avx512_bf16);
+  EXPECT_EQ(f.describe(), "avx2 fma f16c avx512f avx512bw avx512vl (capped by REFDEC_CPU_ISA=avx512f)");
   const auto base = all.capped("baseline");
   EXPECT_FALSE(base.runs_avx2());
   EXPECT_EQ(base.describe(), "no AVX2 or AVX-512 (capped by REFDEC_CPU_ISA=baseline)");
   EXPECT_TRUE(all.capped("avx512").runs_avx512_bf16());
-  refdec_test::expect_error([&] { (void)all.capped("sse"); }, "REFDEC_CPU_ISA must be avx512, avx2 or baseline, got 'sse'");
+  refdec_test::expect_error([&] { (void)all.capped("sse"); }, "REFDEC_CPU_ISA must be avx512, avx512f, avx2 or baseline, got 'sse'");
   // The process's own view is the hardware's under the cap in the environment.
   const char* cap = std::getenv("REFDEC_CPU_ISA");
   const auto want = cap && *cap ? refdec::detect_cpu_isa().capped(cap) : refdec::detect_cpu_isa();

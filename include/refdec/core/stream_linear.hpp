@@ -1,0 +1,530 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+#pragma once
+// y = x W^T for bf16 or fp16 weights on x86-64 CPUs, for the row counts of a decoding or
+// verification step (1 to a few dozen). A step at batch 1 is a stream over every weight, so the
+// weights stay 2 bytes each in memory, packed once into the layout the kernels read, and the
+// kernels spend as few instructions per byte as the CPU allows. Three sets of tiles read one
+// packed layout, so that the set is chosen per call (per row count, by measurement:
+// torch/packed_linear.hpp) without a second copy of the weights:
+//  - kAvx2 (AVX2, FMA, F16C): 8 columns per instruction, weights widened to float32 in registers
+//    (bf16 by a shift or a mask, fp16 by F16C), 4 rows per tile;
+//  - kAvx512 (AVX-512 F/BW/VL): the same at 16 columns, 8 rows per tile;
+//  - kAvx512Bf16 (AVX512_BF16, bf16 weights): vdpbf16ps multiplies each column's pair of weights
+//    by the pair of inputs and adds both products in one instruction, with no widening: about two
+//    instructions per 64 bytes of weights at one row, where kAvx2 spends a dozen. The inputs are
+//    the rows' own bf16 values and the products exact, so the sums differ from the float32
+//    tiles' only in their order.
+//
+// Layout: the output columns in blocks of 16; a block holds, for each pair of input positions
+// (k, k+1), 64 bytes: columns 0-7 then 8-15 at k and k+1 (bf16: each column's two values side by
+// side, so that one 32-bit lane holds both, as vdpbf16ps reads them, and a shift or a mask
+// yields either; fp16: eight values at k, then eight at k+1). A block streams contiguously and
+// blocks follow one another, so threads that take runs of blocks each read one contiguous range.
+// A tile of rows reads each block's weights once (from the cache after the first tile). Plain
+// C++20 and intrinsics in functions compiled for their ISA by attribute: the header builds
+// without -mavx2, and no tile runs unless cpu_isa() runs its ISA.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "refdec/core/bf16_kernels.hpp"
+#include "refdec/core/config.hpp"
+#include "refdec/core/cpu_isa.hpp"
+
+#if REFDEC_X86
+#include <immintrin.h>
+#define REFDEC_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+#define REFDEC_AVX512_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define REFDEC_AVX512_BF16_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
+#else
+#define REFDEC_AVX2_TARGET
+#define REFDEC_AVX512_TARGET
+#define REFDEC_AVX512_BF16_TARGET
+#endif
+
+REFDEC_NAMESPACE_BEGIN
+
+/// What a packed linear layer does with x W^T as it writes its output (no pass of its own over
+/// the result).
+enum class Epilogue {
+  kStore,       ///< out = x W^T
+  kAccumulate,  ///< out += x W^T: a residual connection
+  kSilu,        ///< out = silu(x W^T): SwiGLU's gate
+  kMultiply,    ///< out = (x W^T) * other: SwiGLU's up projection times the gate
+};
+
+/// The instruction sets StreamLinear's tiles are written for, narrowest first.
+enum class StreamTiles {
+  kAvx2,        ///< AVX2, FMA and F16C; bf16 and fp16 weights
+  kAvx512,      ///< AVX-512 F, BW and VL (with AVX2, FMA and F16C); bf16 and fp16 weights
+  kAvx512Bf16,  ///< the same with AVX512_BF16's dot products; bf16 weights only
+};
+
+/// Every StreamTiles value, narrowest first.
+inline constexpr std::array<StreamTiles, 3> kAllStreamTiles = {StreamTiles::kAvx2, StreamTiles::kAvx512, StreamTiles::kAvx512Bf16};
+
+/// The tiles' name as options and reports spell it: "avx2", "avx512", "avx512-bf16".
+inline const char* stream_tiles_name(StreamTiles tiles) {
+  switch (tiles) {
+    case StreamTiles::kAvx2: return "avx2";
+    case StreamTiles::kAvx512: return "avx512";
+    case StreamTiles::kAvx512Bf16: return "avx512-bf16";
+  }
+  return "?";
+}
+
+/// A linear layer's weight packed for streaming, and the kernels that stream it. Immutable after
+/// construction: every run function may be called from several threads at once.
+class StreamLinear {
+ public:
+  /// Output columns per block: the unit run_blocks() splits over threads.
+  static constexpr std::int64_t kBlockColumns = 16;
+
+  /// Whether this CPU runs some tiles (cpu_isa(): AVX2, FMA and F16C at least, not capped below).
+  static bool cpu_runs() { return cpu_isa().runs_avx2(); }
+
+  /// Why `tiles` cannot run `format` weights on this CPU, or "" when they can.
+  static std::string unavailable(StreamTiles tiles, HalfFormat format) {
+    const CpuIsa& isa = cpu_isa();
+    switch (tiles) {
+      case StreamTiles::kAvx2:
+        return isa.runs_avx2() ? "" : "the avx2 tiles need AVX2, FMA and F16C (this CPU runs " + isa.describe() + ")";
+      case StreamTiles::kAvx512:
+        return isa.runs_avx512() ? "" : "the avx512 tiles need AVX-512 F, BW and VL (this CPU runs " + isa.describe() + ")";
+      case StreamTiles::kAvx512Bf16:
+        if (format != HalfFormat::kBf16) return "the avx512-bf16 tiles take bf16 weights only";
+        return isa.runs_avx512() && isa.avx512_bf16 ? "" : "the avx512-bf16 tiles need AVX512_BF16 (this CPU runs " + isa.describe() + ")";
+    }
+    return "unknown tiles";
+  }
+
+  /// The widest tiles this CPU runs for `format` weights (kAvx2 where none runs: check cpu_runs()).
+  static StreamTiles widest(HalfFormat format) {
+    for (auto it = kAllStreamTiles.rbegin(); it != kAllStreamTiles.rend(); ++it)
+      if (unavailable(*it, format).empty()) return *it;
+    return StreamTiles::kAvx2;
+  }
+
+  /// Rows one tile of `tiles` computes per pass over a block's weights.
+  static constexpr std::int64_t tile_rows(StreamTiles tiles) { return tiles == StreamTiles::kAvx2 ? 4 : 8; }
+
+  /// Packs `weight`: [out, in] row-major values of `format` (as torch.nn.Linear holds them).
+  /// Throws ArgumentError for non-positive sizes or a null pointer.
+  StreamLinear(const std::uint16_t* weight, std::int64_t out, std::int64_t in, HalfFormat format) : out_(out), in_(in), format_(format) {
+    REFDEC_CHECK(out > 0 && in > 0 && weight != nullptr,
+                 "StreamLinear: needs a weight of positive sizes, got [" << out << ", " << in << "]");
+    const std::int64_t pairs = padded_in() / 2;
+    const std::size_t size = static_cast<std::size_t>(blocks() * pairs * 2 * kBlockColumns);
+    packed_.reset(static_cast<std::uint16_t*>(std::aligned_alloc(64, (size * sizeof(std::uint16_t) + 63) / 64 * 64)));
+    REFDEC_CHECK(packed_ != nullptr, "StreamLinear: cannot allocate " << size * 2 << " bytes");
+    std::memset(packed_.get(), 0, size * sizeof(std::uint16_t));  // padding columns and positions stay 0
+    for (std::int64_t col = 0; col < out; ++col)
+      for (std::int64_t k = 0; k < in; ++k) packed_[static_cast<std::size_t>(offset(col, k))] = weight[col * in + k];
+  }
+
+  std::int64_t in_features() const { return in_; }
+  std::int64_t out_features() const { return out_; }
+  HalfFormat format() const { return format_; }
+  /// Input positions as the kernel reads them: in_features() rounded up to even.
+  std::int64_t padded_in() const { return (in_ + 1) / 2 * 2; }
+  /// Blocks of kBlockColumns output columns.
+  std::int64_t blocks() const { return (out_ + kBlockColumns - 1) / kBlockColumns; }
+  /// Bytes of the packed weight (what one step streams).
+  std::int64_t bytes() const { return blocks() * padded_in() * kBlockColumns * 2; }
+
+  /// Bytes of `rows` rows of input as prepare() writes them for `tiles`: padded_in() float32
+  /// values per row, or (kAvx512Bf16) padded_in() bf16 values.
+  std::int64_t prepared_bytes(StreamTiles tiles, std::int64_t rows) const {
+    return rows * padded_in() * (tiles == StreamTiles::kAvx512Bf16 ? 2 : 4);
+  }
+
+  /// x ([rows, in_features()] values of format()) as `tiles` read it, into `prepared`
+  /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned): rows of padded_in() values, the
+  /// padding 0.
+  void prepare(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* prepared) const {
+    const std::int64_t width = padded_in();
+    if (tiles == StreamTiles::kAvx512Bf16) {
+      auto* to = static_cast<std::uint16_t*>(prepared);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::memcpy(to + r * width, x + r * in_, static_cast<std::size_t>(in_) * sizeof(std::uint16_t));
+        if (width != in_) to[r * width + in_] = 0;
+      }
+      return;
+    }
+    auto* to = static_cast<float*>(prepared);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      convert_row(x + r * in_, to + r * width, in_, format_);
+      if (width != in_) to[r * width + in_] = 0.0f;
+    }
+  }
+
+  /// Output columns of blocks [first_block, last_block) of out = epilogue(x W^T) by `tiles`:
+  /// `prepared` as prepare(tiles, ...) wrote it; `out` [rows, out_features()] row-major, float32
+  /// (`out_f32`) or format(); `other` (Epilogue::kMultiply only) [rows, out_features()] of
+  /// format(). Each output value is rounded once, after the epilogue. Throws ArgumentError where
+  /// the tiles do not run (unavailable()).
+  void run_blocks(StreamTiles tiles, const void* prepared, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue,
+                  const std::uint16_t* other, std::int64_t first_block, std::int64_t last_block) const {
+    const std::string why = unavailable(tiles, format_);
+    REFDEC_CHECK(why.empty(), "StreamLinear: " << why);
+    REFDEC_CHECK(0 <= first_block && first_block <= last_block && last_block <= blocks(),
+                 "StreamLinear: blocks [" << first_block << ", " << last_block << ") outside [0, " << blocks() << ")");
+    REFDEC_CHECK((epilogue == Epilogue::kMultiply) == (other != nullptr),
+                 "StreamLinear: Epilogue::kMultiply needs the values to multiply by, and only it takes them");
+#if REFDEC_X86
+    const Output o{out, out_f32, epilogue, other};
+    if (tiles == StreamTiles::kAvx512Bf16)
+      return run_bf16_dot(static_cast<const std::uint32_t*>(prepared), rows, o, first_block, last_block);
+    const auto* xf = static_cast<const float*>(prepared);
+    if (format_ == HalfFormat::kBf16) {
+      if (tiles == StreamTiles::kAvx512) return run_avx512<HalfFormat::kBf16>(xf, rows, o, first_block, last_block);
+      return run_avx2<HalfFormat::kBf16>(xf, rows, o, first_block, last_block);
+    }
+    if (tiles == StreamTiles::kAvx512) return run_avx512<HalfFormat::kFp16>(xf, rows, o, first_block, last_block);
+    run_avx2<HalfFormat::kFp16>(xf, rows, o, first_block, last_block);
+#endif
+  }
+
+  /// Column blocks run_taking() takes at a time: runs of 64 columns (64-180 KB of a TinyLlama-1.1B
+  /// weight, streamed contiguously). On a shared 2-core AMD EPYC whose bandwidth moves from minute
+  /// to minute, each thread taking half of the blocks up front left one waiting for the other at
+  /// every layer's end; runs taken as threads finish keep both streaming.
+  static constexpr std::int64_t kBlocksPerTake = 4;
+
+  /// One thread's share of a product that several threads run at once: runs of kBlocksPerTake
+  /// blocks taken from `next` (shared by those threads, 0 before the first takes) until none is
+  /// left, each run as run_blocks() runs it.
+  void run_taking(StreamTiles tiles, const void* prepared, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue,
+                  const std::uint16_t* other, std::atomic<std::int64_t>& next) const {
+    for (std::int64_t first; (first = next.fetch_add(kBlocksPerTake, std::memory_order_relaxed)) < blocks();)
+      run_blocks(tiles, prepared, rows, out, out_f32, epilogue, other, first, std::min(blocks(), first + kBlocksPerTake));
+  }
+
+  /// The whole product on the calling thread by `tiles`: x [rows, in_features()] of format(), the
+  /// rest as run_blocks() takes it.
+  void run(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue = Epilogue::kStore,
+           const std::uint16_t* other = nullptr) const {
+    std::unique_ptr<float[]> prepared(new float[static_cast<std::size_t>((prepared_bytes(tiles, rows) + 3) / 4)]);
+    prepare(tiles, x, rows, prepared.get());
+    run_blocks(tiles, prepared.get(), rows, out, out_f32, epilogue, other, 0, blocks());
+  }
+
+  /// One value of `format` as float32 (exact), and a float32 rounded to `format` (to nearest even).
+  static float to_float(std::uint16_t bits, HalfFormat format) {
+    return format == HalfFormat::kBf16 ? bf16::to_float(bits) : fp16::to_float(bits);
+  }
+  static std::uint16_t from_float(float v, HalfFormat format) {
+    return format == HalfFormat::kBf16 ? bf16::from_float(v) : fp16::from_float(v);
+  }
+
+ private:
+  // Where weight (col, k) lives in the packed layout (see the header comment).
+  std::int64_t offset(std::int64_t col, std::int64_t k) const {
+    const std::int64_t block = col / kBlockColumns, c = col % kBlockColumns, side = c / 8, lane = c % 8, pair = k / 2, parity = k % 2;
+    const std::int64_t in_chunk = format_ == HalfFormat::kBf16 ? lane * 2 + parity : parity * 8 + lane;
+    return ((block * (padded_in() / 2) + pair) * 2 + side) * 16 + in_chunk;
+  }
+
+  static void convert_row(const std::uint16_t* x, float* out, std::int64_t n, HalfFormat format) {
+#if REFDEC_X86
+    if (format == HalfFormat::kFp16 && cpu_runs()) return fp16_row_f16c(x, out, n);
+#endif
+    for (std::int64_t i = 0; i < n; ++i) out[i] = to_float(x[i], format);
+  }
+
+  // Where a run writes and what it applies as it does.
+  struct Output {
+    void* out;
+    bool f32;
+    Epilogue epilogue;
+    const std::uint16_t* other;
+  };
+
+#if REFDEC_X86
+  REFDEC_AVX2_TARGET static void fp16_row_f16c(const std::uint16_t* x, float* out, std::int64_t n) {
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+    for (; i < n; ++i) out[i] = _cvtsh_ss(x[i]);
+  }
+
+  // How far ahead of the pair being read the weights are prefetched: with the hardware
+  // prefetcher alone a lone row streamed at about 85% of a plain read on a 2-core AMD EPYC (Zen
+  // 3); 1 KB ahead reached 91-95% there, 512 B and 1.5-2 KB a little less, 4-8 KB no better than
+  // none (a copy of this loop at each distance, alternated with a read; refdec-stream-linear
+  // measures the kernel as built). Prefetching past a block reads the next one, as streamed.
+  static constexpr std::int64_t kPrefetchBytes = 1024;
+  static void prefetch(const std::uint16_t* pair) { _mm_prefetch(reinterpret_cast<const char*>(pair) + kPrefetchBytes, _MM_HINT_T0); }
+
+  // ---- kAvx2: 8 columns per vector.
+
+  // The 64 bytes of one input pair: columns 0-7 and 8-15 at k (even) and k+1 (odd).
+  template <HalfFormat F>
+  REFDEC_AVX2_TARGET static void decode(const std::uint16_t* p, __m256& a_even, __m256& a_odd, __m256& b_even, __m256& b_odd) {
+    if constexpr (F == HalfFormat::kBf16) {
+      const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+      const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 16));
+      a_even = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+      a_odd = _mm256_castsi256_ps(_mm256_and_si256(a, high));
+      b_even = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+      b_odd = _mm256_castsi256_ps(_mm256_and_si256(b, high));
+    } else {
+      a_even = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+      a_odd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p + 8)));
+      b_even = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p + 16)));
+      b_odd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p + 24)));
+    }
+  }
+
+  // M rows (1 to 4) times one block: sums[m][c] = sum_k x[m][k] W[c][k]. Up to two rows keep the
+  // even and odd positions in accumulators of their own, so that a lone row has four independent
+  // chains of additions (a row's stream is otherwise bound by the addition's latency, not by the
+  // memory); four rows have eight chains without the split.
+  template <HalfFormat F, int M>
+  REFDEC_AVX2_TARGET static void tile_avx2(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,
+                                           float (*sums)[kBlockColumns]) {
+    constexpr int kSplit = M <= 2 ? 2 : 1;
+    // The loops over rows are unrolled so that the accumulators live in registers.
+    __m256 acc[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(kSplit)];
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 2
+        for (int s = 0; s < kSplit; ++s) acc[m][h][s] = _mm256_setzero_ps();
+    for (std::int64_t p = 0; p < pairs; ++p) {
+      __m256 ae, ao, be, bo;
+      prefetch(block + p * 32);
+      decode<F>(block + p * 32, ae, ao, be, bo);
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) {
+        const __m256 xe = _mm256_broadcast_ss(x + m * width + 2 * p), xo = _mm256_broadcast_ss(x + m * width + 2 * p + 1);
+        acc[m][0][0] = _mm256_fmadd_ps(ae, xe, acc[m][0][0]);
+        acc[m][0][kSplit - 1] = _mm256_fmadd_ps(ao, xo, acc[m][0][kSplit - 1]);
+        acc[m][1][0] = _mm256_fmadd_ps(be, xe, acc[m][1][0]);
+        acc[m][1][kSplit - 1] = _mm256_fmadd_ps(bo, xo, acc[m][1][kSplit - 1]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h)
+        _mm256_storeu_ps(sums[m] + 8 * h, kSplit == 2 ? _mm256_add_ps(acc[m][h][0], acc[m][h][kSplit - 1]) : acc[m][h][0]);
+  }
+
+  template <HalfFormat F>
+  REFDEC_AVX2_TARGET void run_avx2(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
+                                   std::int64_t last_block) const {
+    const std::int64_t pairs = padded_in() / 2, width = padded_in();
+    alignas(64) float sums[4][kBlockColumns];
+    for (std::int64_t b = first_block; b < last_block; ++b) {
+      const std::uint16_t* block = packed_.get() + b * pairs * 32;
+      for (std::int64_t r = 0; r < rows; r += 4) {
+        const std::int64_t m = std::min<std::int64_t>(4, rows - r);
+        const float* x = xf + r * width;
+        switch (m) {
+          case 1: tile_avx2<F, 1>(block, pairs, x, width, sums); break;
+          case 2: tile_avx2<F, 2>(block, pairs, x, width, sums); break;
+          case 3: tile_avx2<F, 3>(block, pairs, x, width, sums); break;
+          default: tile_avx2<F, 4>(block, pairs, x, width, sums); break;
+        }
+        finish_tile<F>(sums, r, m, b, o);
+      }
+    }
+  }
+
+  // ---- kAvx512: 16 columns per vector.
+
+  // The 64 bytes of one input pair as columns 0-15 at k (even) and at k+1 (odd).
+  // (The zero-masked forms with every lane kept: GCC 12's unmasked ones start from an
+  // "undefined" vector that -Wmaybe-uninitialized reports, GCC bug 105593.)
+  template <HalfFormat F>
+  REFDEC_AVX512_TARGET static void decode512(const std::uint16_t* p, __m512& even, __m512& odd) {
+    constexpr __mmask16 kAll = 0xFFFF;
+    if constexpr (F == HalfFormat::kBf16) {
+      const __m512i w = _mm512_load_si512(p);
+      even = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, w, 16));
+      odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    } else {  // each half of the block is columns c..c+7 at k then at k+1
+      const __m512 a = _mm512_maskz_cvtph_ps(kAll, _mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+      const __m512 b = _mm512_maskz_cvtph_ps(kAll, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 16)));
+      even = _mm512_maskz_shuffle_f32x4(kAll, a, b, 0x44);  // a's and b's first 8 lanes
+      odd = _mm512_maskz_shuffle_f32x4(kAll, a, b, 0xEE);   // their last 8
+    }
+  }
+
+  // One pair of one block into chain c of M rows' accumulators ([M][2 parities][chains]).
+  template <HalfFormat F, int M, int C>
+  REFDEC_AVX512_TARGET __attribute__((always_inline)) static inline void step_avx512(
+      const std::uint16_t* block, std::int64_t p, const float* x, std::int64_t width,
+      __m512 (&acc)[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(C)], int c) {
+    __m512 even, odd;
+    prefetch(block + p * 32);
+    decode512<F>(block + p * 32, even, odd);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      acc[m][0][c] = _mm512_fmadd_ps(even, _mm512_set1_ps(x[m * width + 2 * p]), acc[m][0][c]);
+      acc[m][1][c] = _mm512_fmadd_ps(odd, _mm512_set1_ps(x[m * width + 2 * p + 1]), acc[m][1][c]);
+    }
+  }
+
+  // M rows (1 to 8) times one block, as tile_avx2: even and odd positions in accumulators of
+  // their own, and up to two rows alternate pairs between two sets, so that a lone row has four
+  // chains of additions in flight.
+  template <HalfFormat F, int M>
+  REFDEC_AVX512_TARGET static void tile_avx512(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,
+                                               float (*sums)[kBlockColumns]) {
+    constexpr int kChains = M <= 2 ? 2 : 1;
+    __m512 acc[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(kChains)];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+      for (int c = 0; c < kChains; ++c) acc[m][0][c] = acc[m][1][c] = _mm512_setzero_ps();
+    std::int64_t p = 0;
+    for (; p + kChains <= pairs; p += kChains)
+#pragma GCC unroll 2
+      for (int c = 0; c < kChains; ++c) step_avx512<F, M, kChains>(block, p + c, x, width, acc, c);
+    for (; p < pairs; ++p) step_avx512<F, M, kChains>(block, p, x, width, acc, 0);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      __m512 s = _mm512_add_ps(acc[m][0][0], acc[m][1][0]);
+      if constexpr (kChains == 2) s = _mm512_add_ps(s, _mm512_add_ps(acc[m][0][1], acc[m][1][1]));
+      _mm512_storeu_ps(sums[m], s);
+    }
+  }
+
+  template <HalfFormat F>
+  REFDEC_AVX512_TARGET void run_avx512(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
+                                       std::int64_t last_block) const {
+    const std::int64_t pairs = padded_in() / 2, width = padded_in();
+    alignas(64) float sums[8][kBlockColumns];
+    for (std::int64_t b = first_block; b < last_block; ++b) {
+      const std::uint16_t* block = packed_.get() + b * pairs * 32;
+      for (std::int64_t r = 0; r < rows; r += 8) {
+        const std::int64_t m = std::min<std::int64_t>(8, rows - r);
+        const float* x = xf + r * width;
+        switch (m) {
+          case 1: tile_avx512<F, 1>(block, pairs, x, width, sums); break;
+          case 2: tile_avx512<F, 2>(block, pairs, x, width, sums); break;
+          case 3: tile_avx512<F, 3>(block, pairs, x, width, sums); break;
+          case 4: tile_avx512<F, 4>(block, pairs, x, width, sums); break;
+          case 5: tile_avx512<F, 5>(block, pairs, x, width, sums); break;
+          case 6: tile_avx512<F, 6>(block, pairs, x, width, sums); break;
+          case 7: tile_avx512<F, 7>(block, pairs, x, width, sums); break;
+          default: tile_avx512<F, 8>(block, pairs, x, width, sums); break;
+        }
+        finish_tile<F>(sums, r, m, b, o);
+      }
+    }
+  }
+
+  // ---- kAvx512Bf16: each 32-bit lane a column's weight pair, dotted with the input pair.
+
+  // One pair of one block into chain c of M rows' accumulators ([M][chains]).
+  template <int M, int C>
+  REFDEC_AVX512_BF16_TARGET __attribute__((always_inline)) static inline void step_bf16_dot(
+      const std::uint16_t* block, std::int64_t p, const std::uint32_t* x, std::int64_t stride,
+      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(C)], int c) {
+    prefetch(block + p * 32);
+    const __m512bh w = reinterpret_cast<__m512bh>(_mm512_load_si512(block + p * 32));
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+      acc[m][c] = _mm512_dpbf16_ps(acc[m][c], w, reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x[m * stride + p]))));
+  }
+
+  // M rows (1 to 8) times one block; x holds each row's input pairs as 32-bit values. A lone row
+  // spreads the pairs over four accumulators, two rows over two, so that at least four dot
+  // products are in flight.
+  template <int M>
+  REFDEC_AVX512_BF16_TARGET static void tile_bf16_dot(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x,
+                                                      std::int64_t stride, float (*sums)[kBlockColumns]) {
+    constexpr int kChains = M == 1 ? 4 : M == 2 ? 2 : 1;
+    __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(kChains)];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains; ++c) acc[m][c] = _mm512_setzero_ps();
+    std::int64_t p = 0;
+    for (; p + kChains <= pairs; p += kChains)
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains; ++c) step_bf16_dot<M, kChains>(block, p + c, x, stride, acc, c);
+    for (; p < pairs; ++p) step_bf16_dot<M, kChains>(block, p, x, stride, acc, 0);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      __m512 s = acc[m][0];
+#pragma GCC unroll 4
+      for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[m][c]);
+      _mm512_storeu_ps(sums[m], s);
+    }
+  }
+
+  REFDEC_AVX512_BF16_TARGET void run_bf16_dot(const std::uint32_t* xp, std::int64_t rows, const Output& o, std::int64_t first_block,
+                                              std::int64_t last_block) const {
+    const std::int64_t pairs = padded_in() / 2;
+    alignas(64) float sums[8][kBlockColumns];
+    for (std::int64_t b = first_block; b < last_block; ++b) {
+      const std::uint16_t* block = packed_.get() + b * pairs * 32;
+      for (std::int64_t r = 0; r < rows; r += 8) {
+        const std::int64_t m = std::min<std::int64_t>(8, rows - r);
+        const std::uint32_t* x = xp + r * pairs;
+        switch (m) {
+          case 1: tile_bf16_dot<1>(block, pairs, x, pairs, sums); break;
+          case 2: tile_bf16_dot<2>(block, pairs, x, pairs, sums); break;
+          case 3: tile_bf16_dot<3>(block, pairs, x, pairs, sums); break;
+          case 4: tile_bf16_dot<4>(block, pairs, x, pairs, sums); break;
+          case 5: tile_bf16_dot<5>(block, pairs, x, pairs, sums); break;
+          case 6: tile_bf16_dot<6>(block, pairs, x, pairs, sums); break;
+          case 7: tile_bf16_dot<7>(block, pairs, x, pairs, sums); break;
+          default: tile_bf16_dot<8>(block, pairs, x, pairs, sums); break;
+        }
+        finish_tile<HalfFormat::kBf16>(sums, r, m, b, o);
+      }
+    }
+  }
+
+  // ---- Every set's epilogue: the tile's sums of rows [r, r + m) and block b written out.
+  template <HalfFormat F>
+  REFDEC_AVX2_TARGET void finish_tile(const float (*sums)[kBlockColumns], std::int64_t r, std::int64_t m, std::int64_t b,
+                                      const Output& o) const {
+    const std::int64_t col0 = b * kBlockColumns, cols = std::min(kBlockColumns, out_ - col0);
+    for (std::int64_t i = 0; i < m; ++i) finish<F>(sums[i], cols, (r + i) * out_ + col0, o);
+  }
+
+  // Applies the epilogue to `cols` sums and writes them at `at` (an index into out and other).
+  template <HalfFormat F>
+  REFDEC_AVX2_TARGET static void finish(const float* sums, std::int64_t cols, std::int64_t at, const Output& o) {
+    auto* f32 = static_cast<float*>(o.out) + at;
+    auto* h16 = static_cast<std::uint16_t*>(o.out) + at;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      float v = sums[c];
+      switch (o.epilogue) {
+        case Epilogue::kStore: break;
+        case Epilogue::kAccumulate: v += o.f32 ? f32[c] : half::to_float<F>(h16[c]); break;
+        case Epilogue::kSilu: v = v / (1.0f + std::exp(-v)); break;
+        case Epilogue::kMultiply: v *= half::to_float<F>(o.other[at + c]); break;
+      }
+      if (o.f32)
+        f32[c] = v;
+      else
+        h16[c] = half::from_float<F>(v);
+    }
+  }
+#endif
+
+  struct Free {
+    void operator()(std::uint16_t* p) const { std::free(p); }
+  };
+  std::int64_t out_ = 0, in_ = 0;
+  HalfFormat format_ = HalfFormat::kBf16;
+  std::unique_ptr<std::uint16_t[], Free> packed_;  // [blocks, padded_in / 2, 2 halves, 16]: see the header comment
+};
+
+REFDEC_NAMESPACE_END
