@@ -428,65 +428,93 @@ class StreamLinear {
 
   // ---- kAvx512Bf16: each 32-bit lane a column's weight pair, dotted with the input pair.
 
-  // One pair of one block into chain c of M rows' accumulators ([M][chains]).
-  template <int M, int C>
+  // One pair of NB neighbouring blocks into chain c of M rows' accumulators ([M][NB][chains]).
+  template <int M, int NB, int C>
   REFDEC_AVX512_BF16_TARGET __attribute__((always_inline)) static inline void step_bf16_dot(
-      const std::uint16_t* block, std::int64_t p, const std::uint32_t* x, std::int64_t stride,
-      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(C)], int c) {
-    prefetch(block + p * 32);
-    const __m512bh w = reinterpret_cast<__m512bh>(_mm512_load_si512(block + p * 32));
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m)
-      acc[m][c] = _mm512_dpbf16_ps(acc[m][c], w, reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x[m * stride + p]))));
-  }
-
-  // M rows (1 to 8) times one block; x holds each row's input pairs as 32-bit values. A lone row
-  // spreads the pairs over four accumulators, two rows over two, so that at least four dot
-  // products are in flight.
-  template <int M>
-  REFDEC_AVX512_BF16_TARGET static void tile_bf16_dot(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x,
-                                                      std::int64_t stride, float (*sums)[kBlockColumns]) {
-    constexpr int kChains = M == 1 ? 4 : M == 2 ? 2 : 1;
-    __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(kChains)];
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m)
-#pragma GCC unroll 4
-      for (int c = 0; c < kChains; ++c) acc[m][c] = _mm512_setzero_ps();
-    std::int64_t p = 0;
-    for (; p + kChains <= pairs; p += kChains)
-#pragma GCC unroll 4
-      for (int c = 0; c < kChains; ++c) step_bf16_dot<M, kChains>(block, p + c, x, stride, acc, c);
-    for (; p < pairs; ++p) step_bf16_dot<M, kChains>(block, p, x, stride, acc, 0);
+      const std::uint16_t* block, std::int64_t block_stride, std::int64_t p, const std::uint32_t* x, std::int64_t stride,
+      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(C)], int c) {
+    __m512bh w[static_cast<std::size_t>(NB)];
+#pragma GCC unroll 2
+    for (int n = 0; n < NB; ++n) {
+      prefetch(block + n * block_stride + p * 32);
+      w[n] = reinterpret_cast<__m512bh>(_mm512_load_si512(block + n * block_stride + p * 32));
+    }
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
-      __m512 s = acc[m][0];
-#pragma GCC unroll 4
-      for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[m][c]);
-      _mm512_storeu_ps(sums[m], s);
+      const auto xm = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x[m * stride + p])));
+#pragma GCC unroll 2
+      for (int n = 0; n < NB; ++n) acc[m][n][c] = _mm512_dpbf16_ps(acc[m][n][c], w[n], xm);
     }
   }
 
+  // M rows (1 to 8) times NB neighbouring blocks (1 or 2); x holds each row's input pairs as
+  // 32-bit values. Two blocks at once read two streams and use each row's broadcast input twice;
+  // fewer than four accumulators spread the pairs over more, so that at least four dot products
+  // are in flight.
+  template <int M, int NB>
+  REFDEC_AVX512_BF16_TARGET static void tile_bf16_dot(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x,
+                                                      std::int64_t stride, float (*sums)[kBlockColumns]) {
+    constexpr int kChains = M * NB >= 4 ? 1 : 4 / (M * NB);
+    const std::int64_t block_stride = pairs * 32;
+    __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(kChains)];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+      for (int n = 0; n < NB; ++n)
+#pragma GCC unroll 4
+        for (int c = 0; c < kChains; ++c) acc[m][n][c] = _mm512_setzero_ps();
+    std::int64_t p = 0;
+    for (; p + kChains <= pairs; p += kChains)
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains; ++c) step_bf16_dot<M, NB, kChains>(block, block_stride, p + c, x, stride, acc, c);
+    for (; p < pairs; ++p) step_bf16_dot<M, NB, kChains>(block, block_stride, p, x, stride, acc, 0);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+      for (int n = 0; n < NB; ++n) {
+        __m512 s = acc[m][n][0];
+#pragma GCC unroll 4
+        for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[m][n][c]);
+        _mm512_storeu_ps(sums[m * NB + n], s);
+      }
+  }
+
+  template <int NB>
+  REFDEC_AVX512_BF16_TARGET static void tile_bf16_dot_rows(std::int64_t m, const std::uint16_t* block, std::int64_t pairs,
+                                                           const std::uint32_t* x, float (*sums)[kBlockColumns]) {
+    switch (m) {
+      case 1: return tile_bf16_dot<1, NB>(block, pairs, x, pairs, sums);
+      case 2: return tile_bf16_dot<2, NB>(block, pairs, x, pairs, sums);
+      case 3: return tile_bf16_dot<3, NB>(block, pairs, x, pairs, sums);
+      case 4: return tile_bf16_dot<4, NB>(block, pairs, x, pairs, sums);
+      case 5: return tile_bf16_dot<5, NB>(block, pairs, x, pairs, sums);
+      case 6: return tile_bf16_dot<6, NB>(block, pairs, x, pairs, sums);
+      case 7: return tile_bf16_dot<7, NB>(block, pairs, x, pairs, sums);
+      default: return tile_bf16_dot<8, NB>(block, pairs, x, pairs, sums);
+    }
+  }
+
+  // Blocks two at a time where two remain in the range, the last one alone.
   REFDEC_AVX512_BF16_TARGET void run_bf16_dot(const std::uint32_t* xp, std::int64_t rows, const Output& o, std::int64_t first_block,
                                               std::int64_t last_block) const {
     const std::int64_t pairs = padded_in() / 2;
-    alignas(64) float sums[8][kBlockColumns];
-    for (std::int64_t b = first_block; b < last_block; ++b) {
+    alignas(64) float sums[16][kBlockColumns], block_sums[8][kBlockColumns];
+    for (std::int64_t b = first_block; b < last_block;) {
+      const std::int64_t nb = std::min<std::int64_t>(2, last_block - b);
       const std::uint16_t* block = packed_.get() + b * pairs * 32;
       for (std::int64_t r = 0; r < rows; r += 8) {
         const std::int64_t m = std::min<std::int64_t>(8, rows - r);
         const std::uint32_t* x = xp + r * pairs;
-        switch (m) {
-          case 1: tile_bf16_dot<1>(block, pairs, x, pairs, sums); break;
-          case 2: tile_bf16_dot<2>(block, pairs, x, pairs, sums); break;
-          case 3: tile_bf16_dot<3>(block, pairs, x, pairs, sums); break;
-          case 4: tile_bf16_dot<4>(block, pairs, x, pairs, sums); break;
-          case 5: tile_bf16_dot<5>(block, pairs, x, pairs, sums); break;
-          case 6: tile_bf16_dot<6>(block, pairs, x, pairs, sums); break;
-          case 7: tile_bf16_dot<7>(block, pairs, x, pairs, sums); break;
-          default: tile_bf16_dot<8>(block, pairs, x, pairs, sums); break;
+        if (nb == 2)
+          tile_bf16_dot_rows<2>(m, block, pairs, x, sums);
+        else
+          tile_bf16_dot_rows<1>(m, block, pairs, x, sums);
+        for (std::int64_t n = 0; n < nb; ++n) {
+          for (std::int64_t i = 0; i < m; ++i) std::memcpy(block_sums[i], sums[i * nb + n], sizeof(block_sums[i]));
+          finish_tile<HalfFormat::kBf16>(block_sums, r, m, b + n, o);
         }
-        finish_tile<HalfFormat::kBf16>(sums, r, m, b, o);
       }
+      b += nb;
     }
   }
 
