@@ -98,6 +98,7 @@ namespace pybind11::detail {
 template <>
 struct type_caster<std::vector<refdec::Token>> : list_caster<std::vector<refdec::Token>, refdec::Token> {
   bool load(handle src, bool convert) {
+    if (PyByteArray_Check(src.ptr())) return false;  // bytes are text, not token ids (a bytearray is a buffer of uint8)
     if (!refdec_python::is_array_like(src)) return list_caster::load(src, convert);
     value = refdec_python::array_tokens(src);
     return true;
@@ -128,7 +129,12 @@ class PyReferences {
         }
         converted_.push_back(array_tokens(r));
       } else {
-        converted_.push_back(r.cast<Tokens>());
+        try {
+          converted_.push_back(r.cast<Tokens>());
+        } catch (const py::cast_error&) {
+          REFDEC_CHECK(false, "references: reference " << views_.size() << " is not a sequence of token ids (got "
+                                                       << py::str(py::type::of(r)).cast<std::string>() << ")");
+        }
       }
       views_.emplace_back();
       owned.push_back(converted_.size() - 1);

@@ -52,6 +52,12 @@ using namespace refdec_python;
 
 namespace {
 
+// `b` when it names a sequence of `plan`; ValueError naming the accessor otherwise.
+std::int32_t checked_sequence(const StepPlan& plan, std::int32_t b, const char* who) {
+  REFDEC_CHECK(b >= 0 && b < plan.batch(), "StepPlan." << who << ": sequence " << b << " outside [0, " << plan.batch() << ")");
+  return b;
+}
+
 // --- arrays --------------------------------------------------------------------------------------
 
 // A [n] numpy array of Out over `v`'s memory, no copy: numpy holds `owner` as the array's base, so
@@ -287,7 +293,10 @@ PYBIND11_MODULE(_core, m) {
              const auto r = a.row(j);
              return std::vector<std::int32_t>(r.begin(), r.end());
            }, py::arg("j"), "Local indices token j sees besides the prefix and itself.")
-      .def("attends", &AuxBlock::attends, py::arg("j"), py::arg("k"), "True when token j sees local index k.")
+      .def("attends", [](const AuxBlock& a, std::int32_t j, std::int32_t k) {
+             REFDEC_CHECK(j >= 0 && j < a.size(), "AuxBlock.attends: token " << j << " out of range [0, " << a.size() << ")");
+             return a.attends(j, k);
+           }, py::arg("j"), py::arg("k"), "True when token j sees local index k.")
       .def("clear", &AuxBlock::clear, "Removes every token.")
       .def("validate", &AuxBlock::validate, py::arg("vocab_size"), "Raises ValueError unless the block is well formed.")
       .def("append", &AuxBlock::append, py::arg("other"), "Appends another block's tokens after these.");
@@ -334,7 +343,8 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<LogitsProcessor>(m, "LogitsProcessor", "Turns logits into the probabilities a request samples from (one per thread).")
       .def(py::init<const SamplingOptions&>(), py::arg("options"))
-      .def_property_readonly("options", &LogitsProcessor::options, "The settings.")
+      .def_property_readonly("options", [](const LogitsProcessor& p) { return p.options(); },
+                             "A copy of the settings (the processor keeps the ones it validated).")
       .def("process", [](LogitsProcessor& p, const py::object& row, const TokenCounts& counts, const Tokens& path) {
              const py::array a = float32_array(row, 1, true, "LogitsProcessor.process");
              p.process(float32_span(a), counts, path);
@@ -393,10 +403,17 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<>(), "An empty plan (reuse it through plan_step(..., out=plan)).")
       .def_property_readonly("batch", &StepPlan::batch, "Number of sequences.")
       .def_property_readonly("num_rows", py::overload_cast<>(&StepPlan::rows, py::const_), "Rows of all sequences.")
-      .def("rows", py::overload_cast<std::int32_t>(&StepPlan::rows, py::const_), py::arg("b"), "Rows of sequence b (tree and auxiliary).")
-      .def("aux_rows", &StepPlan::aux_rows, py::arg("b"), "Auxiliary rows of sequence b (after its tree rows).")
-      .def("mask_words", &StepPlan::mask_words, py::arg("b"), "64-bit mask words per row of sequence b.")
-      .def("sees", &StepPlan::sees, py::arg("b"), py::arg("i"), py::arg("j"), "True when local row i of sequence b attends to its local row j.")
+      .def("rows", [](const StepPlan& p, std::int32_t b) { return p.rows(checked_sequence(p, b, "rows")); }, py::arg("b"),
+           "Rows of sequence b (tree and auxiliary).")
+      .def("aux_rows", [](const StepPlan& p, std::int32_t b) { return p.aux_rows(checked_sequence(p, b, "aux_rows")); }, py::arg("b"),
+           "Auxiliary rows of sequence b (after its tree rows).")
+      .def("mask_words", [](const StepPlan& p, std::int32_t b) { return p.mask_words(checked_sequence(p, b, "mask_words")); }, py::arg("b"),
+           "64-bit mask words per row of sequence b.")
+      .def("sees", [](const StepPlan& p, std::int32_t b, std::int32_t i, std::int32_t j) {
+             const std::int32_t n = p.rows(checked_sequence(p, b, "sees"));
+             REFDEC_CHECK(i >= 0 && i < n && j >= 0 && j < n, "StepPlan.sees: rows " << i << ", " << j << " outside sequence " << b << "'s [0, " << n << ")");
+             return p.sees(b, i, j);
+           }, py::arg("b"), py::arg("i"), py::arg("j"), "True when local row i of sequence b attends to its local row j.")
       .def_property_readonly("indptr", array_view<std::int32_t>(&StepPlan::indptr),
                              "[B + 1] int32: sequence b owns rows indptr[b] .. indptr[b + 1] - 1.")
       .def_property_readonly("num_nodes", array_view<std::int32_t>(&StepPlan::num_nodes),
@@ -745,7 +762,9 @@ PYBIND11_MODULE(_core, m) {
       .def("save", [](const ReferenceIndex& i, const std::filesystem::path& dir, std::int32_t vocab_size) {
              py::gil_scoped_release release;
              return save_reference_index(i, dir, vocab_size);
-           }, py::arg("dir"), py::arg("vocab_size"), "Writes each segment as a datastore file in dir; returns the files.")
+           }, py::arg("dir"), py::arg("vocab_size"),
+           "Writes each segment as a datastore file in dir, then a MANIFEST naming them (atomic: a save that fails or is "
+           "killed leaves the earlier one whole); returns the files.")
       .def_static("open", [](const std::filesystem::path& dir, std::size_t max_tokens, std::size_t depth) {
              ReferenceIndexFiles files;
              {
@@ -754,8 +773,8 @@ PYBIND11_MODULE(_core, m) {
              }
              return py::make_tuple(files.index, files.served, files.refused);
            }, py::arg("dir"), py::arg("max_tokens") = ReferenceIndexOptions{}.max_tokens, py::arg("depth") = ReferenceIndexOptions{}.depth,
-           "An index whose segments are the files save() wrote in dir, read in place: (index, served paths, refused "
-           "lines, one per file with its reason).")
+           "An index whose segments are the files the last complete save() wrote in dir, read in place: (index, served "
+           "paths, refused lines, one per file with its reason). Never rewrite a served file in place (docs/reliability.md).")
       .def_property_readonly("tokens", &ReferenceIndex::tokens, "Tokens indexed.")
       .def_property_readonly("bytes", &ReferenceIndex::bytes, "Bytes held (texts, suffix arrays, their common prefixes and samples; mapped files included).")
       .def_property_readonly("segments", [](const ReferenceIndex& i) { return i.snapshot()->segments.size(); }, "Segments now.")
@@ -959,7 +978,8 @@ PYBIND11_MODULE(_core, m) {
       .value("stop_token", FinishReason::kStopToken, "It produced a stop token (not emitted).")
       .value("max_new_tokens", FinishReason::kMaxNewTokens, "It reached its token limit.")
       .value("max_context", FinishReason::kMaxContext, "Prompt and output filled the context.")
-      .value("cancelled", FinishReason::kCancelled, "Session.cancel().");
+      .value("cancelled", FinishReason::kCancelled, "Session.cancel().")
+      .value("drafter_error", FinishReason::kDrafterError, "Its drafter failed after the step (RequestUpdate.error says how).");
   py::class_<StepDriverStats>(m, "StepDriverStats", "What a StepDriver's steps did, summed over sequences.")
       .def_readonly("tokens", &StepDriverStats::tokens, "Generated tokens.")
       .def_readonly("steps", &StepDriverStats::steps, "Verification steps, counted per request.")
@@ -973,6 +993,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<RequestUpdate>(m, "RequestUpdate", "What one step did for one request.")
       .def_readonly("id", &RequestUpdate::id, "The request.")
       .def_readonly("tokens", &RequestUpdate::tokens, "Tokens appended by this step (stop token excluded).")
+      .def_readonly("error", &RequestUpdate::error,
+                    "What its drafter raised after the step ('' when nothing did); the request left, the others are unaffected.")
       .def_readonly("finished", &RequestUpdate::finished, "FinishReason when the request left, else None.")
       .def("__repr__", [](const RequestUpdate& u) { return "<refdec.RequestUpdate id=" + std::to_string(u.id) + " tokens=[" + join(u.tokens) + "]>"; });
 
@@ -1008,9 +1030,10 @@ PYBIND11_MODULE(_core, m) {
       .def("prepare", [](PyStepDriver& s) { return s.drafters.locked([&] { return s.driver.prepare(); }); },
            "Prepares a step for every active sequence (its prompt's next chunk, or its draft) and its plan; False when no "
            "sequence is active (`updates` may still report sequences that left between steps).")
-      .def_property_readonly("plan", [](PyStepDriver& s) -> const StepPlan& { return s.driver.plan(); },
-                             py::return_value_policy::reference_internal,
-                             "The prepared step's StepPlan (a view, valid until the next prepare()).")
+      .def_property_readonly("plan", [](PyStepDriver& s) { return s.driver.plan(); },
+                             "A copy of the prepared step's StepPlan (changing it leaves the driver's step as it is).")
+      .def_property_readonly("step_prepared", [](const PyStepDriver& s) { return s.driver.step_prepared(); },
+                             "True between a prepare() that returned True and the complete of its step (add and cancel raise then).")
       .def_property_readonly("prefill", [](PyStepDriver& s) {
              const auto p = s.driver.prefill();
              return std::vector<std::uint8_t>(p.begin(), p.end());
@@ -1030,9 +1053,8 @@ PYBIND11_MODULE(_core, m) {
            "the target's token at each row.")
       .def_property_readonly("updates", [](PyStepDriver& s) { return s.driver.updates(); },
                              "What the last prepare() and complete() did: a RequestUpdate per sequence that emitted or left.")
-      .def_property_readonly("keep", [](PyStepDriver& s) -> const KeepPlan& { return s.driver.keep(); },
-                             py::return_value_policy::reference_internal,
-                             "The completed step's KeepPlan (every sequence of the plan): apply it before dropping `left`.")
+      .def_property_readonly("keep", [](PyStepDriver& s) { return s.driver.keep(); },
+                             "A copy of the completed step's KeepPlan (every sequence of the plan): apply it before dropping `left`.")
       .def_property_readonly("left", [](PyStepDriver& s) {
              const auto l = s.driver.left();
              return std::vector<std::size_t>(l.begin(), l.end());

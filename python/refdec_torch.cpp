@@ -201,6 +201,9 @@ PYBIND11_MODULE(_torch, m) {
       .def(py::init([](std::shared_ptr<LlamaModel> model, const GenerateOptions& options, const std::string& kv_store,
                        std::int64_t capacity, std::int64_t num_blocks, std::int64_t block_size) {
              REFDEC_CHECK(model != nullptr, "Session: model is None");
+             REFDEC_CHECK(capacity >= 0 && num_blocks >= 0 && block_size >= 1,
+                          "Session: capacity and num_blocks must be >= 0 (0: the default) and block_size >= 1, got "
+                              << capacity << ", " << num_blocks << ", " << block_size);
              auto s = std::make_unique<PySession>();
              s->model = model;
              const std::int64_t context = options.max_context > 0 ? options.max_context : model->max_seq_len();

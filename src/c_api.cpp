@@ -49,7 +49,6 @@ struct refdec_reference_index {
 struct refdec_driver {
   explicit refdec_driver(refdec::StepDriverOptions options) : driver(options) {}
   refdec::StepDriver driver;
-  bool step_open = false;                 // prepared and not yet completed: plan and complete allowed, add and cancel not
   std::vector<refdec_drafter*> borrowed;  // the drafters of active sequences, by id
   std::vector<refdec::RequestId> borrowed_ids;
 };
@@ -427,10 +426,10 @@ struct SyncOnExit {
   ~SyncOnExit() { sync_borrowed(d); }
 };
 void check_no_open_step(const refdec_driver& d, const char* who) {
-  REFDEC_CHECK(!d.step_open, who << ": a step is prepared; complete it first");
+  REFDEC_CHECK(!d.driver.step_prepared(), who << ": a step is prepared; complete it first");
 }
 void check_open_step(const refdec_driver& d, const char* who) {
-  REFDEC_CHECK(d.step_open, who << ": no prepared step (refdec_driver_prepare first; each step completes once)");
+  REFDEC_CHECK(d.driver.step_prepared(), who << ": no prepared step (refdec_driver_prepare first; each step completes once)");
 }
 }  // namespace
 
@@ -481,9 +480,7 @@ refdec_status refdec_driver_prepare(refdec_driver* driver, int* has_step) {
     refdec_driver& d = deref(driver, who, "driver");
     deref(has_step, who, "has_step");
     const SyncOnExit sync{d};
-    d.step_open = false;
-    d.step_open = d.driver.prepare();
-    *has_step = d.step_open ? 1 : 0;
+    *has_step = d.driver.prepare() ? 1 : 0;
   });
 }
 
@@ -505,7 +502,6 @@ refdec_status refdec_driver_complete_greedy(refdec_driver* driver, const refdec_
     check_open_step(d, who);
     const SyncOnExit sync{d};
     d.driver.complete_greedy(tokens_of(choices, num_rows, who, "choices"));
-    d.step_open = false;
   });
 }
 
@@ -517,7 +513,6 @@ refdec_status refdec_driver_complete_walk(refdec_driver* driver, refdec_row_choo
     check_open_step(d, who);
     const SyncOnExit sync{d};
     d.driver.complete_walk([&](std::int32_t slot, std::int32_t row, std::int32_t depth) { return choose(user, slot, row, depth); });
-    d.step_open = false;
   });
 }
 
@@ -556,9 +551,16 @@ refdec_status refdec_driver_update(const refdec_driver* driver, size_t index, re
         case refdec::FinishReason::kMaxNewTokens: reason = REFDEC_FINISH_LENGTH; break;
         case refdec::FinishReason::kMaxContext: reason = REFDEC_FINISH_CONTEXT; break;
         case refdec::FinishReason::kCancelled: reason = REFDEC_FINISH_CANCELLED; break;
+        case refdec::FinishReason::kDrafterError: reason = REFDEC_FINISH_DRAFTER_ERROR; break;
       }
     *out = {u.id, u.tokens.data(), u.tokens.size(), reason};
   });
+}
+
+const char* refdec_driver_update_error(const refdec_driver* driver, size_t index) {
+  if (driver == nullptr || index >= driver->driver.updates().size()) return nullptr;
+  const std::string& error = driver->driver.updates()[index].error;
+  return error.empty() ? nullptr : error.c_str();
 }
 
 int refdec_driver_idle(const refdec_driver* driver) { return driver == nullptr || driver->driver.idle() ? 1 : 0; }

@@ -557,7 +557,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", s.batch,
                  "decode the traces this many at a time, with no model, under each policy (plain, fixed budget, per-request "
                  "adaptive, one budget for the step) and report tokens per second under --step-cost/--step-cost-file "
-                 "(and --batch-overhead), and the allocator's expected tokens over those the walk produced");
+                 "(and --batch-overhead), and the allocator's expected tokens over those the walk produced")
+      ->transform(cli::integer_in(0, cli::kMaxBatch));
   app.add_option("--batch-overhead", s.batch_overhead, "--batch: seconds a step costs per sequence beyond the first")
       ->transform(cli::finite_in(0.0, 1e3));
   CLI11_PARSE(app, argc, argv);

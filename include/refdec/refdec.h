@@ -301,7 +301,8 @@ typedef enum refdec_finish_reason {
   REFDEC_FINISH_STOP = 1,    /**< it produced a stop token (not emitted) */
   REFDEC_FINISH_LENGTH = 2,  /**< it reached max_new_tokens */
   REFDEC_FINISH_CONTEXT = 3, /**< prompt + output filled max_context */
-  REFDEC_FINISH_CANCELLED = 4
+  REFDEC_FINISH_CANCELLED = 4,
+  REFDEC_FINISH_DRAFTER_ERROR = 5 /**< its drafter failed after the step (refdec_driver_update_error() says how); it left */
 } refdec_finish_reason;
 typedef struct refdec_update {
   int64_t id;
@@ -312,6 +313,9 @@ typedef struct refdec_update {
 /** Updates of the last prepare() and complete: sequences that left between steps, then one per verified sequence. */
 REFDEC_C_EXPORT size_t refdec_driver_num_updates(const refdec_driver* driver);
 REFDEC_C_EXPORT refdec_status refdec_driver_update(const refdec_driver* driver, size_t index, refdec_update* out);
+/** What update `index`'s drafter threw (its sequence left all the same, the others unaffected):
+ *  a message valid until the next prepare, or NULL when it threw nothing or the index is bad. */
+REFDEC_C_EXPORT const char* refdec_driver_update_error(const refdec_driver* driver, size_t index);
 /** Nonzero when no sequence is active or waiting to be reported. */
 REFDEC_C_EXPORT int refdec_driver_idle(const refdec_driver* driver);
 /** Active sequences (the engine's caches). */

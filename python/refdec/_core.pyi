@@ -221,7 +221,7 @@ class LogitsProcessor:
         ...
     @property
     def options(self) -> SamplingOptions:
-        """The settings."""
+        """A copy of the settings (the processor keeps the ones it validated)."""
     def process(self: LogitsProcessor, row: numpy.typing.ArrayLike, counts: TokenCounts, path: List[int] = []) -> None:
         """Replaces a row of logits ([vocab] float32, a numpy array or CPU tensor) by probabilities, in place; the row follows the counted sequence then `path`."""
     def sample(self: LogitsProcessor, logits: numpy.typing.ArrayLike, counts: TokenCounts, generated: int) -> int:
@@ -448,10 +448,10 @@ class ReferenceIndex:
     def add_datastore(self: ReferenceIndex, path: Union[str, os.PathLike], static: bool = True) -> None:
         """Adds the datastore file at path as a segment read in place: static (never merged or dropped, outside max_tokens) or, with static=False, as the newest grown one."""
     def save(self: ReferenceIndex, dir: Union[str, os.PathLike], vocab_size: int) -> List[Union[str, os.PathLike]]:
-        """Writes each segment as a datastore file in dir; returns the files."""
+        """Writes each segment as a datastore file in dir, then a MANIFEST naming them (atomic: a save that fails or is killed leaves the earlier one whole); returns the files."""
     @staticmethod
     def open(dir: Union[str, os.PathLike], max_tokens: int = 67108864, depth: int = 64) -> tuple:
-        """An index whose segments are the files save() wrote in dir, read in place: (index, served paths, refused lines, one per file with its reason)."""
+        """An index whose segments are the files the last complete save() wrote in dir, read in place: (index, served paths, refused lines, one per file with its reason). Never rewrite a served file in place (docs/reliability.md)."""
     @property
     def tokens(self) -> int:
         """Tokens indexed."""
@@ -573,6 +573,7 @@ class FinishReason:
     max_new_tokens: FinishReason
     max_context: FinishReason
     cancelled: FinishReason
+    drafter_error: FinishReason
     def __init__(self, value: int) -> None: ...
     @property
     def value(self) -> int: ...
@@ -612,6 +613,9 @@ class RequestUpdate:
     def tokens(self) -> List[int]:
         """Tokens appended by this step (stop token excluded)."""
     @property
+    def error(self) -> str:
+        """What its drafter raised after the step ('' when nothing did); the request left, the others are unaffected."""
+    @property
     def finished(self) -> Optional[FinishReason]:
         """FinishReason when the request left, else None."""
     def __repr__(self: RequestUpdate) -> str:
@@ -627,7 +631,10 @@ class StepDriver:
         """Prepares a step for every active sequence (its prompt's next chunk, or its draft) and its plan; False when no sequence is active (`updates` may still report sequences that left between steps)."""
     @property
     def plan(self) -> StepPlan:
-        """The prepared step's StepPlan (a view, valid until the next prepare())."""
+        """A copy of the prepared step's StepPlan (changing it leaves the driver's step as it is)."""
+    @property
+    def step_prepared(self) -> bool:
+        """True between a prepare() that returned True and the complete of its step (add and cancel raise then)."""
     @property
     def prefill(self) -> List[int]:
         """[active] 1 where the prepared step prefills the sequence's prompt (its acceptance is ignored)."""
@@ -640,7 +647,7 @@ class StepDriver:
         """What the last prepare() and complete() did: a RequestUpdate per sequence that emitted or left."""
     @property
     def keep(self) -> KeepPlan:
-        """The completed step's KeepPlan (every sequence of the plan): apply it before dropping `left`."""
+        """A copy of the completed step's KeepPlan (every sequence of the plan): apply it before dropping `left`."""
     @property
     def left(self) -> List[int]:
         """Slots the completed step removed, decreasing: drop your caches at these indices, in this order."""

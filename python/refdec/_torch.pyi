@@ -95,13 +95,13 @@ class LlamaModel:
     """refdec's reference Llama-family model (libtorch)."""
     @staticmethod
     def load_llama2c(path: Union[str, os.PathLike], dtype: Optional[torch.dtype] = None, linear: str = 'auto') -> LlamaModel:
-        """Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or bad file. `linear`: the linear layers' kernel (auto, aten, packed, onednn, avx2; linear_path says which ran and why)."""
+        """Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or bad file. `linear`: the linear layers' kernel, one of auto (the packed kernels where one runs, else at::linear), aten (at::linear), packed (oneDNN or refdec's streaming kernel, whichever measures faster here; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512), stream (the streaming kernel, its tile set per row count measured), avx2, avx512 or avx512-bf16 (the streaming kernel with those tiles only); linear_path says which ran and why."""
     @staticmethod
     def random(config: LlamaConfig, seed: int, dtype: Optional[torch.dtype] = None, linear: str = 'auto') -> LlamaModel:
         """A model with seeded random weights; `linear` as load_llama2c takes it."""
     @property
     def linear_kernel(self) -> str:
-        """The kernel the linear layers run on: 'aten', 'onednn' or 'avx2'."""
+        """The kernel the linear layers run on: 'aten', 'onednn' or 'stream'."""
     @property
     def linear_path(self) -> str:
         """Which kernel the linear layers run on and why it was chosen (what this CPU runs)."""

@@ -85,6 +85,25 @@ def test_type_errors_stay_type_errors():
         refdec.plan_step([1, 2], [0, 0])
 
 
+def test_bytes_are_not_token_ids_and_bad_references_are_named():
+    driver = refdec.StepDriver(100, 64)
+    with pytest.raises(TypeError):
+        driver.add(bytearray(b"\x01\x02"))
+    with pytest.raises(TypeError):
+        driver.add(b"\x01\x02")
+    with pytest.raises(ValueError, match="reference 1 is not a sequence of token ids \\(got <class 'dict'>\\)"):
+        driver.add([1], references=[[2, 3], {"a": 1}])
+    assert driver.active == 0
+
+
+def test_session_sizes_are_checked(torch):
+    c = refdec.LlamaConfig()
+    c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 16, 32, 1, 2, 2, 11, 16
+    model = refdec.LlamaModel.random(c, 0)
+    with pytest.raises(ValueError, match="capacity and num_blocks must be >= 0 \\(0: the default\\) and block_size >= 1, got -5, 0, 16"):
+        refdec.Session(model, capacity=-5)
+
+
 def test_a_dtype_is_a_torch_dtype(torch):
     with pytest.raises(ValueError, match="expected a torch.dtype"):
         refdec.LlamaModel.load_llama2c("x.bin", "float32")

@@ -127,7 +127,7 @@ def test_session_errors_leave_the_session_unchanged(model):
         session.add([1], references=[[1, -2]])
     with pytest.raises(refdec.ArgumentError, match="does not fit a 32-bit token id"):  # raised in refdec._torch
         session.add(np.array([1, 2**40]))
-    with pytest.raises(ValueError, match="budget must be >= 0"):
+    with pytest.raises(ValueError, match="budget must be 0 to 4096"):
         session.add([1], budget=-1)
     with pytest.raises(ValueError, match="top_p"):
         session.add([1], sampling=refdec.SamplingOptions(top_p=2.0))

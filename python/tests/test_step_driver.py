@@ -71,7 +71,7 @@ def test_step_driver_drafts_on_threads_as_on_one():
         assert [outputs[i] for i in ids] == [plain(p, 12) for p in prompts]
         results.append((driver.stats.tokens, driver.stats.steps))
     assert results[0] == results[1]  # the same drafts, hence the same steps, on 3 threads
-    with pytest.raises(ValueError, match="drafting_threads must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="drafting_threads must be 1 to 256, got 0"):
         refdec.StepDriver(VOCAB, 64, drafting_threads=0)
 
 
@@ -97,3 +97,51 @@ def test_step_driver_stops_cancels_and_rejects_bad_input():
         driver.complete_greedy(np.array([-1]))
     with pytest.raises(ValueError, match="has id 1000000 outside the vocabulary"):
         driver.complete_greedy(np.array([1000000]))
+
+
+def test_step_driver_holds_under_misuse():
+    """The prepared step is one state (completed once; add and cancel refused while open), and what
+    the driver validated is handed out as copies."""
+    driver = refdec.StepDriver(VOCAB, 64)
+    a = driver.add([1], max_new_tokens=8)
+    assert not driver.step_prepared and driver.prepare() and driver.step_prepared
+    with pytest.raises(ValueError, match="cancel: a step is prepared; complete it first"):
+        driver.cancel(a)
+    with pytest.raises(ValueError, match="add: a step is prepared; complete it first"):
+        driver.add([1])
+    with pytest.raises(ValueError, match="accepts 0 nodes with 0 tokens"):
+        driver.complete([refdec.Acceptance()])
+    # Writing into the copies leaves the driver's step as it is.
+    plan = driver.plan
+    plan.tokens[0] = 5
+    refdec.plan_step([refdec.LinearTree.chain([9])], [3], VOCAB, out=plan)
+    assert driver.plan.tokens.tolist() == [1] and driver.plan.lengths.tolist() == [0]
+    targets = np.array([target(1, 0)])
+    driver.complete_greedy(targets)
+    with pytest.raises(ValueError, match="no prepared step"):
+        driver.complete_greedy(targets)  # each step completes once: its tokens are not appended twice
+    assert [u.tokens for u in driver.updates] == [[target(1, 0)]]
+    keep = driver.keep
+    keep.lengths[0] = 99
+    assert driver.keep.lengths.tolist() == [1]
+
+
+def test_plan_and_block_accessors_check_their_indices():
+    plan = refdec.plan_step([refdec.LinearTree.chain([4])], [2], VOCAB)
+    for call in (lambda: plan.rows(1), lambda: plan.aux_rows(-1), lambda: plan.mask_words(5)):
+        with pytest.raises(ValueError, match="outside \\[0, 1\\)"):
+            call()
+    with pytest.raises(ValueError, match="StepPlan.sees: rows 0, 7 outside sequence 0's \\[0, 1\\)"):
+        plan.sees(0, 0, 7)
+    block = refdec.AuxBlock()
+    block.add(5, 1)
+    block.add(6, 2, [1])
+    with pytest.raises(ValueError, match="AuxBlock.attends: token 2 out of range"):
+        block.attends(2, 0)
+    block.append(block)  # a copy of itself, not a read of what it writes
+    assert block.tokens == [5, 6, 5, 6] and block.attends(3, 3)
+    options = refdec.LogitsProcessor(refdec.SamplingOptions(temperature=0.5)).options
+    options.temperature = -1.0  # a copy: the processor keeps what it validated
+    processor = refdec.LogitsProcessor(refdec.SamplingOptions(temperature=0.5))
+    processor.options.temperature = -1.0
+    assert processor.options.temperature == 0.5

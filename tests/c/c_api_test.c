@@ -247,6 +247,7 @@ static void test_driver_lifecycle(void) {
   CHECK_OK(refdec_drafter_begin(other, prompt, 4, NULL, 0));
   CHECK_OK(refdec_driver_prepare(driver, &has_step));
   CHECK(has_step == 0 && refdec_driver_num_updates(driver) == 2); /* the cancelled one and the empty one */
+  CHECK(refdec_driver_update_error(driver, 2) == NULL && refdec_driver_update_error(NULL, 0) == NULL); /* no such update */
   refdec_driver_destroy(driver);
   refdec_drafter_destroy(llma);
   refdec_drafter_destroy(other);
@@ -593,6 +594,8 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
     for (u = 0; u < refdec_driver_num_updates(driver); ++u) {
       refdec_update up;
       CHECK_OK(refdec_driver_update(driver, u, &up));
+      CHECK(refdec_driver_update_error(driver, u) == NULL); /* no drafter threw */
+      CHECK(up.finished != REFDEC_FINISH_DRAFTER_ERROR);
       CHECK(up.id >= 0 && up.id < kSequences);
       if (up.id < 0 || up.id >= kSequences) continue;
       CHECK(counts[up.id] + up.num_tokens <= kMaxNew);

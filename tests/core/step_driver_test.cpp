@@ -376,7 +376,7 @@ TEST(StepDriver, BatchBudgetGivesPlainGreedyDecoding) {
 }
 
 TEST(StepDriver, RejectsBadInputNamingIt) {
-  refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 8, .drafting_threads = 0}); }, "drafting_threads must be >= 1, got 0");
+  refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 8, .drafting_threads = 0}); }, "drafting_threads must be 1 to 256, got 0");
   refdec_test::expect_error([] { StepDriver({.vocab_size = 0, .max_context = 8}); }, "vocab_size must be positive");
   refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 0}); }, "max_context must be positive");
   StepDriver driver({.vocab_size = kVocab, .max_context = 8});
@@ -386,7 +386,8 @@ TEST(StepDriver, RejectsBadInputNamingIt) {
   refdec_test::expect_error([&] { driver.add({1}, refs, {}); }, "reference 0 token 1 has id -1");
   refdec_test::expect_error([&] { driver.add(std::vector<Token>(8, 1), {}, {}); }, "leaves no room in a context of 8");
   refdec_test::expect_error([&] { driver.add({1}, {}, {.max_new_tokens = -1}); }, "max_new_tokens must be >= 0");
-  refdec_test::expect_error([&] { driver.add({1}, {}, {.budget = -2}); }, "budget must be >= 0");
+  refdec_test::expect_error([&] { driver.add({1}, {}, {.budget = -2}); }, "budget must be 0 to 4096, got -2");
+  refdec_test::expect_error([&] { driver.add({1}, {}, {.budget = 100000}); }, "budget must be 0 to 4096, got 100000");
   EXPECT_EQ(driver.active(), 0u);
   {  // a caller's drafter follows one sequence at a time
     StepDriver other({.vocab_size = kVocab, .max_context = 8});
@@ -405,6 +406,147 @@ TEST(StepDriver, RejectsBadInputNamingIt) {
   EXPECT_TRUE(driver.output(id).empty());
   driver.complete_greedy(std::vector<Token>{7});
   EXPECT_EQ(driver.output(id), std::vector<Token>{7});
+}
+
+// A drafter that drafts nothing and throws where it is told to: in accept() once it has seen
+// `accept_fails_after` tokens, or in finish().
+struct ThrowingDrafter {
+  std::size_t accept_fails_after = 1000;
+  bool finish_fails = false;
+  std::size_t seen = 0;
+  void begin(std::span<const Token>, References) { seen = 0; }
+  void propose(std::size_t, DraftTree&) {}
+  void accept(std::span<const Token> tokens) {
+    seen += tokens.size();
+    if (seen > accept_fails_after) throw Error("throwing drafter: cannot take more");
+  }
+  void finish() {
+    if (finish_fails) throw Error("throwing drafter: cannot finish");
+  }
+  std::string name() const { return "throwing"; }
+};
+
+// The prepared step is one state for every surface: completed once, add() and cancel() refused
+// while it is open, prepare() again discards it; a refused call changes nothing.
+TEST(StepDriver, APreparedStepCompletesOnceAndHoldsItsSequences) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 32});
+  ToyEngine engine;
+  const RequestId a = driver.add({1}, {}, {.max_new_tokens = 8});
+  engine.caches.resize(1);
+  EXPECT_FALSE(driver.step_prepared());
+  refdec_test::expect_error([&] { driver.complete_greedy(std::vector<Token>{4}); }, "complete_greedy: no prepared step");
+  ASSERT_TRUE(driver.prepare());
+  EXPECT_TRUE(driver.step_prepared());
+  refdec_test::expect_error([&] { driver.add({1}, {}, {}); }, "add: a step is prepared; complete it first");
+  refdec_test::expect_error([&] { driver.cancel(a); }, "cancel: a step is prepared; complete it first");
+  EXPECT_EQ(driver.active(), 1u);
+  ASSERT_TRUE(driver.prepare());  // discards the open step, prepares the same again
+  const auto choices = engine.forward(driver.plan());
+  driver.complete_greedy(choices);
+  EXPECT_FALSE(driver.step_prepared());
+  refdec_test::expect_error([&] { driver.complete_greedy(choices); }, "complete_greedy: no prepared step (prepare() first; each step completes once)");
+  std::vector<Acceptance> again(1);
+  refdec_test::expect_error([&] { driver.complete(again, {}); }, "complete: no prepared step");
+  refdec_test::expect_error([&] { driver.complete_walk([](std::int32_t, std::int32_t, std::int32_t) { return Token{4}; }); },
+                            "complete_walk: no prepared step");
+  EXPECT_EQ(driver.output(a).size(), 1u) << "the step's tokens were appended once";
+}
+
+// An acceptance the tree cannot give is refused before anything changes, and the step stays
+// prepared: no tokens, the wrong node tokens, a node outside the draft.
+TEST(StepDriver, RefusesAnAcceptanceItsTreeCannotGive) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 32});
+  const RequestId id = driver.add({1, 4, 5, 6, 4, 5}, {}, {.max_new_tokens = 8, .budget = 4}, LlmaDrafter({.n = 1, .k = 4, .self_reference = true}));
+  ToyEngine engine;
+  engine.caches.resize(1);
+  ASSERT_TRUE(driver.prepare());  // the prompt's prefill
+  driver.complete_greedy(engine.forward(driver.plan()));
+  engine.commit(driver.plan(), driver.keep(), driver.left());
+  ASSERT_TRUE(driver.prepare());
+  ASSERT_GT(driver.plan().num_nodes[0], 1) << "the prompt repeats itself: LLMA drafts";
+  std::vector<Acceptance> empty(1);
+  refdec_test::expect_error([&] { driver.complete(empty, {}); }, "complete: sequence 0 accepts 0 nodes with 0 tokens (want one more");
+  std::vector<Acceptance> wrong(1);
+  wrong[0].nodes = {1};
+  wrong[0].tokens = {driver.plan().tokens[1] == 3 ? Token{4} : Token{3}, 7};
+  refdec_test::expect_error([&] { driver.complete(wrong, {}); }, "complete: sequence 0 accepts node 1 with token");
+  std::vector<Acceptance> outside(1);
+  outside[0].nodes = {99};
+  outside[0].tokens = {3, 7};
+  refdec_test::expect_error([&] { driver.complete(outside, {}); }, "accepts node 99, outside its draft");
+  EXPECT_TRUE(driver.step_prepared());
+  EXPECT_TRUE(driver.output(id).empty());
+  driver.complete_greedy(engine.forward(driver.plan()));
+  EXPECT_FALSE(driver.output(id).empty());
+}
+
+// A drafter that throws after the step ends its own sequence, with the error in its report; the
+// other sequences go on to plain greedy decoding. A finish() that throws still lets its sequence
+// leave, whether it ends by its limit or by cancel().
+TEST(StepDriver, ADrafterThatThrowsEndsOnlyItsOwnSequence) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 64});
+  const RequestId good = driver.add({1}, {}, {.max_new_tokens = 12}, LlmaDrafter({.n = 1, .k = 4, .self_reference = true}));
+  const RequestId bad_accept = driver.add({1}, {}, {.max_new_tokens = 12}, ThrowingDrafter{.accept_fails_after = 3});
+  const RequestId bad_finish = driver.add({1}, {}, {.max_new_tokens = 5}, ThrowingDrafter{.finish_fails = true});
+  const RequestId cancelled = driver.add({1}, {}, {.max_new_tokens = 12}, ThrowingDrafter{.finish_fails = true});
+  ToyEngine engine;
+  engine.caches.resize(4);
+  Outcome out;
+  std::map<RequestId, std::string> errors;
+  while (!driver.idle()) {
+    if (driver.prepare()) {
+      driver.complete_greedy(engine.forward(driver.plan()));
+      engine.commit(driver.plan(), driver.keep(), driver.left());
+      ASSERT_EQ(engine.caches.size(), driver.active());
+    }
+    for (const RequestUpdate& u : driver.updates()) {
+      out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
+      if (u.finished) out.finish[u.id] = *u.finished;
+      if (!u.error.empty()) errors[u.id] = u.error;
+    }
+    if (out.tokens[cancelled].size() >= 2 && driver.active() == 4) {
+      const auto slot = driver.cancel(cancelled);
+      ASSERT_TRUE(slot.has_value());
+      engine.caches.erase(engine.caches.begin() + static_cast<std::ptrdiff_t>(*slot));
+    }
+  }
+  EXPECT_EQ(out.tokens[good], plain({1}, 12));
+  EXPECT_EQ(out.finish[good], FinishReason::kMaxNewTokens);
+  EXPECT_FALSE(errors.count(good));
+  EXPECT_EQ(out.finish[bad_accept], FinishReason::kDrafterError);
+  EXPECT_EQ(out.tokens[bad_accept], plain({1}, 4)) << "the failing step's token is reported";
+  EXPECT_NE(errors[bad_accept].find("its drafter failed after the step: throwing drafter: cannot take more"), std::string::npos)
+      << errors[bad_accept];
+  EXPECT_EQ(out.finish[bad_finish], FinishReason::kMaxNewTokens);
+  EXPECT_EQ(out.tokens[bad_finish], plain({1}, 5));
+  EXPECT_NE(errors[bad_finish].find("its drafter's finish() failed: throwing drafter: cannot finish"), std::string::npos);
+  EXPECT_EQ(out.finish[cancelled], FinishReason::kCancelled);
+  EXPECT_NE(errors[cancelled].find("cannot finish"), std::string::npos);
+}
+
+// A prepare() that fails keeps the reports of sequences that left between steps for the next one,
+// and counts nothing of the step it did not prepare.
+TEST(StepDriver, AFailedPrepareLosesNoReport) {
+  StepDriver driver({.vocab_size = kVocab, .max_context = 64});
+  const RequestId leaving = driver.add({1}, {}, {.max_new_tokens = 4});
+  const RequestId failing = driver.add({1}, {}, {.max_new_tokens = 4}, FailingDrafter{.fail_after = 0});
+  const RequestId prefilling = driver.add({1, 3, 4, 5}, {}, {.max_new_tokens = 4});
+  ASSERT_TRUE(driver.cancel(leaving).has_value());
+  const std::int64_t prefill_before = driver.stats().prefill_tokens;
+  refdec_test::expect_error([&] { driver.prepare(); }, "request 1: failing drafter");
+  EXPECT_FALSE(driver.step_prepared());
+  EXPECT_EQ(driver.stats().prefill_tokens, prefill_before);
+  ASSERT_TRUE(driver.cancel(failing).has_value());
+  ASSERT_TRUE(driver.prepare());
+  std::vector<RequestId> reported;
+  for (const RequestUpdate& u : driver.updates()) reported.push_back(u.id);
+  EXPECT_EQ(reported, (std::vector<RequestId>{leaving, failing}));
+  EXPECT_EQ(driver.id(0), prefilling);
+}
+
+TEST(StepDriver, RefusesMoreDraftingThreadsThanItsPoolRuns) {
+  refdec_test::expect_error([] { StepDriver({.vocab_size = 8, .max_context = 8, .drafting_threads = 40000}); },
+                            "drafting_threads must be 1 to 256, got 40000");
 }
 
 }  // namespace

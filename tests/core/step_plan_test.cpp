@@ -156,7 +156,9 @@ TEST(StepPlan, RejectsBadInput) {
   const std::vector<std::int64_t> two = {0, 0};
   refdec_test::expect_error([&] { plan_step(trees, {}, std::vector<std::int64_t>{0}, 0, plan); }, "1 lengths");
   refdec_test::expect_error([&] { plan_step(trees, std::vector<AuxBlock>(1), two, 0, plan); }, "1 auxiliary blocks");
-  refdec_test::expect_error([&] { plan_step(trees, {}, std::vector<std::int64_t>{0, -1}, 0, plan); }, "negative cached length -1");
+  refdec_test::expect_error([&] { plan_step(trees, {}, std::vector<std::int64_t>{0, -1}, 0, plan); }, "cached length -1 outside [0, 1099511627776]");
+  refdec_test::expect_error([&] { plan_step(trees, {}, std::vector<std::int64_t>{0, INT64_MAX}, 0, plan); }, "cached length 9223372036854775807 outside");
+  refdec_test::expect_error([&] { plan_step(trees, {}, std::vector<std::int64_t>{0, 0}, -5, plan); }, "vocab_size must be positive (or 0: ids not checked), got -5");
   refdec_test::expect_error([&] { plan_step(trees, {}, two, 4, plan); }, "token id 4 outside the vocabulary [0, 4)");
   std::vector<AuxBlock> aux(2);
   aux[1].add(9, 1, std::vector<std::int32_t>{0});

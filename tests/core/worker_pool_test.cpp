@@ -61,6 +61,12 @@ TEST(WorkerPool, RethrowsAnErrorAfterTheLoopAndStaysUsable) {
   EXPECT_EQ(again.load(), 20);
 }
 
-TEST(WorkerPool, RejectsZeroThreads) { refdec_test::expect_error([] { WorkerPool pool(0); }, "needs at least 1 thread, got 0"); }
+// Thread counts are bounded: 0 and more than kMaxThreads are refused (40,000 drafting threads
+// once exhausted a machine's process ids).
+TEST(WorkerPool, RefusesThreadCountsOutsideItsBounds) {
+  refdec_test::expect_error([] { WorkerPool pool(0); }, "WorkerPool: needs 1 to 256 threads, got 0");
+  refdec_test::expect_error([] { WorkerPool pool(WorkerPool::kMaxThreads + 1); }, "needs 1 to 256 threads, got 257");
+  EXPECT_EQ(WorkerPool(WorkerPool::kMaxThreads).threads(), WorkerPool::kMaxThreads);
+}
 
 }  // namespace

@@ -5,8 +5,13 @@
 #include "refdec/datastore/index_files.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -153,6 +158,100 @@ TEST(ReferenceIndexFiles, ADatastoreIsAStaticSegmentReadInPlace) {
   refdec_test::expect_error([&] { tiny.add_segment(index_segment(store, 64)); }, "exceeds max_tokens 10");
   IndexSegment::Arrays odd{.codes = store->codes(), .code_width = 3, .num_codes = store->size(), .suffixes = store->suffix_array()};
   refdec_test::expect_error([&] { IndexSegment(odd, store, 64); }, "codes must be 2 or 4 bytes, got 3");
+}
+
+// A save killed at any moment (SIGKILL in a child process, after 0 to 50 ms) leaves the directory
+// opening as one whole save, the earlier or the new one, never a mix of both, with nothing
+// refused; what the killed save left behind is ignored, named, and gone after the next save.
+TEST(ReferenceIndexFiles, ASaveKilledMidwayLeavesTheEarlierSaveWhole) {
+  refdec_test::TempDir dir;
+  std::mt19937 rng(17);
+  std::vector<ReferenceIndex> versions(2);
+  for (int v = 0; v < 2; ++v)
+    for (int d = 0; d < 6 + 30 * v; ++d) versions[static_cast<std::size_t>(v)].add(refdec_test::random_text(rng, 20000 + rng() % 20000, 40));
+  const std::size_t sizes[2] = {versions[0].tokens(), versions[1].tokens()};
+  ASSERT_NE(sizes[0], sizes[1]);
+  save_reference_index(versions[0], dir.path(), 40);
+  int killed = 0;
+  for (const int micros : {0, 100, 300, 1000, 3000, 10000, 30000, 50000, 0, 2000, 20000}) {
+    const std::size_t before = open_reference_index(dir.path()).index->tokens();
+    const std::size_t next = before == sizes[0] ? 1 : 0;
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      try {
+        save_reference_index(versions[next], dir.path(), 40);
+      } catch (...) {
+        ::_exit(2);
+      }
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(micros));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    const bool was_killed = WIFSIGNALED(status);
+    if (!was_killed) {
+      ASSERT_EQ(WEXITSTATUS(status), 0) << "the save failed by itself";
+    }
+    killed += was_killed ? 1 : 0;
+    const auto opened = open_reference_index(dir.path());
+    EXPECT_TRUE(opened.refused.empty()) << "killed after " << micros << " us: " << opened.refused.front();
+    const std::size_t now = opened.index->tokens();
+    EXPECT_TRUE(now == sizes[0] || now == sizes[1]) << "killed after " << micros << " us: " << now << " tokens, a mix of the saves";
+    if (!was_killed) {
+      EXPECT_EQ(now, sizes[next]);
+    }
+  }
+  EXPECT_GT(killed, 0) << "no save was killed midway: the test did not test";
+  // A finished save clears what killed ones left.
+  save_reference_index(versions[0], dir.path(), 40);
+  const auto opened = open_reference_index(dir.path());
+  EXPECT_TRUE(opened.ignored.empty());
+  EXPECT_EQ(opened.index->tokens(), sizes[0]);
+  std::size_t files = 0;
+  for (const auto& name : list_directory(dir.path())) files += name.rfind("segment-", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(files, opened.served.size());
+}
+
+// What the MANIFEST names is what is served: a named file that is gone or is no regular file is
+// refused with its reason; an entry named like a segment that the MANIFEST does not name (or, in
+// a directory without one, that is no regular file) is listed, never silently passed over; a
+// MANIFEST that does not parse is an error naming it.
+TEST(ReferenceIndexFiles, ServesWhatTheManifestNamesAndNamesEverythingElse) {
+  refdec_test::TempDir dir;
+  ReferenceIndex index;
+  index.add(Tokens{1, 2, 3});
+  index.add(Tokens{4, 5});
+  const auto files = save_reference_index(index, dir.path(), 40);
+  ASSERT_FALSE(files.empty());
+  std::filesystem::create_directory(dir.path() / "segment-zzz.ds");  // a directory named like a segment
+  auto opened = open_reference_index(dir.path());
+  EXPECT_TRUE(opened.refused.empty());
+  ASSERT_EQ(opened.ignored.size(), 1u);
+  EXPECT_EQ(opened.ignored[0].filename(), "segment-zzz.ds");
+  std::filesystem::remove(files.back());
+  opened = open_reference_index(dir.path());
+  ASSERT_EQ(opened.refused.size(), 1u);
+  EXPECT_NE(opened.refused[0].find(files.back().filename().string()), std::string::npos) << opened.refused[0];
+  // Without a MANIFEST (a directory made by hand, or saved before manifests) every entry named
+  // like a segment is tried, and one that is no regular file is refused by name.
+  std::filesystem::remove(dir.path() / "MANIFEST");
+  opened = open_reference_index(dir.path());
+  ASSERT_FALSE(opened.refused.empty());
+  EXPECT_NE(opened.refused.back().find("segment-zzz.ds"), std::string::npos) << opened.refused.back();
+  {
+    std::ofstream bad(dir.path() / "MANIFEST");
+    bad << "something else\n";
+  }
+  refdec_test::expect_error([&] { (void)open_reference_index(dir.path()); }, "is not a manifest");
+  {
+    std::ofstream bad(dir.path() / "MANIFEST");
+    bad << "refdec-reference-index 1\ngeneration 3\n../elsewhere.ds\n";
+  }
+  refdec_test::expect_error([&] { (void)open_reference_index(dir.path()); }, "not a segment file of its directory");
+  EXPECT_FALSE(save_reference_index(index, dir.path(), 40).empty()) << "a bad MANIFEST is replaced by the next save";
+  EXPECT_EQ(open_reference_index(dir.path()).index->tokens(), 5u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "refdec/drafters/drafter.hpp"
 
 namespace {
@@ -141,10 +142,17 @@ TEST(Lookahead, CandidatesSharingAPrefixAreMerged) {
   EXPECT_TRUE(t.empty());
 }
 
+// Options outside their bounds are refused by name, the largest ones too (a window of 2^31-1 once
+// asked for about 16 GB).
 TEST(Lookahead, RejectsBadOptions) {
-  EXPECT_THROW(LookaheadDrafter({.window = -1}), Error);
-  EXPECT_THROW(LookaheadDrafter({.ngram = 1}), Error);
-  EXPECT_THROW(LookaheadDrafter({.guesses = 0}), Error);
+  refdec_test::expect_error([] { LookaheadDrafter({.window = -1}); }, "lookahead: window (W) must be 0 to 256, got -1");
+  refdec_test::expect_error([] { LookaheadDrafter({.window = 2147483647}); }, "window (W) must be 0 to 256, got 2147483647");
+  refdec_test::expect_error([] { LookaheadDrafter({.ngram = 1}); }, "n-gram size (N) must be 2 to 32, got 1");
+  refdec_test::expect_error([] { LookaheadDrafter({.ngram = 33}); }, "n-gram size (N) must be 2 to 32, got 33");
+  refdec_test::expect_error([] { LookaheadDrafter({.guesses = 0}); }, "guesses (G) must be 1 to 1024, got 0");
+  refdec_test::expect_error([] { LookaheadDrafter({.guesses = 1025}); }, "guesses (G) must be 1 to 1024, got 1025");
+  LookaheadDrafter largest({.window = LookaheadDrafter::kMaxWindow, .ngram = LookaheadDrafter::kMaxNgram, .guesses = LookaheadDrafter::kMaxGuesses});
+  EXPECT_EQ(largest.max_auxiliary(), static_cast<std::size_t>(256 * 31));
 }
 
 TEST(AuxBlock, AddAppendAndErrors) {

@@ -105,6 +105,19 @@ TEST(ReferenceIndex, CountsEveryPatternThroughMergesAndEviction) {
 
 // With the merges on the index's own thread, every snapshot still counts every pattern right, and
 // once the merges settle the segments are as few as add() would have left them.
+// The largest token id round-trips through a segment's codes (token + 1 as 4 bytes) without
+// overflowing a signed integer (UBSan flagged token 2^31 - 1), and is found where it is.
+TEST(ReferenceIndex, KeepsTheLargestTokenId) {
+  constexpr Token kLargest = 2147483647;
+  ReferenceIndex index;
+  index.add(std::vector<Token>{5, kLargest, 6});
+  const auto& segment = *index.snapshot()->segments.front();
+  EXPECT_EQ(segment.token(1), kLargest);
+  EXPECT_EQ(segment.token(3), IndexSegment::kEnd);
+  EXPECT_EQ(count_in(*index.snapshot(), {5, kLargest}), 1u);
+  EXPECT_EQ(count_in(*index.snapshot(), {kLargest, 6}), 1u);
+}
+
 TEST(ReferenceIndex, MergesInTheBackgroundWithoutChangingAnyCount) {
   std::mt19937 rng(8);
   ReferenceIndex index({.max_tokens = 1 << 20, .depth = 6, .background_merge = true});

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <map>
 #include <memory>
 #include <random>
@@ -191,6 +193,18 @@ TEST(SuffixDecodingDrafter, DraftsFromItsPromptAndFromEarlierResponses) {
   d.propose(0, tree);
   EXPECT_EQ(tree.size(), 0u);
   refdec_test::expect_error([] { SuffixDecodingDrafter(nullptr); }, "needs a SuffixDecodingCache");
+}
+
+// Settings out of range are refused by name: NaN and negative factors, a NaN offset, a
+// probability outside [0, 1], a depth of 0.
+TEST(SuffixDecodingCache, RefusesSettingsOutOfRange) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  refdec_test::expect_error([&] { SuffixDecodingCache c({.max_spec_factor = nan}); }, "max_spec_factor must be finite and >= 0, got nan");
+  refdec_test::expect_error([&] { SuffixDecodingCache c({.max_spec_factor = -1.0}); }, "max_spec_factor must be finite and >= 0, got -1");
+  refdec_test::expect_error([&] { SuffixDecodingCache c({.max_spec_offset = nan}); }, "max_spec_offset must be finite");
+  refdec_test::expect_error([&] { SuffixDecodingCache c({.min_token_prob = -0.5f}); }, "min_token_prob must be in [0, 1], got -0.5");
+  refdec_test::expect_error([&] { SuffixDecodingCache c({.min_token_prob = static_cast<float>(nan)}); }, "min_token_prob must be in [0, 1]");
+  refdec_test::expect_error([&] { SuffixDecodingCache c({.max_depth = 0}); }, "max_depth must be at least 1, got 0");
 }
 
 TEST(SuffixDecodingCache, KeepsTheLastRequestsResponses) {

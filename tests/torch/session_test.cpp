@@ -316,7 +316,7 @@ TEST(Session, RejectsBadRequestsAndTheOthersGoOn) {
   EXPECT_THROW(session.add(bad_sampling), Error);
   Request bad_budget{{1}, {}};
   bad_budget.budget = -3;
-  refdec_test::expect_error([&] { session.add(bad_budget); }, "budget must be >= 0, got -3");
+  refdec_test::expect_error([&] { session.add(bad_budget); }, "budget must be 0 to 4096, got -3");
   Request bad_limit{{1}, {}};
   bad_limit.max_new_tokens = -1;
   refdec_test::expect_error([&] { session.add(bad_limit); }, "max_new_tokens must be >= 0, got -1");

@@ -28,6 +28,7 @@ inline constexpr std::int64_t kMaxBudget = 4096;        ///< draft nodes verifie
 inline constexpr std::int64_t kMaxSpan = 1024;          ///< k, m, n, n-gram and continuation lengths
 inline constexpr std::int64_t kMaxTokens = 1 << 20;     ///< context, token and step limits
 inline constexpr std::int64_t kMaxCount = 1 << 20;      ///< counts: traces, occurrences, batches
+inline constexpr std::int64_t kMaxBatch = 4096;         ///< sequences decoded at once (each holds a drafter)
 
 /// Parses all of `text` as a decimal integer (an optional sign, then digits) into `value`.
 /// Returns false for anything else, an overflow of int64_t included.

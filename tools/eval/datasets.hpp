@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "eval/json_brief.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/replay/replay.hpp"
@@ -71,7 +72,7 @@ std::vector<Token> tokens_of(const nlohmann::json& v, const Tokenizer* tokenizer
   std::vector<Token> ids;
   ids.reserve(v.size());
   for (const auto& x : v) {
-    REFDEC_CHECK_IO(x.is_number_integer(), where << ": token ids must be integers, got " << x.dump());
+    REFDEC_CHECK_IO(x.is_number_integer(), where << ": token ids must be integers, got " << refdec_eval::json_brief(x));
     const auto id = x.get<std::int64_t>();
     const std::int64_t vocab = tokenizer != nullptr ? tokenizer->vocab_size() : std::int64_t{1} << 31;
     REFDEC_CHECK_IO(id >= 0 && id < vocab, where << ": token id " << id << " is outside the vocabulary of " << vocab);
@@ -160,9 +161,12 @@ std::vector<Trace> load_generic_traces(const std::filesystem::path& path, const 
     REFDEC_CHECK_IO(row.is_object() && row.contains("context") && row.contains("output"),
                     where << ": needs \"context\" and \"output\"");
     Trace t;
+    if (row.contains("id"))
+      REFDEC_CHECK_IO(row["id"].is_string() || row["id"].is_number(), where << ": \"id\" must be a string or a number, got "
+                                                                             << refdec_eval::json_brief(row["id"]));
     t.id = row.contains("id") ? row["id"].dump() : std::to_string(row_number);
     if (const auto c = row.find("category"); c != row.end() && !c->is_null()) {
-      REFDEC_CHECK_IO(c->is_string(), where << ": \"category\" must be a string, got " << c->dump());
+      REFDEC_CHECK_IO(c->is_string(), where << ": \"category\" must be a string, got " << refdec_eval::json_brief(*c));
       t.category = c->template get<std::string>();
     }
     t.context = detail::tokens_of(row["context"], tokenizer, where + " context");
@@ -170,7 +174,7 @@ std::vector<Trace> load_generic_traces(const std::filesystem::path& path, const 
     REFDEC_CHECK_IO(!t.context.empty(), where << ": empty context");
     if (row.contains("references")) {
       REFDEC_CHECK_IO(row["references"].is_array(), where << ": \"references\" must be an array, got "
-                                                          << row["references"].dump());
+                                                          << refdec_eval::json_brief(row["references"]));
     }
     if (row.contains("references"))
       for (const auto& r : row["references"]) t.references.push_back(detail::tokens_of(r, tokenizer, where + " reference"));

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "eval/json_brief.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/file_io.hpp"
 #include "refdec/core/step_cost.hpp"
@@ -25,7 +26,7 @@ inline StepCost read_step_cost(const std::string& path, const std::string& optio
   std::vector<std::pair<std::size_t, double>> samples;
   for (const auto& pair : j["step_cost"]) {
     REFDEC_CHECK_IO(pair.is_array() && pair.size() == 2 && pair[0].is_number_unsigned() && pair[1].is_number(),
-                    path << ": a step_cost entry is not [tokens, seconds]: " << pair.dump());
+                    path << ": a step_cost entry is not [tokens, seconds]: " << refdec_eval::json_brief(pair));
     samples.emplace_back(pair[0].get<std::size_t>(), pair[1].get<double>());
   }
   return StepCost::calibrated(samples);  // checks the values themselves

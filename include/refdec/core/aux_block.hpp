@@ -96,6 +96,10 @@ struct AuxBlock {
   /// Appends `other`'s tokens after these, keeping its visibility (its local indices shift by
   /// size(); the root stays 0). Used to combine the blocks of several drafters.
   void append(const AuxBlock& other) {
+    if (&other == this) {  // appending to itself would read what it writes
+      const AuxBlock copy = other;
+      return append(copy);
+    }
     const std::int32_t shift = size();
     for (std::int32_t j = 0; j < other.size(); ++j) {
       tokens.push_back(other.tokens[static_cast<std::size_t>(j)]);

@@ -43,6 +43,7 @@ enum class FinishReason {
   kMaxNewTokens,  ///< it reached its token limit
   kMaxContext,    ///< prompt + output filled the context
   kCancelled,     ///< cancel()
+  kDrafterError,  ///< its drafter threw after the step was verified (RequestUpdate::error says what)
 };
 
 /// What one step did for one sequence.
@@ -50,18 +51,25 @@ struct RequestUpdate {
   RequestId id = -1;
   std::vector<Token> tokens;             ///< tokens appended by this step (stop token excluded)
   std::optional<FinishReason> finished;  ///< set when the sequence has left
+  /// What its drafter threw in observe(), accept() or finish() (the sequence left all the same;
+  /// the other sequences are not affected); empty when nothing did.
+  std::string error;
 };
+
+/// The largest draft budget a sequence takes: a step's mask grows with the square of its rows (a
+/// 100,000-node draft needed 3.9 GB).
+inline constexpr std::int64_t kMaxDraftBudget = 4096;
 
 /// One sequence's limits.
 struct SequenceLimits {
   std::int64_t max_new_tokens = 256;    ///< tokens to generate at most (0: it leaves at once)
   std::vector<Token> stop_tokens = {};  ///< generation stops before any of these (not emitted)
-  std::int64_t budget = 16;             ///< draft nodes verified per step; 0 is plain decoding
+  std::int64_t budget = 16;             ///< draft nodes verified per step, 0 to kMaxDraftBudget; 0 is plain decoding
 
   /// Throws refdec::ArgumentError, naming `who`, unless the token limit and the budget are >= 0.
   void validate(const char* who) const {
     REFDEC_CHECK(max_new_tokens >= 0, who << ": max_new_tokens must be >= 0, got " << max_new_tokens);
-    REFDEC_CHECK(budget >= 0, who << ": budget must be >= 0, got " << budget);
+    REFDEC_CHECK(budget >= 0 && budget <= kMaxDraftBudget, who << ": budget must be 0 to " << kMaxDraftBudget << ", got " << budget);
   }
 };
 
@@ -70,7 +78,8 @@ struct StepDriverOptions {
   std::int64_t vocab_size = 0;       ///< token ids lie in [0, vocab_size); > 0
   std::int64_t max_context = 0;      ///< prompt + output at most per sequence; > 0
   std::int64_t prefill_chunk = 512;  ///< prompt tokens a step prefills per sequence at most; 0: the whole prompt at once
-  /// Threads that draft a step's sequences at once (the caller's among them); >= 1. Each
+  /// Threads that draft a step's sequences at once (the caller's among them); 1 to
+  /// WorkerPool::kMaxThreads. Each
   /// sequence's drafter is its own object (add() refuses one already in use), and drafters that
   /// share state share only what is thread-safe (OutputHistory, a Datastore), so their proposals
   /// are the same on any number of threads.
@@ -105,7 +114,8 @@ class StepDriver {
     REFDEC_CHECK(options_.vocab_size > 0, "StepDriver: vocab_size must be positive, got " << options_.vocab_size);
     REFDEC_CHECK(options_.max_context > 0, "StepDriver: max_context must be positive, got " << options_.max_context);
     REFDEC_CHECK(options_.prefill_chunk >= 0, "StepDriver: prefill_chunk must be >= 0, got " << options_.prefill_chunk);
-    REFDEC_CHECK(options_.drafting_threads >= 1, "StepDriver: drafting_threads must be >= 1, got " << options_.drafting_threads);
+    REFDEC_CHECK(options_.drafting_threads >= 1 && options_.drafting_threads <= static_cast<std::int64_t>(WorkerPool::kMaxThreads),
+                 "StepDriver: drafting_threads must be 1 to " << WorkerPool::kMaxThreads << ", got " << options_.drafting_threads);
     if (options_.drafting_threads > 1) pool_ = std::make_unique<WorkerPool>(static_cast<std::size_t>(options_.drafting_threads));
   }
 
@@ -129,18 +139,25 @@ class StepDriver {
     return add(std::move(prompt), references, limits, drafter, nullptr);
   }
 
-  /// Ends sequence `id` now (its drafter's finish() is called); it is reported as kCancelled by the
-  /// next prepare()'s updates(). Returns the slot the engine drops, or nothing for an unknown id (a
-  /// sequence that has already left).
+  /// Ends sequence `id` now (its drafter's finish() is called; what it throws becomes the
+  /// report's error); it is reported as kCancelled by the next prepare()'s updates(). Returns the
+  /// slot the engine drops, or nothing for an unknown id (a sequence that has already left).
+  /// Throws refdec::ArgumentError while a step is prepared (step_prepared()): complete it first.
   std::optional<std::size_t> cancel(RequestId id) {
+    check_no_prepared_step("cancel");
     for (std::size_t i = 0; i < active_.size(); ++i)
       if (active_[i].id == id) {
-        pending_.push_back({id, {}, FinishReason::kCancelled});
-        leave(i);
+        RequestUpdate& u = pending_.emplace_back(RequestUpdate{id, {}, FinishReason::kCancelled, {}});
+        u.error = leave(i);
         return i;
       }
     return std::nullopt;
   }
+
+  /// True between a prepare() that returned true and the complete() of its step: plan(),
+  /// prefill() and the complete functions are valid; add() and cancel() throw (the step's plan
+  /// names the sequences as they were). Another prepare() discards the step.
+  bool step_prepared() const { return step_prepared_; }
 
   /// From the next prepare() on, chooses the draft nodes of each step across the batch
   /// (BatchBudget) under `cost`, the cost of a step by its total rows: every sequence drafts up to
@@ -158,14 +175,32 @@ class StepDriver {
   /// and for each active sequence either its next prompt chunk (a chain whose rows are all kept) or
   /// its draft, cut to its budget and to the room it has left, with its auxiliary tokens; then
   /// the plan. Returns false when no sequence is active (nothing to run). Throws refdec::Error
-  /// naming the request when a drafter fails or proposes an id outside the vocabulary.
+  /// naming the request when a drafter fails or proposes an id outside the vocabulary; then no
+  /// step is prepared, and the reports of sequences that left between steps wait for the next
+  /// prepare().
   bool prepare() {
-    const auto t0 = Clock::now();
+    step_prepared_ = false;
     updates_.clear();
     std::swap(updates_, pending_);
     left_.clear();
     if (active_.empty()) return false;
+    try {
+      prepare_step();
+    } catch (...) {
+      std::swap(updates_, pending_);  // pending_ was empty: nothing that left is lost
+      updates_.clear();
+      throw;
+    }
+    step_prepared_ = true;
+    return true;
+  }
+
+ private:
+  // prepare()'s step; what it counts joins stats_ only when the whole step is prepared.
+  void prepare_step() {
+    const auto t0 = Clock::now();
     const std::size_t B = active_.size();
+    std::int64_t prefill_tokens = 0, auxiliary_tokens = 0;
     trees_.resize(B);
     aux_.resize(B);
     prefill_.assign(B, 0);
@@ -180,7 +215,7 @@ class StepDriver {
         const std::size_t chunk = options_.prefill_chunk > 0 ? std::min(left, static_cast<std::size_t>(options_.prefill_chunk)) : left;
         trees_[i] = LinearTree::chain(std::span<const Token>(s.prompt).subspan(s.prefilled, chunk));
         prefill_[i] = 1;
-        stats_.prefill_tokens += trees_[i].size();
+        prefill_tokens += trees_[i].size();
         continue;
       }
       drafting_.push_back(i);
@@ -207,16 +242,18 @@ class StepDriver {
     if (batch_cost_) cut_to_batch_budget();
     bool any_aux = false;
     for (const std::size_t i : drafting_) {
-      stats_.auxiliary_tokens += aux_[i].size();
+      auxiliary_tokens += aux_[i].size();
       any_aux = any_aux || !aux_[i].empty();
     }
     const auto t_plan = Clock::now();
     plan_step(trees_, any_aux ? std::span<const AuxBlock>(aux_) : std::span<const AuxBlock>{}, lengths_, options_.vocab_size, plan_);
+    stats_.prefill_tokens += prefill_tokens;
+    stats_.auxiliary_tokens += auxiliary_tokens;
     stats_.draft_seconds += std::chrono::duration<double>(t_plan - t0).count();
     last_plan_seconds_ = seconds_since(t_plan);
-    return true;
   }
 
+ public:
   /// The plan of the prepared step: its sequences are the active ones, in slot order, with the
   /// cached lengths the engine's caches must have (prompt tokens prefilled, then every output
   /// token but the last).
@@ -231,16 +268,35 @@ class StepDriver {
   /// each of its auxiliary rows (empty span: no sequence ran any). Tells each drafter
   /// (observe(), then accept()), applies stop tokens and limits, computes keep(), and removes the
   /// sequences that finished (their drafters' finish() called): updates() says what each did,
-  /// left() which slots the engine drops after applying keep().
+  /// left() which slots the engine drops after applying keep(). Everything given is checked
+  /// before anything changes (a step prepared, each acceptance a path of its tree with the nodes'
+  /// own tokens and one bonus token, every token in the vocabulary): refdec::ArgumentError leaves
+  /// the step prepared as it was. A drafter that throws ends its own sequence
+  /// (FinishReason::kDrafterError, RequestUpdate::error) after its tokens are reported; the step
+  /// completes for every sequence.
   void complete(std::span<Acceptance> accepted, std::span<const std::vector<Token>> aux_choices) {
+    REFDEC_CHECK(step_prepared_, "complete: no prepared step (prepare() first; each step completes once)");
     const std::size_t B = active_.size();
     REFDEC_CHECK(static_cast<std::int32_t>(B) == plan_.batch() && accepted.size() == B && (aux_choices.empty() || aux_choices.size() == B),
                  "complete: " << accepted.size() << " acceptances and " << aux_choices.size() << " auxiliary choices for a step of "
                               << plan_.batch() << " sequences (" << B << " active)");
-    // The target's tokens become output and drafters' context: every one in the vocabulary, checked
-    // before anything changes.
+    // The target's tokens become output and drafters' context: every one in the vocabulary, and
+    // the acceptance one the tree can give, checked before anything changes.
     for (std::size_t i = 0; i < B; ++i) {
       if (prefill_[i]) continue;
+      const Acceptance& a = accepted[i];
+      REFDEC_CHECK(a.tokens.size() == a.nodes.size() + 1, "complete: sequence " << i << " accepts " << a.nodes.size() << " nodes with "
+                                                                                << a.tokens.size() << " tokens (want one more: the nodes' "
+                                                                                << "tokens, then the bonus token)");
+      const std::int32_t base = plan_.indptr[i], nodes = plan_.num_nodes[i];
+      for (std::size_t k = 0; k < a.nodes.size(); ++k) {
+        const std::int32_t node = a.nodes[k];
+        REFDEC_CHECK(node > 0 && node < nodes,
+                     "complete: sequence " << i << " accepts node " << node << ", outside its draft [1, " << nodes << ")");
+        REFDEC_CHECK(a.tokens[k] == plan_.tokens[static_cast<std::size_t>(base + node)],
+                     "complete: sequence " << i << " accepts node " << node << " with token " << a.tokens[k] << ", but the node's token is "
+                                           << plan_.tokens[static_cast<std::size_t>(base + node)]);
+      }
       for (std::size_t k = 0; k < accepted[i].tokens.size(); ++k)
         REFDEC_CHECK(accepted[i].tokens[k] >= 0 && accepted[i].tokens[k] < options_.vocab_size,
                      "complete: sequence " << i << " accepted token " << k << " has id " << accepted[i].tokens[k]
@@ -251,10 +307,13 @@ class StepDriver {
                        "complete: sequence " << i << " auxiliary choice " << k << " has id " << aux_choices[i][k]
                                              << " outside the vocabulary [0, " << options_.vocab_size << ")");
     }
-    last_drafter_seconds_ = 0;
     for (std::size_t i = 0; i < B; ++i)
       if (prefill_[i]) accept_all(plan_.tree(static_cast<std::int32_t>(i)), accepted[i]);
-    keep_accepted(plan_, accepted, keep_);
+    KeepPlan keep;
+    keep_accepted(plan_, accepted, keep);  // the last check: the nodes a path of the tree
+    std::swap(keep_, keep);
+    step_prepared_ = false;
+    last_drafter_seconds_ = 0;
     std::vector<std::size_t> leaving;
     for (std::size_t i = 0; i < B; ++i) {
       Sequence& s = active_[i];
@@ -263,10 +322,6 @@ class StepDriver {
         continue;
       }
       const double before = s.drafter->stats().accept_seconds;
-      // AuxiliaryDrafter's contract: observe() after every step, with no choices when the window
-      // sat the step out.
-      if (s.drafter->max_auxiliary() > 0)
-        s.drafter->observe(aux_choices.empty() ? std::span<const Token>{} : std::span<const Token>(aux_choices[i]));
       ++stats_.steps;
       RequestUpdate& u = updates_.emplace_back();
       u.id = s.id;
@@ -287,12 +342,26 @@ class StepDriver {
       }
       stats_.tokens += static_cast<std::int64_t>(u.tokens.size());
       s.output.insert(s.output.end(), u.tokens.begin(), u.tokens.end());
-      s.drafter->accept(u.tokens);  // nothing appended (a stop token first): not called
+      try {
+        // AuxiliaryDrafter's contract: observe() after every step, with no choices when the
+        // window sat the step out.
+        if (s.drafter->max_auxiliary() > 0)
+          s.drafter->observe(aux_choices.empty() ? std::span<const Token>{} : std::span<const Token>(aux_choices[i]));
+        s.drafter->accept(u.tokens);  // nothing appended (a stop token first): not called
+      } catch (const std::exception& e) {
+        u.error = std::string("its drafter failed after the step: ") + e.what();
+        u.finished = FinishReason::kDrafterError;
+      }
       last_drafter_seconds_ += s.drafter->stats().accept_seconds - before;
       if (u.finished) leaving.push_back(i);
     }
     for (auto it = leaving.rbegin(); it != leaving.rend(); ++it) {
-      leave(*it);
+      const RequestId id = active_[*it].id;
+      const std::string error = leave(*it);
+      if (!error.empty()) {
+        RequestUpdate& u = *std::find_if(updates_.begin(), updates_.end(), [&](const RequestUpdate& x) { return x.id == id; });
+        u.error += (u.error.empty() ? "" : "; ") + error;
+      }
       left_.push_back(*it);
     }
     stats_.draft_seconds += last_drafter_seconds_;
@@ -305,8 +374,8 @@ class StepDriver {
   /// asked.
   template <class Choose>
   void complete_walk(Choose&& choose) {
+    REFDEC_CHECK(step_prepared_, "complete_walk: no prepared step (prepare() first; each step completes once)");
     const std::size_t B = active_.size();
-    REFDEC_CHECK(static_cast<std::int32_t>(B) == plan_.batch(), "complete_walk: no prepared step (call prepare() first)");
     walked_.resize(B);
     walked_aux_.resize(B);
     for (std::size_t b = 0; b < B; ++b) {
@@ -324,6 +393,7 @@ class StepDriver {
   /// Completes the prepared step by greedy acceptance: `choices` holds the target's greedy token
   /// at every row of the plan ([plan().rows()]); complete_walk() over them.
   void complete_greedy(std::span<const Token> choices) {
+    REFDEC_CHECK(step_prepared_, "complete_greedy: no prepared step (prepare() first; each step completes once)");
     REFDEC_CHECK(static_cast<std::int64_t>(choices.size()) == plan_.rows(),
                  "complete_greedy: " << choices.size() << " choices for a plan of " << plan_.rows() << " rows");
     complete_walk([&](std::int32_t, std::int32_t row, std::int32_t) { return choices[static_cast<std::size_t>(row)]; });
@@ -383,6 +453,7 @@ class StepDriver {
 
   RequestId add(std::vector<Token> prompt, References references, const SequenceLimits& limits, AnyDrafter* drafter,
                 std::unique_ptr<AnyDrafter> owned) {
+    check_no_prepared_step("add");
     const std::int64_t vocab = options_.vocab_size;
     REFDEC_CHECK(!prompt.empty(), "add: the prompt is empty (start it with BOS)");
     REFDEC_CHECK(static_cast<std::int64_t>(prompt.size()) < options_.max_context,
@@ -405,7 +476,7 @@ class StepDriver {
     s.drafter = drafter;
     s.owned = std::move(owned);
     if (limits.max_new_tokens == 0) {  // nothing to generate: it leaves at once
-      pending_.push_back({s.id, {}, FinishReason::kMaxNewTokens});
+      pending_.push_back({s.id, {}, FinishReason::kMaxNewTokens, {}});
       return s.id;
     }
     s.drafter_stats_before = s.drafter->stats();
@@ -415,14 +486,25 @@ class StepDriver {
   }
 
   // The sequence in slot i leaves: its drafter is told (finish()) and its statistics over the
-  // sequence join the driver's.
-  void leave(std::size_t i) {
+  // sequence join the driver's. It leaves whatever finish() throws, so that one drafter cannot
+  // hold up the batch: what it threw is returned for the sequence's report.
+  std::string leave(std::size_t i) {
     AnyDrafter& drafter = *active_[i].drafter;
     const double before = drafter.stats().accept_seconds;
-    drafter.finish();
+    std::string error;
+    try {
+      drafter.finish();
+    } catch (const std::exception& e) {
+      error = std::string("its drafter's finish() failed: ") + e.what();
+    }
     last_drafter_seconds_ += drafter.stats().accept_seconds - before;
     stats_.drafting.merge(drafter.stats().since(active_[i].drafter_stats_before));
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    return error;
+  }
+
+  void check_no_prepared_step(const char* who) const {
+    REFDEC_CHECK(!step_prepared_, who << ": a step is prepared; complete it first (or prepare() again to discard it)");
   }
 
   // The batch choice (set_batch_cost()): estimates, BatchBudget, each drafted tree cut to its count
@@ -449,6 +531,7 @@ class StepDriver {
 
   StepDriverOptions options_;
   RequestId next_id_ = 0;
+  bool step_prepared_ = false;          // step_prepared()
   std::vector<Sequence> active_;        // [B] in slot order
   std::vector<RequestUpdate> pending_;  // left between steps, reported by the next prepare()
   std::vector<RequestUpdate> updates_;

@@ -107,15 +107,22 @@ struct StepPlan {
   }
 };
 
-/// Plans a step that verifies `trees[b]` (each finished, with at least its root) after `lengths[b]` cached
-/// entries, followed by the auxiliary tokens `aux[b]` (empty `aux`: none). With `vocab_size` > 0
-/// every token id must lie in [0, vocab_size): nothing out of range reaches a model. Throws
-/// refdec::Error naming the bad sequence and value. Reuses `out`'s storage.
+/// The longest cached prefix plan_step() takes (2^40 tokens): far beyond any context, far from
+/// overflowing a position.
+inline constexpr std::int64_t kMaxCachedLength = std::int64_t{1} << 40;
+
+/// Plans a step that verifies `trees[b]` (each finished, with at least its root) after `lengths[b]`
+/// cached entries (0 to kMaxCachedLength), followed by the auxiliary tokens `aux[b]` (empty `aux`:
+/// none). With `vocab_size` > 0 every token id must lie in [0, vocab_size): nothing out of range
+/// reaches a model (0: not checked; negative: refused). Throws refdec::Error naming the bad
+/// sequence and value. Reuses `out`'s storage.
+
 inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBlock> aux, std::span<const std::int64_t> lengths,
                       std::int64_t vocab_size, StepPlan& out) {
   REFDEC_CHECK(trees.size() == lengths.size(), "plan_step: " << trees.size() << " trees for " << lengths.size() << " lengths");
   REFDEC_CHECK(aux.empty() || aux.size() == trees.size(),
                "plan_step: " << aux.size() << " auxiliary blocks for " << trees.size() << " sequences");
+  REFDEC_CHECK(vocab_size >= 0, "plan_step: vocab_size must be positive (or 0: ids not checked), got " << vocab_size);
   out.clear();
   for (std::size_t b = 0; b < trees.size(); ++b) {
     const LinearTree& tree = trees[b];
@@ -125,7 +132,9 @@ inline void plan_step(std::span<const LinearTree> trees, std::span<const AuxBloc
     REFDEC_CHECK(nodes >= 1, "plan_step: sequence " << b << " has an empty tree (it needs at least its root)");
     REFDEC_CHECK(tree.finished(),
                  "plan_step: sequence " << b << "'s tree of " << nodes << " nodes is not finished (call LinearTree::finish())");
-    REFDEC_CHECK(length >= 0, "plan_step: sequence " << b << " has a negative cached length " << length);
+    // Positions are length + depth (or offset): a length near 2^63 would overflow them.
+    REFDEC_CHECK(length >= 0 && length <= kMaxCachedLength,
+                 "plan_step: sequence " << b << " has a cached length " << length << " outside [0, " << kMaxCachedLength << "]");
     const std::int32_t n = nodes + extra;
     const std::int32_t words = mask_words_for(n);
     out.indptr.push_back(out.indptr.back() + n);

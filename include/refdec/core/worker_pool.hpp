@@ -10,6 +10,8 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -23,22 +25,30 @@ REFDEC_NAMESPACE_BEGIN
 /// movable (hold it by pointer).
 class WorkerPool {
  public:
-  /// Throws ArgumentError unless threads >= 1.
+  /// The most threads a pool runs: a bound well above any machine's cores, below what exhausts
+  /// a system's process ids (40,000 threads broke unrelated programs on a test machine).
+  static constexpr std::size_t kMaxThreads = 256;
+
+  /// Throws ArgumentError unless 1 <= threads <= kMaxThreads, and refdec::Error when the system
+  /// cannot start one of them (the threads already started are stopped first).
   explicit WorkerPool(std::size_t threads) {
-    REFDEC_CHECK(threads >= 1, "WorkerPool: needs at least 1 thread, got " << threads);
+    REFDEC_CHECK(threads >= 1 && threads <= kMaxThreads, "WorkerPool: needs 1 to " << kMaxThreads << " threads, got " << threads);
     workers_.reserve(threads - 1);
-    for (std::size_t t = 1; t < threads; ++t) workers_.emplace_back([this] { serve(); });
+    std::string failure;
+    try {
+      for (std::size_t t = 1; t < threads; ++t) workers_.emplace_back([this] { serve(); });
+    } catch (const std::system_error& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      stop_and_join();
+      REFDEC_DETAIL_CHECK(::refdec::Error, false,
+                          "WorkerPool: could not start thread " << workers_.size() + 1 << " of " << threads << ": " << failure);
+    }
   }
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
-  ~WorkerPool() {
-    {
-      const std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    start_.notify_all();
-    for (std::thread& w : workers_) w.join();
-  }
+  ~WorkerPool() { stop_and_join(); }
 
   /// Threads a loop runs on, the caller included.
   std::size_t threads() const { return workers_.size() + 1; }
@@ -69,6 +79,15 @@ class WorkerPool {
   }
 
  private:
+  void stop_and_join() {
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& w : workers_) w.join();
+  }
+
   // Takes the current loop's indices until none is left.
   void run() {
     for (std::size_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < n_;) {

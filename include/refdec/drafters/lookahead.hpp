@@ -37,10 +37,16 @@ struct LookaheadOptions {
 /// not for sharing across threads.
 class LookaheadDrafter {
  public:
+  /// Bounds of the options: a window runs W x (N-1) auxiliary tokens per step, whose masks grow
+  /// with their square (a window of 2^31-1 asked for about 16 GB).
+  static constexpr std::int32_t kMaxWindow = 256, kMaxNgram = 32, kMaxGuesses = 1024;
   explicit LookaheadDrafter(LookaheadOptions options = {}) : options_(options) {
-    REFDEC_CHECK(options_.window >= 0, "lookahead: window (W) must be >= 0, got " << options_.window);
-    REFDEC_CHECK(options_.ngram >= 2, "lookahead: n-gram size (N) must be >= 2, got " << options_.ngram);
-    REFDEC_CHECK(options_.guesses >= 1, "lookahead: guesses (G) must be >= 1, got " << options_.guesses);
+    REFDEC_CHECK(options_.window >= 0 && options_.window <= kMaxWindow,
+                 "lookahead: window (W) must be 0 to " << kMaxWindow << ", got " << options_.window);
+    REFDEC_CHECK(options_.ngram >= 2 && options_.ngram <= kMaxNgram,
+                 "lookahead: n-gram size (N) must be 2 to " << kMaxNgram << ", got " << options_.ngram);
+    REFDEC_CHECK(options_.guesses >= 1 && options_.guesses <= kMaxGuesses,
+                 "lookahead: guesses (G) must be 1 to " << kMaxGuesses << ", got " << options_.guesses);
   }
 
   /// Starts a sequence: pools the n-grams of the prompt and the references (later ones count as

@@ -209,7 +209,8 @@ class IndexSegment {
   std::size_t text_size() const { return a_.num_codes; }
   /// The token at text position `pos` (< text_size()), kEnd at a document's end.
   Token token(std::size_t pos) const {
-    return visit([&](const auto* codes, const auto*) { return static_cast<Token>(codes[pos]) - 1; });
+    // In 64 bits: the code of token 2^31 - 1 is 2^31, which as a Token minus one would overflow.
+    return visit([&](const auto* codes, const auto*) { return static_cast<Token>(static_cast<std::int64_t>(codes[pos]) - 1); });
   }
   /// The text position where the suffix of rank `rank` (< tokens()) starts.
   std::size_t suffix(std::size_t rank) const {

@@ -45,6 +45,17 @@ struct SuffixDecodingOptions {
   /// again and again (each node's probability the product of count(child) / count(parent) along
   /// its path, at least min_token_prob), ArcticInference's use_tree_spec. Off by default, as there.
   bool tree = false;
+
+  /// Throws ArgumentError naming the first setting out of range: max_depth >= 1, max_spec_factor
+  /// finite and >= 0, max_spec_offset finite, min_token_prob in [0, 1].
+  void validate() const {
+    REFDEC_CHECK(max_depth >= 1, "suffix decoding: max_depth must be at least 1, got " << max_depth);
+    REFDEC_CHECK(std::isfinite(max_spec_factor) && max_spec_factor >= 0,
+                 "suffix decoding: max_spec_factor must be finite and >= 0, got " << max_spec_factor);
+    REFDEC_CHECK(std::isfinite(max_spec_offset), "suffix decoding: max_spec_offset must be finite, got " << max_spec_offset);
+    REFDEC_CHECK(min_token_prob >= 0.0f && min_token_prob <= 1.0f,
+                 "suffix decoding: min_token_prob must be in [0, 1], got " << min_token_prob);
+  }
 };
 
 /// A speculation: tokens, each one's parent (an index into tokens; -1: the match) and estimated
@@ -279,7 +290,8 @@ class SuffixTrie {
 /// flight included, as they grow), shared by the drafters of every request. Thread-safe (one lock).
 class SuffixDecodingCache {
  public:
-  explicit SuffixDecodingCache(SuffixDecodingOptions options = {}) : opt_(options), tree_(options.max_depth) {}
+  /// Throws ArgumentError for options out of range (SuffixDecodingOptions::validate()).
+  explicit SuffixDecodingCache(SuffixDecodingOptions options = {}) : opt_((options.validate(), options)), tree_(options.max_depth) {}
 
   const SuffixDecodingOptions& options() const { return opt_; }
 
