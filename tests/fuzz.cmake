@@ -16,14 +16,16 @@ refdec_step("fuzz configure" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/fuzz -B ${BINARY_
 refdec_step("fuzz build" ${CMAKE_COMMAND} --build ${BINARY_DIR} -j2)
 set(seeds ${BINARY_DIR}/seeds)
 refdec_step("fuzz seeds" ${BINARY_DIR}/make_seeds ${seeds} ${DATA_DIR})
-file(MAKE_DIRECTORY ${seeds}/tokenizer ${BINARY_DIR}/artifacts)
+file(MAKE_DIRECTORY ${seeds}/tokenizer ${seeds}/step_driver ${BINARY_DIR}/artifacts)
 if(EXISTS ${DATA_DIR}/models/stories260K/tok512.bin)
   file(COPY ${DATA_DIR}/models/stories260K/tok512.bin DESTINATION ${seeds}/tokenizer)
 endif()
 if(NOT FUZZ_SECONDS)
   set(FUZZ_SECONDS 5)
 endif()
-set(targets "plan_walk:plan_walk" "tokenizer:tokenizer" "datastore:datastore" "jsonl:jsonl")
+# name:seed corpus (the index's segment files are datastores; the driver starts from nothing)
+set(targets "plan_walk:plan_walk" "tokenizer:tokenizer" "datastore:datastore" "jsonl:jsonl" "index_files:datastore"
+            "step_driver:step_driver")
 if(EXISTS ${BINARY_DIR}/fuzz_checkpoints)  # built where libtorch is installed
   list(APPEND targets "checkpoints:checkpoints")
 endif()

@@ -226,7 +226,9 @@ class IndexSegment {
   /// (not by its document's end): one binary search, since those that end right after it sort
   /// first among the suffixes that start with it.
   bool continues(std::span<const Token> pattern) const {
-    const auto [first, last] = window(pattern);
+    // Named variables, not a structured binding: clang before 16 cannot capture a binding.
+    const auto range = window(pattern);
+    const std::size_t first = range.first, last = range.second;
     return visit([&](const auto* codes, const auto* sa) {
       const auto* end = sa + last;
       const auto* lo = std::partition_point(sa + first, end, [&](auto s) {
@@ -239,7 +241,8 @@ class IndexSegment {
 
   /// The ranks [first, second) of the suffixes that start with `pattern` (at most depth() tokens).
   std::pair<std::size_t, std::size_t> find(std::span<const Token> pattern) const {
-    const auto [first, last] = window(pattern);
+    const auto range = window(pattern);
+    const std::size_t first = range.first, last = range.second;
     return visit([&](const auto* codes, const auto* sa) {
       const auto* end = sa + last;
       const auto* lo = std::partition_point(sa + first, end, [&](auto s) { return compare_prefix(codes, s, pattern) < 0; });
@@ -829,8 +832,10 @@ class IndexDrafter {
   /// without options().add_output or options().shared).
   void finish() {
     if (!index_ || output_.empty()) return;
-    index_->add(output_);
-    output_.clear();
+    // Taken before publishing: an add() that throws loses this output once, rather than throwing
+    // again at every later begin().
+    const std::vector<Token> output = std::exchange(output_, {});
+    index_->add(output);
   }
 
  private:
