@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -82,8 +83,11 @@ std::vector<Token> plain(std::vector<Token> sequence, std::size_t new_tokens, co
 struct Outcome {
   std::map<RequestId, std::vector<Token>> tokens;
   std::map<RequestId, FinishReason> finish;
+  std::map<RequestId, std::string> errors;  // RequestUpdate::error, where one was given
 };
-void run(StepDriver& driver, ToyEngine& engine, Outcome& out) {
+// Runs the driver to the end with greedy acceptance, `between_steps` called after each step's
+// updates are read.
+void run(StepDriver& driver, ToyEngine& engine, Outcome& out, const std::function<void()>& between_steps = {}) {
   while (!driver.idle()) {
     if (driver.prepare()) {
       driver.complete_greedy(engine.forward(driver.plan()));
@@ -93,7 +97,9 @@ void run(StepDriver& driver, ToyEngine& engine, Outcome& out) {
     for (const RequestUpdate& u : driver.updates()) {
       out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
       if (u.finished) out.finish[u.id] = *u.finished;
+      if (!u.error.empty()) out.errors[u.id] = u.error;
     }
+    if (between_steps) between_steps();
   }
 }
 
@@ -492,24 +498,14 @@ TEST(StepDriver, ADrafterThatThrowsEndsOnlyItsOwnSequence) {
   ToyEngine engine;
   engine.caches.resize(4);
   Outcome out;
-  std::map<RequestId, std::string> errors;
-  while (!driver.idle()) {
-    if (driver.prepare()) {
-      driver.complete_greedy(engine.forward(driver.plan()));
-      engine.commit(driver.plan(), driver.keep(), driver.left());
-      ASSERT_EQ(engine.caches.size(), driver.active());
-    }
-    for (const RequestUpdate& u : driver.updates()) {
-      out.tokens[u.id].insert(out.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
-      if (u.finished) out.finish[u.id] = *u.finished;
-      if (!u.error.empty()) errors[u.id] = u.error;
-    }
+  run(driver, engine, out, [&] {
     if (out.tokens[cancelled].size() >= 2 && driver.active() == 4) {
       const auto slot = driver.cancel(cancelled);
       ASSERT_TRUE(slot.has_value());
       engine.caches.erase(engine.caches.begin() + static_cast<std::ptrdiff_t>(*slot));
     }
-  }
+  });
+  auto& errors = out.errors;
   EXPECT_EQ(out.tokens[good], plain({1}, 12));
   EXPECT_EQ(out.finish[good], FinishReason::kMaxNewTokens);
   EXPECT_FALSE(errors.count(good));

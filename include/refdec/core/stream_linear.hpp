@@ -320,27 +320,6 @@ class StreamLinear {
         _mm256_storeu_ps(sums[m] + 8 * h, kSplit == 2 ? _mm256_add_ps(acc[m][h][0], acc[m][h][kSplit - 1]) : acc[m][h][0]);
   }
 
-  template <HalfFormat F>
-  REFDEC_AVX2_TARGET void run_avx2(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
-                                   std::int64_t last_block) const {
-    const std::int64_t pairs = padded_in() / 2, width = padded_in();
-    alignas(64) float sums[4][kBlockColumns];
-    for (std::int64_t b = first_block; b < last_block; ++b) {
-      const std::uint16_t* block = packed_.get() + b * pairs * 32;
-      for (std::int64_t r = 0; r < rows; r += 4) {
-        const std::int64_t m = std::min<std::int64_t>(4, rows - r);
-        const float* x = xf + r * width;
-        switch (m) {
-          case 1: tile_avx2<F, 1>(block, pairs, x, width, sums); break;
-          case 2: tile_avx2<F, 2>(block, pairs, x, width, sums); break;
-          case 3: tile_avx2<F, 3>(block, pairs, x, width, sums); break;
-          default: tile_avx2<F, 4>(block, pairs, x, width, sums); break;
-        }
-        finish_tile<F>(sums, r, m, b, o);
-      }
-    }
-  }
-
   // ---- kAvx512: 16 columns per vector.
 
   // The 64 bytes of one input pair as columns 0-15 at k (even) and at k+1 (odd).
@@ -401,29 +380,44 @@ class StreamLinear {
     }
   }
 
-  template <HalfFormat F>
-  REFDEC_AVX512_TARGET void run_avx512(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
-                                       std::int64_t last_block) const {
+  // ---- The float tiles' run: blocks in turn, rows in tiles of up to kRows, each tile by the
+  // set's function for its row count (tiles[m - 1]).
+  using FloatTile = void (*)(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,
+                             float (*sums)[kBlockColumns]);
+
+  template <HalfFormat F, int... M>
+  static constexpr std::array<FloatTile, sizeof...(M)> avx2_tiles(std::integer_sequence<int, M...>) {
+    return {&tile_avx2<F, M + 1>...};
+  }
+  template <HalfFormat F, int... M>
+  static constexpr std::array<FloatTile, sizeof...(M)> avx512_tiles(std::integer_sequence<int, M...>) {
+    return {&tile_avx512<F, M + 1>...};
+  }
+
+  template <HalfFormat F, std::size_t kRows>
+  void run_float(const std::array<FloatTile, kRows>& tiles, const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
+                 std::int64_t last_block) const {
     const std::int64_t pairs = padded_in() / 2, width = padded_in();
-    alignas(64) float sums[8][kBlockColumns];
+    alignas(64) float sums[kRows][kBlockColumns];
     for (std::int64_t b = first_block; b < last_block; ++b) {
       const std::uint16_t* block = packed_.get() + b * pairs * 32;
-      for (std::int64_t r = 0; r < rows; r += 8) {
-        const std::int64_t m = std::min<std::int64_t>(8, rows - r);
-        const float* x = xf + r * width;
-        switch (m) {
-          case 1: tile_avx512<F, 1>(block, pairs, x, width, sums); break;
-          case 2: tile_avx512<F, 2>(block, pairs, x, width, sums); break;
-          case 3: tile_avx512<F, 3>(block, pairs, x, width, sums); break;
-          case 4: tile_avx512<F, 4>(block, pairs, x, width, sums); break;
-          case 5: tile_avx512<F, 5>(block, pairs, x, width, sums); break;
-          case 6: tile_avx512<F, 6>(block, pairs, x, width, sums); break;
-          case 7: tile_avx512<F, 7>(block, pairs, x, width, sums); break;
-          default: tile_avx512<F, 8>(block, pairs, x, width, sums); break;
-        }
+      for (std::int64_t r = 0; r < rows; r += static_cast<std::int64_t>(kRows)) {
+        const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(kRows), rows - r);
+        tiles[static_cast<std::size_t>(m - 1)](block, pairs, xf + r * width, width, sums);
         finish_tile<F>(sums, r, m, b, o);
       }
     }
+  }
+
+  template <HalfFormat F>
+  void run_avx2(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
+    static constexpr auto kTiles = avx2_tiles<F>(std::make_integer_sequence<int, 4>{});
+    run_float<F>(kTiles, xf, rows, o, first_block, last_block);
+  }
+  template <HalfFormat F>
+  void run_avx512(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
+    static constexpr auto kTiles = avx512_tiles<F>(std::make_integer_sequence<int, 8>{});
+    run_float<F>(kTiles, xf, rows, o, first_block, last_block);
   }
 
   // ---- kAvx512Bf16: each 32-bit lane a column's weight pair, dotted with the input pair.
