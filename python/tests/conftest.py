@@ -22,6 +22,10 @@ def data_dir() -> Path:
     return REPO.parent / "shared"
 
 
+if os.environ.get("REFDEC_BLOCK_TORCH"):  # `import torch` fails, as without python3-torch (tests/sanitize_python.cmake)
+    sys.modules["torch"] = None
+
+
 @pytest.fixture(scope="session")
 def torch():
     """torch, where this interpreter imports it and refdec was built with refdec._torch; else a visible skip."""
