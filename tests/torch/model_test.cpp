@@ -262,6 +262,14 @@ TEST(LlamaModel, ChoosesItsLinearKernelByMeasurementOrTheChoiceGiven) {
   const auto injected = LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kAuto, given);
   EXPECT_EQ(injected.linear_kernel(), LinearKernel::kStream);
   EXPECT_EQ(injected.linear_path(), "stream (avx2 for every row count) (given)");
+  // A kernel named outright ignores the choice; one the request excludes is refused.
+  const auto named = LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kAvx2,
+                                        LinearChoice{PackedBackend::kStream, TilesByRows(StreamLinear::widest(HalfFormat::kBf16)), ""});
+  EXPECT_EQ(named.linear_choice().tiles, TilesByRows(StreamTiles::kAvx2));
+  if (onednn_why.empty())
+    refdec_test::expect_error(
+        [&] { (void)LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kStream, LinearChoice{PackedBackend::kOneDnn, {}, ""}); },
+        "does not run CPUBFloat16Type weights here under LinearKernel \"stream\"");
   for (const StreamTiles t : kAllStreamTiles) {
     if (StreamLinear::unavailable(t, HalfFormat::kBf16).empty()) continue;
     refdec_test::expect_error(

@@ -145,7 +145,8 @@ class LlamaModel {
   /// layers (`kernel`), the projections are reordered once into PackedLinear's layout and the
   /// tensors given for them are released (weights() then holds the embedding and the norms only).
   /// Where the kernel is measured (kAuto, kPacked, kStream), `choice` (from another model's
-  /// linear_choice(), say) is taken instead of measuring; it must run here.
+  /// linear_choice(), say) is taken instead of measuring: it must run here, with a backend the
+  /// request allows. A kernel named outright (kOneDnn, kAvx2, ...) ignores it.
   LlamaModel(LlamaConfig config, LlamaWeights weights, LinearKernel kernel = LinearKernel::kAuto,
              std::optional<LinearChoice> choice = std::nullopt)
       : config_(std::move(config)), w_(std::move(weights)) {
@@ -424,12 +425,15 @@ class LlamaModel {
       REFDEC_CHECK(false, "LlamaModel: " << asked << " cannot run " << w_.embedding.toString() << " weights here: " << why
                                          << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
     }
-    if (given) {
-      const bool runs = packed_backend_unavailable(given->backend, dt).empty() &&
+    const bool measured = kernel == LinearKernel::kAuto || kernel == LinearKernel::kPacked || kernel == LinearKernel::kStream;
+    if (given && measured) {
+      const bool runs = std::any_of(allowed.begin(), allowed.end(),
+                                    [&](const LinearCandidate& c) { return c.backend == given->backend; }) &&
+                        packed_backend_unavailable(given->backend, dt).empty() &&
                         std::all_of(given->tiles.ranges().begin(), given->tiles.ranges().end(),
                                     [&](const auto& r) { return StreamLinear::unavailable(r.second, format).empty(); });
       REFDEC_CHECK(runs, "LlamaModel: the LinearChoice given (" << given->describe() << ") does not run " << w_.embedding.toString()
-                                                                << " weights here (" << isa << ")");
+                                                                << " weights here under " << asked << " (" << isa << ")");
       choice_ = std::move(*given);
       if (choice_.reason.empty()) choice_.reason = "given";
     } else if (allowed.size() == 1) {
