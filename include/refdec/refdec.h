@@ -283,8 +283,10 @@ typedef refdec_token (*refdec_row_chooser)(void* user, int32_t slot, int32_t row
 REFDEC_C_EXPORT refdec_status refdec_driver_complete_walk(refdec_driver* driver, refdec_row_chooser choose, void* user);
 
 /** What each cache keeps: slot b moves its step rows rows[indptr[b]] .. rows[indptr[b + 1] - 1]
- *  (local, increasing) to its entries lengths_before[b], lengths_before[b] + 1, ... ; lengths[b]
- *  entries are cached afterwards. Other step rows are dropped. */
+ *  (local, increasing) to its entries L, L + 1, ..., where L = lengths[b] - (indptr[b + 1] -
+ *  indptr[b]) is the length it had cached before the step (the plan's lengths[b]: the plan's
+ *  arrays are not valid after the complete call, so compute L from this plan, or copy the plan's
+ *  lengths first); lengths[b] entries are cached afterwards. Other step rows are dropped. */
 typedef struct refdec_keep_plan {
   int32_t batch;
   const int32_t* indptr;  /**< [batch + 1] */

@@ -573,6 +573,8 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
       CHECK_OK(refdec_driver_keep(driver, &keep));
       for (b = 0; b < keep.batch; ++b) {
         int layer;
+        /* The length before the step, as the header says to compute it from the keep plan alone. */
+        CHECK(keep.lengths[b] - (keep.indptr[b + 1] - keep.indptr[b]) == caches[b].length);
         for (k = 0; k < (size_t)(keep.indptr[b + 1] - keep.indptr[b]); ++k) {
           const int64_t from = caches[b].length + keep.rows[keep.indptr[b] + (int32_t)k], to = caches[b].length + (int64_t)k;
           if (from == to) continue;
