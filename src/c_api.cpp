@@ -36,6 +36,10 @@ struct refdec_drafter {
   refdec::AuxBlock aux;          // none of the C API's drafters adds auxiliary rows
   refdec::LinearTree tree;       // its last tree, which the refdec_tree it returned points into
   bool in_driver = false;        // borrowed by a driver's sequence (a mixture may not take it)
+  // Drafting by hand: a sequence begun (refdec_drafter_begin) and its last token as told, which
+  // a draft's root must be. A driver's sequence ends the one begun by hand.
+  bool begun = false;
+  std::optional<refdec::Token> last;
 };
 
 struct refdec_llma_index {
@@ -98,6 +102,13 @@ T& deref(T* p, const char* who, const char* what) {
   return *p;
 }
 // `size` tokens at `data` (NULL allowed only when size is 0).
+// `ids` when every one is >= 0 (a negative id is no token: refdec's drafters end documents with one).
+std::span<const refdec::Token> non_negative(std::span<const refdec::Token> ids, const char* who) {
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    REFDEC_CHECK(ids[i] >= 0, who << ": token " << i << " has the negative id " << ids[i]);
+  return ids;
+}
+
 std::span<const refdec::Token> tokens_of(const refdec_token* data, std::size_t size, const char* who, const char* what) {
   if (data == nullptr && size > 0) null_argument(who, what);
   return {data, size};
@@ -117,7 +128,7 @@ template <class Make>
 refdec_status create(refdec_drafter** out, const char* who, Make&& make) {
   return guarded(who, [&] {
     deref(out, who, "out");
-    auto h = std::make_unique<refdec_drafter>(refdec_drafter{refdec::AnyDrafter(make()), {}, {}, {}, {}, false});
+    auto h = std::make_unique<refdec_drafter>(refdec_drafter{refdec::AnyDrafter(make()), {}, {}, {}, {}, false, false, std::nullopt});
     h->name = h->drafter.name();
     *out = h.release();
   });
@@ -292,7 +303,11 @@ refdec_status refdec_drafter_begin(refdec_drafter* drafter, const refdec_token* 
     refdec_drafter& d = deref(drafter, who, "drafter");
     REFDEC_CHECK(!d.in_driver, who << ": the drafter is in use by a driver's sequence");
     const auto refs = references_of(references, num_references, who);
-    d.drafter.begin(tokens_of(tokens, num_tokens, who, "tokens"), refs);
+    const auto ids = non_negative(tokens_of(tokens, num_tokens, who, "tokens"), who);
+    for (const auto& r : refs) (void)non_negative(r, who);
+    d.drafter.begin(ids, refs);
+    d.begun = true;
+    d.last = ids.empty() ? std::nullopt : std::optional(ids.back());
   });
 }
 
@@ -301,7 +316,10 @@ refdec_status refdec_drafter_accept(refdec_drafter* drafter, const refdec_token*
   return guarded(who, [&] {
     refdec_drafter& d = deref(drafter, who, "drafter");
     REFDEC_CHECK(!d.in_driver, who << ": the drafter is in use by a driver's sequence");
-    d.drafter.accept(tokens_of(tokens, num_tokens, who, "tokens"));
+    REFDEC_CHECK(d.begun, who << ": no sequence begun (refdec_drafter_begin first)");
+    const auto ids = non_negative(tokens_of(tokens, num_tokens, who, "tokens"), who);
+    d.drafter.accept(ids);
+    if (!ids.empty()) d.last = ids.back();
   });
 }
 
@@ -311,8 +329,11 @@ refdec_status refdec_drafter_draft(refdec_drafter* drafter, refdec_token root, s
     refdec_drafter& d = deref(drafter, who, "drafter");
     deref(out, who, "out");
     REFDEC_CHECK(!d.in_driver, who << ": the drafter is in use by a driver's sequence");
+    REFDEC_CHECK(d.begun, who << ": no sequence begun (refdec_drafter_begin first)");
     REFDEC_CHECK(vocab_size > 0 && root >= 0 && root < vocab_size,
                  who << ": the root token " << root << " must lie in [0, vocab_size) with vocab_size " << vocab_size << " > 0");
+    REFDEC_CHECK(!d.last || root == *d.last, who << ": the root token " << root << " is not the sequence's last token " << *d.last
+                                                  << " (refdec_drafter_begin and refdec_drafter_accept tell the drafter the sequence)");
     refdec::draft_step(d.drafter, root, budget, vocab_size, 0, std::numeric_limits<std::int64_t>::max(), d.scratch, d.tree, d.aux);
     const refdec::LinearTree& t = d.tree;
     *out = {t.size(), t.tokens.data(), t.parent.data(), t.depth.data(), t.first_child.data(), t.next_sibling.data(), t.score.data()};
@@ -457,6 +478,7 @@ refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* promp
     d.borrowed_ids.reserve(d.borrowed_ids.size() + 1);
     *id = d.driver.add(std::move(prompt_cpp), refs, limits_cpp, &drafter->drafter);
     drafter->in_driver = true;
+    drafter->begun = false;
     d.borrowed.push_back(drafter);
     d.borrowed_ids.push_back(*id);
   });

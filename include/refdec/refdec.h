@@ -162,7 +162,8 @@ REFDEC_C_EXPORT const char* refdec_drafter_name(const refdec_drafter* drafter);
  *  only: the engine's buffers, not copies; what the drafter keeps it copies or indexes). */
 REFDEC_C_EXPORT refdec_status refdec_drafter_begin(refdec_drafter* drafter, const refdec_token* tokens, size_t num_tokens,
                                                    const refdec_token_span* references, size_t num_references);
-/** Tells the drafter the tokens appended to the sequence since the last call (accepted drafts and the bonus token). */
+/** Tells the drafter the tokens appended to the sequence since the last call (accepted drafts and the bonus token).
+ *  REFDEC_ERROR_ARGUMENT before refdec_drafter_begin or for a negative id (as begin refuses one). */
 REFDEC_C_EXPORT refdec_status refdec_drafter_accept(refdec_drafter* drafter, const refdec_token* tokens, size_t num_tokens);
 
 /** A draft tree, root first, parents before children. Node 0 is the root (the sequence's last
@@ -179,7 +180,9 @@ typedef struct refdec_tree {
 } refdec_tree;
 
 /** Proposes at most `budget` draft nodes after `root`, the sequence's last token, cut to the best
- *  ones; token ids checked against [0, vocab_size). The tree stays valid until the drafter's next call. */
+ *  ones; token ids checked against [0, vocab_size). The tree stays valid until the drafter's next call.
+ *  REFDEC_ERROR_ARGUMENT before refdec_drafter_begin, or for a root other than the last token that
+ *  begin and accept gave (a sequence begun empty takes any root). */
 REFDEC_C_EXPORT refdec_status refdec_drafter_draft(refdec_drafter* drafter, refdec_token root, size_t budget, int64_t vocab_size,
                                                    refdec_tree* out);
 

@@ -162,6 +162,27 @@ static void test_errors(void) {
   CHECK(refdec_c_api_version() == REFDEC_C_API_VERSION);
   CHECK(refdec_llma_create(NULL, NULL) == REFDEC_ERROR_ARGUMENT);
   CHECK(strstr(refdec_last_error(), "refdec_llma_create: out is NULL") != NULL);
+  { /* Drafting by hand checks the protocol: a sequence begun, non-negative ids, the root its last token. */
+    refdec_drafter* d = NULL;
+    const refdec_token negative[] = {1, -3};
+    const refdec_token seq[] = {1, 3, 5};
+    refdec_tree tree;
+    CHECK_OK(refdec_prompt_lookup_create(NULL, &d));
+    CHECK(refdec_drafter_draft(d, 5, 4, 32, &tree) == REFDEC_ERROR_ARGUMENT);
+    CHECK(strstr(refdec_last_error(), "refdec_drafter_draft: no sequence begun (refdec_drafter_begin first)") != NULL);
+    CHECK(refdec_drafter_accept(d, seq, 1) == REFDEC_ERROR_ARGUMENT);
+    CHECK(strstr(refdec_last_error(), "refdec_drafter_accept: no sequence begun") != NULL);
+    CHECK(refdec_drafter_begin(d, negative, 2, NULL, 0) == REFDEC_ERROR_ARGUMENT);
+    CHECK(strstr(refdec_last_error(), "token 1 has the negative id -3") != NULL);
+    CHECK_OK(refdec_drafter_begin(d, seq, 3, NULL, 0));
+    CHECK(refdec_drafter_draft(d, 4, 4, 32, &tree) == REFDEC_ERROR_ARGUMENT);
+    CHECK(strstr(refdec_last_error(), "the root token 4 is not the sequence's last token 5") != NULL);
+    CHECK(refdec_drafter_accept(d, negative + 1, 1) == REFDEC_ERROR_ARGUMENT);
+    CHECK(strstr(refdec_last_error(), "negative id -3") != NULL);
+    CHECK_OK(refdec_drafter_accept(d, seq + 1, 1));
+    CHECK_OK(refdec_drafter_draft(d, 3, 4, 32, &tree)); /* the root is now the token accepted last */
+    refdec_drafter_destroy(d);
+  }
   {
     refdec_drafter* d = NULL;
     refdec_llma_index* li = NULL;
