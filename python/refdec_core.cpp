@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bindings_common.hpp"
+#include "refdec/version.hpp"
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
@@ -204,7 +205,7 @@ std::string join(const std::vector<T>& v) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "refdec's torch-free part (part of the refdec package): drafters, draft trees, the step plan, the walk, "
             "sampling, suffix-array datastores and the StepDriver.";
-  m.attr("__version__") = "0.1.0";
+  m.attr("__version__") = REFDEC_VERSION_STRING;  // the one place the version lives (refdec/version.hpp)
 
   // Errors: one family, each also a standard Python exception, with refdec's messages.
   g_errors.error = new_exception(m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError)), "Base of every refdec error (a RuntimeError).");

@@ -2,12 +2,21 @@
 """Error translation: refdec's error family as Python exceptions with the C++ messages."""
 
 import importlib.util
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import refdec
+
+
+def test_version_is_the_headers():
+    """refdec.__version__ is include/refdec/version.hpp's, the one place the version lives."""
+    header = (Path(__file__).resolve().parents[2] / "include" / "refdec" / "version.hpp").read_text()
+    numbers = [re.search(rf"#define REFDEC_VERSION_{part} (\d+)", header).group(1) for part in ("MAJOR", "MINOR", "PATCH")]
+    assert refdec.__version__ == ".".join(numbers)
 
 
 def test_hierarchy():

@@ -2,6 +2,7 @@
 // The error family: which check throws which kind, and what its message carries.
 
 #include "refdec/core/config.hpp"
+#include "refdec/version.hpp"
 
 #include <gtest/gtest.h>
 
@@ -161,5 +162,13 @@ TEST(Errors, MessagesWriteValuesAsAnOstreamDoes) {
     REFDEC_CHECK(false, "budget " << std::size_t{16} << " of " << -3 << ", ratio " << 0.25 << ", " << Streamable{2} << ", ok " << true);
   });
   EXPECT_EQ(msg.substr(0, msg.find(" (")), "refdec: budget 16 of -3, ratio 0.25, streamable #2, ok 1");
+}
+
+// The version's text is spelled from its three numbers (one place holds the version).
+TEST(Version, TheStringIsTheNumbers) {
+  const std::string want = std::to_string(REFDEC_VERSION_MAJOR) + "." + std::to_string(REFDEC_VERSION_MINOR) + "." +
+                           std::to_string(REFDEC_VERSION_PATCH);
+  EXPECT_EQ(std::string(REFDEC_VERSION_STRING), want);
+  EXPECT_EQ(REFDEC_VERSION, REFDEC_VERSION_MAJOR * 10000 + REFDEC_VERSION_MINOR * 100 + REFDEC_VERSION_PATCH);
 }
 }  // namespace
