@@ -191,7 +191,7 @@ TEST(LinearCalibration, TimesEveryCandidateHereAtEachRowCount) {
   auto gen = at::detail::createCPUGenerator(13);
   const std::vector<at::Tensor> weights = {at::randn({48, 32}, gen, at::kFloat).to(at::kBFloat16),
                                            at::randn({32, 48}, gen, at::kFloat).to(at::kBFloat16)};
-  const auto cal = calibrate_linear(weights, {4, 1}, {}, 1);
+  const auto cal = calibrate_linear(weights, {4, 1}, {}, 1, 1 << 20);
   EXPECT_EQ(cal.rows, (std::vector<std::int64_t>{1, 4}));
   EXPECT_EQ(cal.candidates, candidates);
   ASSERT_EQ(cal.seconds.size(), candidates.size());
@@ -204,6 +204,7 @@ TEST(LinearCalibration, TimesEveryCandidateHereAtEachRowCount) {
   refdec_test::expect_error([&] { (void)calibrate_linear({}); }, "calibrate_linear: needs weights");
   refdec_test::expect_error([&] { (void)calibrate_linear({weights[0], weights[1].to(at::kHalf)}); }, "of one dtype");
   refdec_test::expect_error([&] { (void)calibrate_linear(weights, {0, 1}); }, "row counts must be positive");
+  refdec_test::expect_error([&] { (void)calibrate_linear(weights, {1}, {}, 1, -1); }, "evict_bytes must be 0 to 268435456, got -1");
 }
 
 TEST(PackedLinear, RejectsWhatItCannotRun) {

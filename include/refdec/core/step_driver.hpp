@@ -309,9 +309,8 @@ class StepDriver {
     }
     for (std::size_t i = 0; i < B; ++i)
       if (prefill_[i]) accept_all(plan_.tree(static_cast<std::int32_t>(i)), accepted[i]);
-    KeepPlan keep;
-    keep_accepted(plan_, accepted, keep);  // the last check: the nodes a path of the tree
-    std::swap(keep_, keep);
+    keep_accepted(plan_, accepted, next_keep_);  // the last check: the nodes a path of the tree
+    std::swap(keep_, next_keep_);
     step_prepared_ = false;
     last_drafter_seconds_ = 0;
     std::vector<std::size_t> leaving;
@@ -552,6 +551,7 @@ class StepDriver {
   std::vector<std::int64_t> lengths_;  // [B]
   StepPlan plan_;
   KeepPlan keep_;
+  KeepPlan next_keep_;                          // complete()'s keep plan until every check has passed (storage reused)
   std::vector<Acceptance> walked_;              // [B] complete_walk()'s walks
   std::vector<std::vector<Token>> walked_aux_;  // [B] their auxiliary rows' choices
 };

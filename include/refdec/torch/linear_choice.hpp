@@ -142,19 +142,24 @@ struct LinearCalibration {
   }
 };
 
-/// Bytes calibrate_linear() reads between two timed passes, so that a layer's weights, which a
-/// CPU's last-level cache may partly hold after a pass (tens of MB), come from memory as in a
-/// step that reads every layer in turn.
+/// The most bytes calibrate_linear() reads between two timed passes, so that a layer's weights,
+/// which a CPU's last-level cache may partly hold after a pass (tens of MB), come from memory as
+/// in a step that reads every other layer in between.
 inline constexpr std::int64_t kEvictBytes = std::int64_t{256} << 20;
 
 /// Times `candidates` (by default every one that runs here) over `weights` (one layer's
 /// projections, [out, in] bf16 or fp16 CPU tensors of one dtype) at each of `rows`: one pass over
-/// every weight with random inputs, on libtorch's threads, each after a read of kEvictBytes, the
-/// best of `repeats` after a warm-up.
+/// every weight with random inputs, on libtorch's threads, each after a read of `evict_bytes`
+/// (0 to kEvictBytes: what a step reads between two passes over this layer, the other layers;
+/// a small model's stay in the cache, as its steps find them), the best of `repeats` after a
+/// warm-up.
 inline LinearCalibration calibrate_linear(const std::vector<at::Tensor>& weights,
                                           std::vector<std::int64_t> rows = default_calibration_rows(),
-                                          std::vector<LinearCandidate> candidates = {}, int repeats = 3) {
+                                          std::vector<LinearCandidate> candidates = {}, int repeats = 3,
+                                          std::int64_t evict_bytes = kEvictBytes) {
   REFDEC_CHECK(!weights.empty() && repeats >= 1, "calibrate_linear: needs weights and at least one repeat");
+  REFDEC_CHECK(evict_bytes >= 0 && evict_bytes <= kEvictBytes,
+               "calibrate_linear: evict_bytes must be 0 to " << kEvictBytes << ", got " << evict_bytes);
   const at::ScalarType dtype = weights.front().scalar_type();
   for (const auto& w : weights)
     REFDEC_CHECK(w.defined() && w.dim() == 2 && w.scalar_type() == dtype && w.device().is_cpu(),
@@ -164,7 +169,7 @@ inline LinearCalibration calibrate_linear(const std::vector<at::Tensor>& weights
   if (candidates.empty()) candidates = linear_candidates_here(dtype);
   REFDEC_CHECK(!candidates.empty(), "calibrate_linear: no packed kernel runs " << dtype << " weights here");
   LinearCalibration cal{rows, candidates, {}};
-  const auto evict = at::ones({kEvictBytes / 4}, at::TensorOptions().dtype(at::kFloat));
+  const auto evict = at::ones({evict_bytes / 4}, at::TensorOptions().dtype(at::kFloat));
   auto gen = at::detail::createCPUGenerator(1);
   std::map<PackedBackend, std::vector<std::unique_ptr<PackedLinear>>> packed;
   for (const auto& c : candidates)
@@ -182,7 +187,7 @@ inline LinearCalibration calibrate_linear(const std::vector<at::Tensor>& weights
   for (int i = 0; i <= repeats; ++i)  // i == 0 warms up
     for (std::size_t r = 0; r < rows.size(); ++r)
       for (std::size_t c = 0; c < candidates.size(); ++c) {
-        (void)evict.sum().item<float>();  // the weights from memory, as a step reads them, not from the cache
+        if (evict.numel() > 0) (void)evict.sum().item<float>();
         const auto t0 = std::chrono::steady_clock::now();
         const auto& layers = packed[candidates[c].backend];
         for (std::size_t l = 0; l < weights.size(); ++l) layers[l]->run_tiles(candidates[c].tiles, xs[r][l], outs[r][l]);
@@ -193,11 +198,12 @@ inline LinearCalibration calibrate_linear(const std::vector<at::Tensor>& weights
 }
 
 namespace torch_detail {
-// One calibration per process for each set of shapes, dtype, thread count and CPU: models of the
-// same shapes measure once.
-inline LinearCalibration cached_calibration(const std::vector<at::Tensor>& weights, const std::vector<LinearCandidate>& candidates) {
+// One calibration per process for each set of shapes, dtype, thread count, CPU and bytes read
+// between passes: models of the same shapes measure once.
+inline LinearCalibration cached_calibration(const std::vector<at::Tensor>& weights, const std::vector<LinearCandidate>& candidates,
+                                            std::int64_t evict_bytes) {
   std::ostringstream key;
-  key << weights.front().scalar_type() << " threads " << at::get_num_threads() << " " << cpu_isa().describe();
+  key << weights.front().scalar_type() << " threads " << at::get_num_threads() << " " << cpu_isa().describe() << " evict " << evict_bytes;
   for (const auto& w : weights) key << " " << w.size(0) << "x" << w.size(1);
   for (const auto& c : candidates) key << " " << c.name();
   static std::mutex mutex;
@@ -205,7 +211,7 @@ inline LinearCalibration cached_calibration(const std::vector<at::Tensor>& weigh
   const std::lock_guard lock(mutex);
   const auto it = cache.find(key.str());
   if (it != cache.end()) return it->second;
-  return cache[key.str()] = calibrate_linear(weights, default_calibration_rows(), candidates);
+  return cache[key.str()] = calibrate_linear(weights, default_calibration_rows(), candidates, 3, evict_bytes);
 }
 }  // namespace torch_detail
 

@@ -444,7 +444,13 @@ class LlamaModel {
                        isa;
     } else {
       const auto& l = w_.layers.front();  // one layer's products, as a step runs them
-      choice_ = torch_detail::cached_calibration({at::cat({l.wq, l.wk, l.wv}, 0), l.wo, l.w1, l.w3, l.w2}, allowed).choose();
+      const std::vector<at::Tensor> layer = {at::cat({l.wq, l.wk, l.wv}, 0), l.wo, l.w1, l.w3, l.w2};
+      // Between two passes over a layer a step reads the others and the output layer.
+      std::int64_t layer_bytes = 0;
+      for (const auto& w : layer) layer_bytes += w.numel() * static_cast<std::int64_t>(w.element_size());
+      const std::int64_t others = (config_.n_layers - 1) * layer_bytes +
+                                  w_.output.numel() * static_cast<std::int64_t>(w_.output.element_size());
+      choice_ = torch_detail::cached_calibration(layer, allowed, std::min(others, kEvictBytes)).choose();
     }
     linear_path_ = choice_.backend == PackedBackend::kOneDnn ? LinearKernel::kOneDnn : LinearKernel::kStream;
     linear_reason_ = choice_.describe() + " (" + choice_.reason + ")";
