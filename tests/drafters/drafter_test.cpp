@@ -4,9 +4,21 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "common/expect_error.hpp"
+#include "common/random_text.hpp"
+#include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/llma.hpp"
+#include "refdec/drafters/mixture.hpp"
+#include "refdec/drafters/ngram_trie.hpp"
+#include "refdec/drafters/prompt_lookup.hpp"
+#include "refdec/drafters/reference_index.hpp"
 
 namespace {
 
@@ -26,6 +38,9 @@ struct FixedDrafter {
 
 static_assert(Drafter<FixedDrafter>);
 static_assert(Drafter<LlmaDrafter>);
+static_assert(RewindableDrafter<LlmaDrafter> && RewindableDrafter<PromptLookupDrafter> && RewindableDrafter<NgramTrieDrafter> &&
+              RewindableDrafter<LookaheadDrafter> && RewindableDrafter<NoDrafter>);
+static_assert(!RewindableDrafter<FixedDrafter>);
 
 TEST(AnyDrafter, ForwardsCallsAndRecordsStatistics) {
   std::vector<Token> seen;
@@ -135,6 +150,78 @@ TEST(AnyDrafter, ForwardsTheStepCostToCostAwareDraftersOnly) {
   plain.propose(16, tree);
   EXPECT_EQ(tree.linearize(0, 16).num_drafts(), 2);
   EXPECT_FALSE(AnyDrafter().cost_aware());
+}
+
+// Drafters whose state is their sequence and their references' index: rewound to the first n
+// tokens, each drafts what one begun on those n tokens drafts, step after step. (A trie or an
+// n-gram pool keeps what the prompt gave it: EveryBuiltInDrafterRewinds.)
+TEST(RewindableDrafters, DraftAfterTruncateAsIfBegunOnTheTokensKept) {
+  using Make = std::function<AnyDrafter()>;
+  const std::vector<std::pair<std::string, Make>> makers = {
+      {"llma", [] { return AnyDrafter(LlmaDrafter({.k = 6, .m = 3})); }},
+      {"llma without self reference", [] { return AnyDrafter(LlmaDrafter({.k = 6, .self_reference = false})); }},
+      {"prompt lookup", [] { return AnyDrafter(PromptLookupDrafter()); }},
+      {"index, the request's text", [] {
+         return AnyDrafter(IndexDrafter(std::make_shared<ReferenceIndex>(), {.continuation = 6, .shared = false}));
+       }},
+  };
+  std::mt19937 rng(11);
+  const std::vector<Token> text = refdec_test::random_text(rng, 90, 12);
+  const std::vector<std::vector<Token>> refs = {refdec_test::random_text(rng, 40, 12), refdec_test::random_text(rng, 40, 12)};
+  const auto first = [&](std::size_t n) { return std::span<const Token>(text).first(n); };
+  for (const auto& [name, make] : makers)
+    for (const std::size_t n : {1, 5, 29, 30, 44, 59}) {
+      SCOPED_TRACE(name + ", truncated to " + std::to_string(n));
+      AnyDrafter rewound = make();
+      rewound.begin(first(30), refs);
+      rewound.accept(std::span<const Token>(text).subspan(30, 15));
+      rewound.accept(std::span<const Token>(text).subspan(45, 15));
+      EXPECT_TRUE(rewound.can_truncate());
+      rewound.truncate(n);
+      AnyDrafter fresh = make();
+      fresh.begin(first(n), refs);
+      for (std::size_t at = n; at < n + 20; at += 4) {  // then both follow the text
+        DraftTree a, b;
+        rewound.propose(8, a);
+        fresh.propose(8, b);
+        const LinearTree la = a.linearize(text[at - 1], 8), lb = b.linearize(text[at - 1], 8);
+        EXPECT_EQ(la.tokens, lb.tokens) << "at " << at;
+        EXPECT_EQ(la.parent, lb.parent) << "at " << at;
+        rewound.accept(std::span<const Token>(text).subspan(at, 4));
+        fresh.accept(std::span<const Token>(text).subspan(at, 4));
+      }
+    }
+}
+
+// Drafters that learn from their output rewind too: the sequence is the tokens kept, so a
+// truncation past its new end is refused, and drafting goes on.
+TEST(RewindableDrafters, EveryBuiltInDrafterRewinds) {
+  std::mt19937 rng(5);
+  const std::vector<Token> text = refdec_test::random_text(rng, 60, 12);
+  std::vector<AnyDrafter> sources;
+  sources.emplace_back(LlmaDrafter());
+  sources.emplace_back(NgramTrieDrafter());
+  std::vector<AnyDrafter> drafters;
+  drafters.emplace_back(NgramTrieDrafter());
+  drafters.emplace_back(LookaheadDrafter({.window = 3, .ngram = 3}));
+  drafters.emplace_back(MixtureDrafter(std::move(sources)));
+  drafters.emplace_back(NoDrafter());
+  for (AnyDrafter& d : drafters) {
+    SCOPED_TRACE(d.name());
+    d.begin(std::span<const Token>(text).first(20), {});
+    d.accept(std::span<const Token>(text).subspan(20, 20));
+    d.truncate(25);
+    DraftTree tree;
+    d.propose(8, tree);
+    d.accept(std::span<const Token>(text).subspan(25, 5));
+    if (d.name() != "none") refdec_test::expect_error([&] { d.truncate(31); }, "cannot truncate a sequence of 30 tokens to 31");
+    d.truncate(0);
+    d.accept(std::span<const Token>(text).first(3));
+  }
+  std::vector<Token> seen;
+  AnyDrafter fixed(FixedDrafter{{4}, &seen});
+  EXPECT_FALSE(fixed.can_truncate());
+  refdec_test::expect_error([&] { fixed.truncate(0); }, "fixed: cannot truncate its sequence; begin() it again");
 }
 
 TEST(AnyDrafter, DefaultIsPlainDecoding) {

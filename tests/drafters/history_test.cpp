@@ -1,6 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 
 #include "refdec/drafters/history.hpp"
+#include "refdec/drafters/prompt_lookup.hpp"
 
 #include <gtest/gtest.h>
 
@@ -118,7 +119,7 @@ TEST(HistoryDrafter, GivesTheInnerDrafterTheEarlierOutputsAfterTheReferences) {
   EXPECT_EQ(begun->back(), (Texts{{7, 8, 5, 6}, {4}}));
 }
 
-TEST(HistoryDrafter, AddsItsOutputWhenDestroyedOnceWhateverItWasMovedThrough) {
+TEST(HistoryDrafter, AddsItsOutputAtFinishOnlyWhateverItWasMovedThrough) {
   const auto history = std::make_shared<OutputHistory>();
   {
     HistoryDrafter d(AnyDrafter(RecordingDrafter{}), history);
@@ -127,23 +128,37 @@ TEST(HistoryDrafter, AddsItsOutputWhenDestroyedOnceWhateverItWasMovedThrough) {
     HistoryDrafter moved(std::move(d));
     AnyDrafter any(std::move(moved));  // as a Session holds it
     any.accept(std::vector<Token>{7});
+    any.finish();
+    any.begin(std::vector<Token>{1}, {});
+    any.accept(std::vector<Token>{8});
   }
-  EXPECT_EQ(outputs_of(*history), (Texts{{5, 6, 7}}));
-  {
-    HistoryDrafter a(AnyDrafter(RecordingDrafter{}), history);
-    a.begin(std::vector<Token>{1}, {});
-    a.accept(std::vector<Token>{8});
-    HistoryDrafter b(AnyDrafter(RecordingDrafter{}), history);
-    b.begin(std::vector<Token>{1}, {});
-    b.accept(std::vector<Token>{9});
-    b = std::move(a);  // b's own sequence ends here; a's goes on in b
-    EXPECT_EQ(outputs_of(*history), (Texts{{5, 6, 7}, {9}}));
-  }
-  EXPECT_EQ(outputs_of(*history), (Texts{{5, 6, 7}, {9}, {8}}));
+  EXPECT_EQ(outputs_of(*history), (Texts{{5, 6, 7}})) << "destroyed unfinished: nothing added";
+  HistoryDrafter a(AnyDrafter(RecordingDrafter{}), history);
+  a.begin(std::vector<Token>{1}, {});
+  a.accept(std::vector<Token>{9});
+  a.reset();
+  a.finish();
+  EXPECT_EQ(history->size(), 1u) << "reset: nothing added";
   HistoryDrafter never(AnyDrafter(RecordingDrafter{}), history);  // begun, nothing accepted: nothing added
   never.begin(std::vector<Token>{1}, {});
   never.finish();
-  EXPECT_EQ(history->size(), 3u);
+  EXPECT_EQ(history->size(), 1u);
+}
+
+TEST(HistoryDrafter, TruncateRewindsTheInnerDrafterAndTheOutput) {
+  const auto history = std::make_shared<OutputHistory>();
+  HistoryDrafter d(AnyDrafter(PromptLookupDrafter()), history);
+  d.begin(std::vector<Token>{1, 2}, {});
+  d.accept(std::vector<Token>{3, 4, 5});
+  d.truncate(3);
+  d.accept(std::vector<Token>{6});
+  d.finish();
+  EXPECT_EQ(outputs_of(*history), (Texts{{3, 6}}));
+  refdec_test::expect_error([&] { d.truncate(5); }, "prompt lookup: cannot truncate a sequence of 4 tokens to 5");
+  HistoryDrafter fixed(AnyDrafter(RecordingDrafter{}), history);
+  EXPECT_FALSE(fixed.can_truncate());
+  fixed.begin(std::vector<Token>{1}, {});
+  refdec_test::expect_error([&] { fixed.truncate(0); }, "cannot truncate its sequence");
 }
 
 TEST(HistoryDrafter, RejectsANullHistoryAndUseAfterAMove) {

@@ -414,7 +414,7 @@ TEST(IndexDrafter, IndexSourcesSplitTheIndexFromTheRequestsOwnText) {
   refdec_test::expect_error([&] { IndexDrafter(index, {.request = false, .shared = false}); }, "nothing to draft from");
 }
 
-TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {
+TEST(IndexDrafter, AddsItsOutputAtFinishOrTheNextBeginOnly) {
   auto index = std::make_shared<ReferenceIndex>();
   {
     IndexDrafter d(index);
@@ -422,16 +422,25 @@ TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {
     d.accept(Tokens{2, 3});
     IndexDrafter moved(std::move(d));
   }
-  EXPECT_EQ(index->tokens(), 2u);
+  EXPECT_EQ(index->tokens(), 0u) << "destroyed unfinished: nothing added";
   IndexDrafter a(index), b(index);
   a.begin(Tokens{1}, {});
   a.accept(Tokens{4});
   b.begin(Tokens{1}, {});
   b.accept(Tokens{5, 6});
-  a = std::move(b);  // a's own output is stored first
-  EXPECT_EQ(index->tokens(), 3u);
+  a = std::move(b);  // a's own sequence is dropped, b's goes on in a
+  EXPECT_EQ(index->tokens(), 0u);
   a.finish();
-  EXPECT_EQ(index->tokens(), 5u);
+  EXPECT_EQ(index->tokens(), 2u);
+  a.begin(Tokens{1}, {});
+  a.accept(Tokens{7});
+  a.reset();
+  a.finish();
+  EXPECT_EQ(index->tokens(), 2u) << "reset: the sequence ends with nothing to add";
+  a.begin(Tokens{1}, {});
+  a.accept(Tokens{8, 9});
+  a.begin(Tokens{1}, {});  // the previous sequence ends here
+  EXPECT_EQ(index->tokens(), 4u);
   {  // add_output off: a sequence's output stays out of the index, however it ends
     IndexDrafter quiet(index, {.add_output = false});
     quiet.begin(Tokens{1}, {});
@@ -440,7 +449,34 @@ TEST(IndexDrafter, AddsItsOutputWhenDestroyedOrMovedOver) {
     quiet.begin(Tokens{1}, {});
     quiet.accept(Tokens{9});
   }
-  EXPECT_EQ(index->tokens(), 5u);
+  EXPECT_EQ(index->tokens(), 4u);
+}
+
+TEST(IndexDrafter, TruncateRewindsTheSequenceAndTheOutputItAdds) {
+  auto index = std::make_shared<ReferenceIndex>();
+  IndexDrafter d(index);
+  d.begin(Tokens{1, 2}, {});
+  d.accept(Tokens{3, 4, 5});
+  d.truncate(3);  // 1 2 3
+  d.accept(Tokens{6});
+  d.finish();
+  EXPECT_EQ(index->tokens(), 2u) << "the output kept: 3 6";
+  // The request's own text is drafted from as truncated: 2 3 4, not 2 3 4 5.
+  IndexDrafter own(index, {.shared = false});
+  own.begin(Tokens{2, 3, 4, 5, 2}, {});
+  own.truncate(3);
+  own.accept(Tokens{6, 2});
+  DraftTree tree;
+  own.propose(8, tree);
+  EXPECT_FLOAT_EQ(score_of(tree, {3, 4}), 1.0f);
+  EXPECT_LT(score_of(tree, {3, 4, 5}), 0.0f) << "the tokens truncated are no longer the sequence's";
+  d.begin(Tokens{1, 2, 3}, {});
+  d.accept(Tokens{7});
+  d.truncate(2);  // into the prompt: no output left
+  d.accept(Tokens{8});
+  d.finish();
+  EXPECT_EQ(index->tokens(), 3u) << "the output: 8";
+  refdec_test::expect_error([&] { d.truncate(4); }, "index drafter: cannot truncate a sequence of 3 tokens to 4");
 }
 
 }  // namespace

@@ -29,7 +29,11 @@ REFDEC_NAMESPACE_BEGIN
 /// - `accept(tokens)`: the tokens the step appended (accepted draft tokens, then the bonus token).
 /// - `name()`: a short name for reports.
 /// - `finish()`, optional (SequenceEndingDrafter): the sequence has ended (a stop token, a limit,
-///   a cancellation); called once, after its last accept() and before the next begin().
+///   a cancellation); called once, after its last accept() and before the next begin(). The only
+///   call that publishes a sequence's output (to a shared index or history); errors are thrown.
+/// - `truncate(n)`, optional (RewindableDrafter): between steps, the sequence becomes its first n
+///   tokens (a context shift, a prompt cache reused).
+/// - `reset()`, optional (ResettableDrafter): the sequence ends without publishing anything.
 template <class D>
 concept Drafter = requires(D& d, std::span<const Token> tokens, References references, std::size_t budget, DraftTree& out) {
   d.begin(tokens, references);
@@ -87,6 +91,26 @@ template <class D>
 concept SequenceEndingDrafter = Drafter<D> && requires(D& d) {
   d.finish();
 };
+
+/// A drafter whose sequence can be rewound: `truncate(n)`, between steps, makes the sequence its
+/// first n tokens (n at most its length; ArgumentError beyond). What it learned from the tokens
+/// dropped (n-grams pooled, a trie grown, a mixture's estimates) may stay, as references would.
+template <class D>
+concept RewindableDrafter = Drafter<D> && requires(D& d, std::size_t n) {
+  d.truncate(n);
+};
+
+/// A drafter that publishes its sequence's output at finish(): `reset()` ends the sequence
+/// without publishing (an aborted request whose output should not be drafted from).
+template <class D>
+concept ResettableDrafter = Drafter<D> && requires(D& d) {
+  d.reset();
+};
+
+/// Refuses a truncation to `n` tokens of a sequence of `length`: one message for every drafter.
+inline void check_truncation(std::size_t n, std::size_t length, const char* drafter) {
+  REFDEC_CHECK(n <= length, drafter << ": cannot truncate a sequence of " << length << " tokens to " << n);
+}
 
 /// What a drafter did over a run; AnyDrafter keeps one per drafter.
 struct DrafterStats {
@@ -162,6 +186,7 @@ class NoDrafter {
   void begin(std::span<const Token>, References) {}
   void propose(std::size_t, DraftTree&) {}
   void accept(std::span<const Token>) {}
+  void truncate(std::size_t) {}
   std::string name() const { return "none"; }
 };
 
@@ -204,6 +229,17 @@ class AnyDrafter {
     impl_->finish();
     stats_.accept_seconds += seconds_since(t0);
   }
+  /// Rewinds the sequence to its first `n` tokens (RewindableDrafter); ArgumentError for a drafter
+  /// that cannot (begin() it again with the tokens kept).
+  void truncate(std::size_t n) {
+    const auto t0 = Clock::now();
+    impl_->truncate(n);
+    stats_.accept_seconds += seconds_since(t0);
+  }
+  /// Whether truncate() works for this drafter.
+  bool can_truncate() const { return impl_->can_truncate(); }
+  /// Ends the sequence without publishing its output (ResettableDrafter; nothing to do for others).
+  void reset() { impl_->reset(); }
   /// This step's auxiliary tokens (none for a drafter that is not an AuxiliaryDrafter).
   void auxiliary(AuxBlock& out) {
     const auto t0 = Clock::now();
@@ -237,6 +273,9 @@ class AnyDrafter {
     virtual void propose(std::size_t, DraftTree&) = 0;
     virtual void accept(std::span<const Token>) = 0;
     virtual void finish() = 0;
+    virtual void truncate(std::size_t) = 0;
+    virtual bool can_truncate() const = 0;
+    virtual void reset() = 0;
     virtual void auxiliary(AuxBlock&) = 0;
     virtual void observe(std::span<const Token>) = 0;
     virtual std::size_t max_auxiliary() const = 0;
@@ -253,6 +292,21 @@ class AnyDrafter {
     void accept(std::span<const Token> t) override { drafter.accept(t); }
     void finish() override {
       if constexpr (SequenceEndingDrafter<D>) drafter.finish();
+    }
+    void truncate(std::size_t n) override {
+      if constexpr (RewindableDrafter<D>)
+        drafter.truncate(n);
+      else
+        throw ArgumentError(drafter.name() + ": cannot truncate its sequence; begin() it again with the tokens kept");
+    }
+    bool can_truncate() const override {
+      if constexpr (requires { drafter.can_truncate(); })
+        return drafter.can_truncate();
+      else
+        return RewindableDrafter<D>;
+    }
+    void reset() override {
+      if constexpr (ResettableDrafter<D>) drafter.reset();
     }
     void auxiliary(AuxBlock& out) override {
       if constexpr (AuxiliaryDrafter<D>) drafter.auxiliary(out);
@@ -289,5 +343,7 @@ static_assert(AuxiliaryDrafter<AnyDrafter>);
 static_assert(MatchReportingDrafter<AnyDrafter>);
 static_assert(CostAwareDrafter<AnyDrafter>);
 static_assert(SequenceEndingDrafter<AnyDrafter>);
+static_assert(RewindableDrafter<AnyDrafter>);
+static_assert(ResettableDrafter<AnyDrafter>);
 
 REFDEC_NAMESPACE_END

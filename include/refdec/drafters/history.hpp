@@ -92,8 +92,8 @@ class OutputHistory {
 /// A drafter that drafts with another (the inner drafter) from the model's earlier outputs: at
 /// begin() the inner drafter gets the request's references followed by every output in the
 /// shared OutputHistory, and the tokens this drafter accepted become an output of the history when
-/// its sequence ends: at finish() (which the Session calls when a request leaves), at the next
-/// begin(), or when the drafter is destroyed. The history never holds the sequence being drafted (unless finish() is called in
+/// its sequence ends: at finish() (which the Session calls when a request leaves) or the next
+/// begin(); a drafter destroyed or reset() before adds nothing. The history never holds the sequence being drafted (unless finish() is called in
 /// the middle of it). Everything else (proposals, match length, auxiliary tokens, the step cost of
 /// a cost-aware inner drafter) is the inner drafter's. An n-gram trie inner (NgramTrieDrafter) ranks continuations by how often the
 /// model wrote them. begin() costs what the inner drafter's begin() costs over the whole history
@@ -105,26 +105,6 @@ class HistoryDrafter {
   HistoryDrafter(AnyDrafter inner, std::shared_ptr<OutputHistory> history) : inner_(std::move(inner)), history_(std::move(history)) {
     REFDEC_CHECK(history_ != nullptr, "history drafter: needs an OutputHistory, got null");
   }
-  HistoryDrafter(HistoryDrafter&& o) noexcept
-      : inner_(std::move(o.inner_)),
-        history_(std::move(o.history_)),
-        output_(std::exchange(o.output_, {})),
-        in_sequence_(std::exchange(o.in_sequence_, false)) {}
-  HistoryDrafter& operator=(HistoryDrafter&& o) noexcept {
-    if (this != &o) {
-      finish_noexcept();
-      inner_ = std::move(o.inner_);
-      history_ = std::move(o.history_);
-      output_ = std::exchange(o.output_, {});
-      in_sequence_ = std::exchange(o.in_sequence_, false);
-    }
-    return *this;
-  }
-  HistoryDrafter(const HistoryDrafter&) = delete;
-  HistoryDrafter& operator=(const HistoryDrafter&) = delete;
-  /// Adds the sequence's output to the history, if it has one.
-  ~HistoryDrafter() { finish_noexcept(); }
-
   /// "history(inner)".
   std::string name() const { return "history(" + inner_.name() + ")"; }
   /// The shared history.
@@ -142,6 +122,7 @@ class HistoryDrafter {
     for (const auto& o : held) views.emplace_back(*o);
     inner_.begin(prompt, views);
     in_sequence_ = true;
+    length_ = prompt.size();
   }
   /// The inner drafter's proposal.
   void propose(std::size_t budget, DraftTree& out) { inner_.propose(budget, out); }
@@ -149,6 +130,22 @@ class HistoryDrafter {
   void accept(std::span<const Token> tokens) {
     inner_.accept(tokens);
     output_.insert(output_.end(), tokens.begin(), tokens.end());
+    length_ += tokens.size();
+  }
+  /// Rewinds the inner drafter's sequence to its first `n` tokens and this sequence's output with
+  /// it (RewindableDrafter, when the inner drafter is).
+  void truncate(std::size_t n) {
+    inner_.truncate(n);
+    const std::size_t dropped = length_ - n;  // the output's last tokens, then the prompt's
+    output_.resize(output_.size() - std::min(output_.size(), dropped));
+    length_ = n;
+  }
+  /// Whether truncate() works: whether the inner drafter's does.
+  bool can_truncate() const { return inner_.can_truncate(); }
+  /// Ends the sequence without adding its output to the history (ResettableDrafter).
+  void reset() {
+    output_.clear();
+    if (std::exchange(in_sequence_, false)) inner_.reset();
   }
   /// Adds the tokens accepted since begin() (or the last finish()) to the history as one output,
   /// now (nothing if none), and tells the inner drafter the sequence ended. In the middle of a
@@ -175,19 +172,11 @@ class HistoryDrafter {
   bool cost_aware() const { return inner_.cost_aware(); }
 
  private:
-  // A destructor must not throw: an output that cannot be stored (out of memory) is dropped.
-  void finish_noexcept() noexcept {
-    try {
-      finish();
-    } catch (...) {
-      output_.clear();
-    }
-  }
-
   AnyDrafter inner_;
   std::shared_ptr<OutputHistory> history_;
   std::vector<Token> output_;  // tokens accepted since begin() or the last finish()
   bool in_sequence_ = false;   // begun and not finished: the inner drafter is owed a finish()
+  std::size_t length_ = 0;     // the sequence's tokens (prompt and output)
 };
 
 static_assert(Drafter<HistoryDrafter>);
@@ -195,5 +184,7 @@ static_assert(MatchReportingDrafter<HistoryDrafter>);
 static_assert(AuxiliaryDrafter<HistoryDrafter>);
 static_assert(CostAwareDrafter<HistoryDrafter>);
 static_assert(SequenceEndingDrafter<HistoryDrafter>);
+static_assert(RewindableDrafter<HistoryDrafter>);
+static_assert(ResettableDrafter<HistoryDrafter>);
 
 REFDEC_NAMESPACE_END

@@ -16,6 +16,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/edge_map.hpp"
 #include "refdec/core/references.hpp"
+#include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -25,7 +26,8 @@ struct LlmaOptions {
   std::size_t k = 16;           ///< tokens copied per span (LLMA's k)
   std::size_t m = 1;            ///< spans proposed as a tree: the best one, plus up to m-1 that branch off
                                 ///< after the matched suffix with other next tokens
-  bool self_reference = false;  ///< also search the sequence itself (prompt and output so far)
+  bool self_reference = true;   ///< also search the sequence itself (prompt and output so far): on, so that
+                                ///< a drafter without references still drafts (prompt-lookup decoding)
 };
 
 namespace detail {
@@ -189,14 +191,14 @@ class LlmaDrafter {
   void begin(std::span<const Token> prompt, References references) {
     for (const Token t : prompt) REFDEC_CHECK(t >= 0, "LLMA: prompt token ids must be non-negative, got " << t);
     refs_ = shared_ ? shared_ : std::make_shared<const LlmaIndex>(references);
-    self_ = detail::SuffixAutomaton();
-    if (opt_.self_reference) self_.reserve(prompt.size());
-    cursor_ = 0;
-    cursor_len_ = 0;
-    cont_pos_ = -1;
-    span_pos_ = -1;
-    span_len_ = 0;
-    consume(prompt);
+    start(prompt);
+  }
+
+  /// Rewinds the sequence to its first `n` tokens; the references stay indexed (RewindableDrafter).
+  void truncate(std::size_t n) {
+    check_truncation(n, seq_.size(), "LLMA");
+    const std::vector<Token> kept(seq_.begin(), seq_.begin() + static_cast<std::ptrdiff_t>(n));
+    start(kept);
   }
 
   /// Adds up to `budget` draft nodes (more only with m > 1; the verifier cuts to its budget).
@@ -293,10 +295,24 @@ class LlmaDrafter {
     for (std::size_t i = from; i < text.size() && text[i] >= 0 && span_.size() < limit; ++i) span_.push_back(text[i]);
   }
 
+  // The sequence `tokens` over the references indexed now.
+  void start(std::span<const Token> tokens) {
+    self_ = detail::SuffixAutomaton();
+    if (opt_.self_reference) self_.reserve(tokens.size());
+    seq_.clear();
+    cursor_ = 0;
+    cursor_len_ = 0;
+    cont_pos_ = -1;
+    span_pos_ = -1;
+    span_len_ = 0;
+    consume(tokens);
+  }
+
   // Appends sequence tokens: through the references' cursor, and into the sequence's own
   // automaton under self reference.
   void consume(std::span<const Token> tokens) {
     const detail::SuffixAutomaton& refs = refs_->automaton_;
+    seq_.insert(seq_.end(), tokens.begin(), tokens.end());
     for (const Token t : tokens) {
       if (opt_.self_reference) self_.extend(t);
       while (cursor_ > 0 && refs.step(cursor_, t) < 0) {
@@ -318,6 +334,7 @@ class LlmaDrafter {
   std::shared_ptr<const LlmaIndex> shared_;  // given at construction, or null
   std::shared_ptr<const LlmaIndex> refs_;    // the references' index: shared_, or begin()'s own
   detail::SuffixAutomaton self_;             // the sequence (self reference only)
+  std::vector<Token> seq_;                   // the sequence (what truncate() starts again from)
   std::int32_t cursor_ = 0;                  // state of the sequence's longest suffix found in the references
   std::int64_t cursor_len_ = 0;              // its length
   std::int64_t cont_pos_ = -1;               // text position to continue copying from, -1 if none

@@ -16,6 +16,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/references.hpp"
+#include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -56,13 +57,15 @@ class LookaheadDrafter {
     for (const auto& r : references) pool_text(r, 0);
     pool_text(prompt, 0);
     history_.assign(prompt.begin(), prompt.end());
-    levels_.clear();
-    if (options_.window > 0 && !prompt.empty()) {
-      std::uint64_t state = options_.seed;
-      std::vector<Token> first(static_cast<std::size_t>(options_.window));
-      for (auto& t : first) t = prompt[static_cast<std::size_t>(next_random(state) % prompt.size())];
-      levels_.push_back(std::move(first));
-    }
+    start_window();
+  }
+
+  /// Rewinds the sequence to its first `n` tokens and starts the window afresh from them
+  /// (RewindableDrafter); the pool keeps its n-grams.
+  void truncate(std::size_t n) {
+    check_truncation(n, history_.size(), "lookahead");
+    history_.resize(n);
+    start_window();
   }
 
   /// Adds the pooled (N-1)-grams that follow the last token, newest first (scored G, G-1, ...), so
@@ -142,6 +145,16 @@ class LookaheadDrafter {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
+  }
+
+  // The window's first level: tokens drawn from the sequence.
+  void start_window() {
+    levels_.clear();
+    if (options_.window <= 0 || history_.empty()) return;
+    std::uint64_t state = options_.seed;
+    std::vector<Token> first(static_cast<std::size_t>(options_.window));
+    for (auto& t : first) t = history_[static_cast<std::size_t>(next_random(state) % history_.size())];
+    levels_.push_back(std::move(first));
   }
 
   // Pools every n-gram of `text` that ends at or after index `from`.

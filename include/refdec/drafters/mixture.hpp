@@ -121,14 +121,28 @@ class MixtureDrafter {
   /// Starts a sequence in every source. What was learned is kept.
   void begin(std::span<const Token> prompt, References references) {
     for (AnyDrafter& s : sources_) s.begin(prompt, references);
-    last_token_ = prompt.empty() ? kNoToken : prompt.back();
-    prev_token_ = prompt.size() < 2 ? kNoToken : prompt[prompt.size() - 2];
-    merged_.clear();
-    proposer_.clear();
+    sequence_.assign(prompt.begin(), prompt.end());
+    restart();
     std::fill(recent_.begin(), recent_.end(), 0.0);  // recent reach is per sequence
-    cut_.clear();
-    expected_ = accepted_ = step_expected_ = 0.0;  // so is the calibration
-    last_calibration_ = 1.0;
+    expected_ = accepted_ = 0.0;                     // so is the calibration
+  }
+
+  /// Rewinds every source's sequence to its first `n` tokens (RewindableDrafter, when every
+  /// source is). What was learned is kept, this sequence's recent reach and calibration too.
+  void truncate(std::size_t n) {
+    check_truncation(n, sequence_.size(), "mixture");
+    REFDEC_CHECK(can_truncate(), "mixture: a source cannot truncate its sequence; begin() it again with the tokens kept");
+    for (AnyDrafter& s : sources_) s.truncate(n);
+    sequence_.resize(n);
+    restart();
+  }
+  /// Whether truncate() works: whether every source's does.
+  bool can_truncate() const {
+    return std::all_of(sources_.begin(), sources_.end(), [](const AnyDrafter& s) { return s.can_truncate(); });
+  }
+  /// Ends the sequence in every source without publishing (ResettableDrafter).
+  void reset() {
+    for (AnyDrafter& s : sources_) s.reset();
   }
 
   /// Writes the merged tree cut to the chosen number of nodes (at most `budget`) into `out`,
@@ -215,10 +229,8 @@ class MixtureDrafter {
     for (std::size_t s = 0; s < num_sources; ++s)
       recent_[s] = (1.0 - a) * recent_[s] + a * static_cast<double>(std::min<std::size_t>(reach_[s], MixtureScorer::kReachCap));
     if (opt_.calibration_half_life > 0.0) calibrate(tokens);
-    if (!tokens.empty()) {
-      prev_token_ = tokens.size() >= 2 ? tokens[tokens.size() - 2] : last_token_;
-      last_token_ = tokens.back();
-    }
+    sequence_.insert(sequence_.end(), tokens.begin(), tokens.end());
+    last_tokens();
     merged_.clear();  // learn from a proposal once
     stats_->end_step();
   }
@@ -359,7 +371,23 @@ class MixtureDrafter {
   static constexpr double kScorerRecentRate = 0.3;
   static constexpr Token kNoToken = -1;
 
+  // A proposal starts from sequence_, with nothing pending from an earlier one.
+  void restart() {
+    last_tokens();
+    merged_.clear();
+    proposer_.clear();
+    cut_.clear();
+    step_expected_ = 0.0;
+    last_calibration_ = 1.0;
+  }
+  void last_tokens() {
+    const std::size_t n = sequence_.size();
+    last_token_ = n == 0 ? kNoToken : sequence_[n - 1];
+    prev_token_ = n < 2 ? kNoToken : sequence_[n - 2];
+  }
+
   std::vector<AnyDrafter> sources_;
+  std::vector<Token> sequence_;  // prompt and accepted tokens
   MixtureOptions opt_;
   std::shared_ptr<MixtureStatistics> stats_;
   std::vector<DraftTree> trees_;        // [sources] this step's proposals
@@ -409,5 +437,7 @@ static_assert(Drafter<MixtureDrafter>);
 static_assert(AuxiliaryDrafter<MixtureDrafter>);
 static_assert(CostAwareDrafter<MixtureDrafter>);
 static_assert(SequenceEndingDrafter<MixtureDrafter>);
+static_assert(RewindableDrafter<MixtureDrafter>);
+static_assert(ResettableDrafter<MixtureDrafter>);
 
 REFDEC_NAMESPACE_END

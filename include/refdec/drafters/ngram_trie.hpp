@@ -17,6 +17,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/edge_map.hpp"
 #include "refdec/core/references.hpp"
+#include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -146,6 +147,23 @@ class NgramTrieDrafter {
     seq_.insert(seq_.end(), tokens.begin(), tokens.end());
     if (opt_.grow)
       for (const Token t : tokens) append(t);
+  }
+
+  /// Rewinds the sequence to its first `n` tokens (RewindableDrafter). The trie keeps the n-grams
+  /// of the tokens dropped, as it keeps the references'.
+  void truncate(std::size_t n) {
+    check_truncation(n, seq_.size(), "n-gram trie");
+    seq_.resize(n);
+    if (!opt_.grow) return;
+    // The sequence's text goes on from its first n tokens: cur_ becomes the node of their last
+    // min(n, N - 1), a path the trie holds since they were appended in a row.
+    start_text();
+    const std::size_t depth = std::min(n, opt_.n - 1);
+    std::int32_t v = 0;
+    for (std::size_t i = n - depth; i < n && v >= 0; ++i) v = find(v, seq_[i]);
+    if (v < 0) return;  // not reached: the text starts afresh
+    cur_ = v;
+    text_len_ = n;
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/references.hpp"
+#include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -69,6 +70,12 @@ class PromptLookupDrafter {
   }
 
   void accept(std::span<const Token> tokens) { seq_.insert(seq_.end(), tokens.begin(), tokens.end()); }
+
+  /// Rewinds the sequence to its first `n` tokens (RewindableDrafter).
+  void truncate(std::size_t n) {
+    check_truncation(n, seq_.size(), "prompt lookup");
+    seq_.resize(n);
+  }
 
  private:
   PromptLookupOptions opt_;

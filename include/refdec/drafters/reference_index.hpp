@@ -700,8 +700,8 @@ struct IndexDrafterOptions {
 /// the suffix arrays (each node's score is that count: its share of its parent's score estimates
 /// the probability of its token, and the count itself how much evidence there is), at most
 /// `continuation` tokens deep (and the index's depth less the match). The sequence's accepted
-/// tokens become a document of the index when it ends (finish(), the next begin(), or the
-/// drafter's destruction). One per sequence at a time; the index is shared.
+/// tokens become a document of the index at finish() (or the next begin()); a drafter destroyed
+/// or reset() before adds nothing. One per sequence at a time; the index is shared.
 class IndexDrafter {
  public:
   IndexDrafter(std::shared_ptr<ReferenceIndex> index, IndexDrafterOptions options = {}) : index_(std::move(index)), opt_(options) {
@@ -709,20 +709,6 @@ class IndexDrafter {
     REFDEC_CHECK(opt_.max_match >= 1 && opt_.continuation >= 1, "index drafter: max_match and continuation must be at least 1");
     REFDEC_CHECK(opt_.shared || opt_.request, "index drafter: shared and request both off leave it nothing to draft from");
   }
-  IndexDrafter(IndexDrafter&& o) noexcept = default;
-  IndexDrafter& operator=(IndexDrafter&& o) noexcept {
-    if (this != &o) {
-      finish_noexcept();
-      index_ = std::move(o.index_), opt_ = o.opt_, context_ = std::move(o.context_);
-      output_ = std::exchange(o.output_, {});
-      last_match_ = o.last_match_, last_match_seen_ = o.last_match_seen_, last_context_size_ = o.last_context_size_;
-      references_ = std::move(o.references_), context_segment_ = std::move(o.context_segment_), context_indexed_ = o.context_indexed_;
-    }
-    return *this;
-  }
-  IndexDrafter(const IndexDrafter&) = delete;
-  IndexDrafter& operator=(const IndexDrafter&) = delete;
-  ~IndexDrafter() { finish_noexcept(); }
 
   /// "index", or "index-request" for one of the request's own text only (options().shared off).
   std::string name() const { return opt_.shared ? "index" : "index-request"; }
@@ -739,15 +725,31 @@ class IndexDrafter {
     for (std::size_t r = 0; r < references.size(); ++r) check_ids(references[r], "begin: reference");
     finish();
     context_.assign(prompt.begin(), prompt.end());
-    last_match_ = last_match_seen_ = 0;
-    last_context_size_ = 0;  // the first probe is the longest match allowed
     references_.reset();
-    context_segment_.reset();
-    if (!opt_.request) return;
-    std::size_t n = 0;
-    for (const auto& r : references) n += r.size();
-    if (n > 0) references_ = std::make_shared<const IndexSegment>(references, index_->options().depth);
-    index_context();
+    if (opt_.request) {
+      std::size_t n = 0;
+      for (const auto& r : references) n += r.size();
+      if (n > 0) references_ = std::make_shared<const IndexSegment>(references, index_->options().depth);
+    }
+    restart();
+  }
+
+  /// Rewinds the sequence to its first `n` tokens (RewindableDrafter): the output finish() adds
+  /// is what was accepted after the prompt and kept.
+  void truncate(std::size_t n) {
+    check_truncation(n, context_.size(), "index drafter");
+    const std::size_t dropped = context_.size() - n;  // the output's last tokens, then the prompt's
+    output_.resize(output_.size() - std::min(output_.size(), dropped));
+    context_.resize(n);
+    restart();
+  }
+
+  /// Ends the sequence without adding its output to the index (ResettableDrafter).
+  void reset() {
+    output_.clear();
+    context_.clear();
+    references_.reset();
+    restart();
   }
 
   void propose(std::size_t budget, DraftTree& out) {
@@ -923,20 +925,20 @@ class IndexDrafter {
     }
   }
 
+  // Drafting starts over on context_: nothing carried from an earlier proposal.
+  void restart() {
+    last_match_ = last_match_seen_ = 0;
+    last_context_size_ = 0;  // the first probe is the longest match allowed
+    context_segment_.reset();
+    context_indexed_ = 0;
+    if (opt_.request) index_context();
+  }
+
   // The request's prompt and output so far as a segment of its own.
   void index_context() {
     context_indexed_ = context_.size();
     if (!context_.empty())
       context_segment_ = std::make_shared<const IndexSegment>(std::span<const Token>(context_), index_->options().depth);
-  }
-
-  // A destructor must not throw: an output that cannot be stored (out of memory) is dropped.
-  void finish_noexcept() noexcept {
-    try {
-      finish();
-    } catch (...) {
-      output_.clear();
-    }
   }
 
   std::shared_ptr<ReferenceIndex> index_;
@@ -977,5 +979,7 @@ inline std::vector<IndexDrafter> index_sources(const std::shared_ptr<ReferenceIn
 static_assert(Drafter<IndexDrafter>);
 static_assert(MatchReportingDrafter<IndexDrafter>);
 static_assert(SequenceEndingDrafter<IndexDrafter>);
+static_assert(RewindableDrafter<IndexDrafter>);
+static_assert(ResettableDrafter<IndexDrafter>);
 
 REFDEC_NAMESPACE_END

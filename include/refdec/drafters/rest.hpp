@@ -16,6 +16,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/references.hpp"
 #include "refdec/datastore/retrieval.hpp"
+#include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -62,39 +63,41 @@ class RestDrafter {
   /// Starts a sequence with `prompt`; `references` are ignored. Throws refdec::Error for prompt
   /// tokens outside the datastore's vocabulary.
   void begin(std::span<const Token> prompt, References /*references*/) {
-    tail_.clear();
+    check(prompt, "prompt");
+    seq_.assign(prompt.begin(), prompt.end());
     last_ = RetrievalResult{};
-    append(prompt, "prompt");
   }
 
   /// Writes the retrieved draft tree (at most min(c, budget) nodes) into `out`.
   void propose(std::size_t budget, DraftTree& out) {
     const RetrievalOptions r{opt_.n_max, opt_.m, opt_.c, opt_.max_occurrences};
-    last_ = retrieve(*store_, tail_, r, budget, out, scratch_);
+    const std::span<const Token> seq(seq_);
+    last_ = retrieve(*store_, seq.last(std::min(seq.size(), opt_.n_max)), r, budget, out, scratch_);
   }
 
   /// Consumes the tokens the step appended. Throws refdec::Error for tokens outside the vocabulary.
-  void accept(std::span<const Token> tokens) { append(tokens, "accepted"); }
+  void accept(std::span<const Token> tokens) {
+    check(tokens, "accepted");
+    seq_.insert(seq_.end(), tokens.begin(), tokens.end());
+  }
+
+  /// Rewinds the sequence to its first `n` tokens (RewindableDrafter).
+  void truncate(std::size_t n) {
+    check_truncation(n, seq_.size(), "REST");
+    seq_.resize(n);
+  }
 
  private:
-  // Keeps the last n_max tokens of the sequence: nothing older is ever searched.
-  void append(std::span<const Token> tokens, const char* what) {
+  void check(std::span<const Token> tokens, const char* what) const {
     for (std::size_t i = 0; i < tokens.size(); ++i)
       REFDEC_CHECK(tokens[i] >= 0 && tokens[i] < store_->vocab_size(), "REST: " << what << " token " << tokens[i] << " at index " << i
                                                                                 << " is outside the datastore's vocabulary [0, "
                                                                                 << store_->vocab_size() << ")");
-    const std::size_t keep = opt_.n_max;
-    if (tokens.size() >= keep) {
-      tail_.assign(tokens.end() - static_cast<std::ptrdiff_t>(keep), tokens.end());
-      return;
-    }
-    tail_.insert(tail_.end(), tokens.begin(), tokens.end());
-    if (tail_.size() > keep) tail_.erase(tail_.begin(), tail_.end() - static_cast<std::ptrdiff_t>(keep));
   }
 
   std::shared_ptr<const Datastore> store_;
   RestOptions opt_;
-  std::vector<Token> tail_;   // [<= n_max] the sequence's last tokens
+  std::vector<Token> seq_;    // the sequence (its last n_max tokens are searched)
   RetrievalScratch scratch_;  // reused by every proposal
   RetrievalResult last_;
 };
