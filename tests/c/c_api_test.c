@@ -12,6 +12,7 @@
 #include "refdec/refdec.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +66,7 @@ static void test_drafting_and_exports(void) {
   refdec_llma_options_init(&o);
   CHECK(o.k == 16 && o.n == 1);
   o.k = 4;
-  CHECK_OK(refdec_llma_create(&o, &d));
+  CHECK_OK(refdec_drafter_create_llma(&o, &d));
   CHECK(strcmp(refdec_drafter_name(d), "llma") == 0);
   CHECK_OK(refdec_drafter_begin(d, prompt, 3, refs, 1));
   CHECK_OK(refdec_drafter_draft(d, 5, 6, 32, &tree));
@@ -97,11 +98,11 @@ static void test_drafting_and_exports(void) {
   {
     refdec_drafter* sources[2] = {NULL, NULL};
     refdec_drafter* mixture = NULL;
-    CHECK_OK(refdec_prompt_lookup_create(NULL, &sources[0]));
-    CHECK_OK(refdec_ngram_trie_create(NULL, &sources[1]));
-    CHECK(refdec_mixture_create(sources, 0, &mixture) == REFDEC_ERROR_ARGUMENT && mixture == NULL);
+    CHECK_OK(refdec_drafter_create_prompt_lookup(NULL, &sources[0]));
+    CHECK_OK(refdec_drafter_create_ngram_trie(NULL, &sources[1]));
+    CHECK(refdec_drafter_create_mixture(sources, 0, NULL, &mixture) == REFDEC_ERROR_ARGUMENT && mixture == NULL);
     CHECK(sources[0] != NULL && sources[1] != NULL); /* refused: still the caller's */
-    CHECK_OK(refdec_mixture_create(sources, 2, &mixture));
+    CHECK_OK(refdec_drafter_create_mixture(sources, 2, NULL, &mixture));
     CHECK(sources[0] == NULL && sources[1] == NULL && mixture != NULL);
     CHECK_OK(refdec_drafter_begin(mixture, reference, 7, NULL, 0));
     CHECK_OK(refdec_drafter_draft(mixture, 11, 8, 32, &tree));
@@ -118,18 +119,18 @@ static void test_drafting_and_exports(void) {
     CHECK_OK(refdec_reference_index_create(NULL, &index));
     CHECK_OK(refdec_reference_index_add(index, document, 6));
     CHECK(refdec_reference_index_tokens(index) == 6);
-    CHECK(refdec_index_drafter_create(NULL, NULL, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
+    CHECK(refdec_drafter_create_index(NULL, NULL, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
     CHECK(strstr(refdec_last_error(), "index is NULL") != NULL);
     refdec_index_drafter_options_init(&io);
     CHECK(io.max_match == 16 && io.continuation == 64 && io.request == 1 && io.add_output == 1 && io.shared == 1);
     io.max_match = 0;
-    CHECK(refdec_index_drafter_create(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
+    CHECK(refdec_drafter_create_index(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
     refdec_index_drafter_options_init(&io);
     io.shared = 0, io.request = 0;
-    CHECK(refdec_index_drafter_create(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
+    CHECK(refdec_drafter_create_index(index, &io, &drafter) == REFDEC_ERROR_ARGUMENT && drafter == NULL);
     CHECK(strstr(refdec_last_error(), "nothing to draft from") != NULL);
     io.request = 1; /* the sequence's own text only: not the index's document */
-    CHECK_OK(refdec_index_drafter_create(index, &io, &drafter));
+    CHECK_OK(refdec_drafter_create_index(index, &io, &drafter));
     CHECK(strcmp(refdec_drafter_name(drafter), "index-request") == 0);
     CHECK_OK(refdec_drafter_begin(drafter, start, 3, NULL, 0));
     CHECK_OK(refdec_drafter_draft(drafter, 21, 8, 32, &tree));
@@ -137,7 +138,7 @@ static void test_drafting_and_exports(void) {
     CHECK(n == 0);
     refdec_drafter_destroy(drafter);
     CHECK(refdec_reference_index_tokens(index) == 6);
-    CHECK_OK(refdec_index_drafter_create(index, NULL, &drafter));
+    CHECK_OK(refdec_drafter_create_index(index, NULL, &drafter));
     refdec_reference_index_destroy(index);
     CHECK_OK(refdec_drafter_begin(drafter, start, 3, NULL, 0));
     CHECK_OK(refdec_drafter_draft(drafter, 21, 8, 32, &tree));
@@ -160,14 +161,14 @@ static void test_errors(void) {
   int has_step = 0;
 
   CHECK(refdec_c_api_version() == REFDEC_C_API_VERSION);
-  CHECK(refdec_llma_create(NULL, NULL) == REFDEC_ERROR_ARGUMENT);
-  CHECK(strstr(refdec_last_error(), "refdec_llma_create: out is NULL") != NULL);
+  CHECK(refdec_drafter_create_llma(NULL, NULL) == REFDEC_ERROR_ARGUMENT);
+  CHECK(strstr(refdec_last_error(), "refdec_drafter_create_llma: out is NULL") != NULL);
   { /* Drafting by hand checks the protocol: a sequence begun, non-negative ids, the root its last token. */
     refdec_drafter* d = NULL;
     const refdec_token negative[] = {1, -3};
     const refdec_token seq[] = {1, 3, 5};
     refdec_tree tree;
-    CHECK_OK(refdec_prompt_lookup_create(NULL, &d));
+    CHECK_OK(refdec_drafter_create_prompt_lookup(NULL, &d));
     CHECK(refdec_drafter_draft(d, 5, 4, 32, &tree) == REFDEC_ERROR_ARGUMENT);
     CHECK(strstr(refdec_last_error(), "refdec_drafter_draft: no sequence begun (refdec_drafter_begin first)") != NULL);
     CHECK(refdec_drafter_accept(d, seq, 1) == REFDEC_ERROR_ARGUMENT);
@@ -188,8 +189,8 @@ static void test_errors(void) {
     refdec_llma_index* li = NULL;
     const refdec_token negative[2] = {1, -3};
     const refdec_token_span doc = {negative, 2};
-    CHECK(refdec_llma_create_shared(NULL, NULL, &d) == REFDEC_ERROR_ARGUMENT && d == NULL);
-    CHECK(strstr(refdec_last_error(), "refdec_llma_create_shared: index is NULL") != NULL);
+    CHECK(refdec_drafter_create_llma_shared(NULL, NULL, &d) == REFDEC_ERROR_ARGUMENT && d == NULL);
+    CHECK(strstr(refdec_last_error(), "refdec_drafter_create_llma_shared: index is NULL") != NULL);
     CHECK(refdec_llma_index_create(&doc, 1, &li) == REFDEC_ERROR_ARGUMENT && li == NULL);
     CHECK(strstr(refdec_last_error(), "non-negative") != NULL);
     CHECK(refdec_llma_index_create(NULL, 1, &li) == REFDEC_ERROR_ARGUMENT && li == NULL);
@@ -215,6 +216,183 @@ static void test_errors(void) {
   refdec_driver_destroy(driver);
 }
 
+/* Options: the defaults the header documents, struct_size refused unset or from a newer header. */
+static void test_options(void) {
+  refdec_llma_options lo;
+  refdec_mixture_options mo;
+  refdec_lookahead_options la;
+  refdec_reference_index_options ro;
+  refdec_sequence_limits limits;
+  refdec_drafter* d = NULL;
+  refdec_tree tree;
+  const refdec_token seq[] = {1, 7, 8, 9, 3, 7};
+  refdec_token chain[8];
+  size_t n = 0;
+  refdec_llma_options_init(&lo);
+  CHECK(lo.struct_size == sizeof lo && lo.n == 1 && lo.k == 16 && lo.m == 1 && lo.self_reference);
+  refdec_mixture_options_init(&mo);
+  CHECK(mo.struct_size == sizeof mo && mo.combine == REFDEC_MIXTURE_MAX && mo.source_budget == 64 && mo.match_context);
+  refdec_lookahead_options_init(&la);
+  CHECK(la.window == 15 && la.ngram == 5 && la.guesses == 15 && la.pool_from_output);
+  refdec_reference_index_options_init(&ro);
+  CHECK(ro.depth == 64 && ro.max_bytes == 0 && !ro.background_merge);
+  refdec_sequence_limits_init(&limits);
+  CHECK(limits.struct_size == sizeof limits && limits.max_new_tokens == 256 && limits.budget == 16 && limits.num_stop_tokens == 0);
+  /* The defaults draft with no references: the sequence itself. */
+  CHECK_OK(refdec_drafter_create_llma(NULL, &d));
+  CHECK_OK(refdec_drafter_begin(d, seq, 6, NULL, 0));
+  CHECK_OK(refdec_drafter_draft(d, 7, 8, 16, &tree));
+  CHECK_OK(refdec_tree_best_chain(&tree, chain, 8, &n));
+  CHECK(n == 4 && chain[0] == 8 && chain[1] == 9 && chain[2] == 3 && chain[3] == 7); /* copied from where 7 came before */
+  refdec_drafter_destroy(d);
+  d = NULL;
+  memset(&lo, 0, sizeof lo); /* never initialised */
+  CHECK(refdec_drafter_create_llma(&lo, &d) == REFDEC_ERROR_ARGUMENT && d == NULL);
+  CHECK(strstr(refdec_last_error(), "options.struct_size is 0 (fill it with its _init function first)") != NULL);
+  refdec_llma_options_init(&lo);
+  lo.struct_size = sizeof lo + 8;
+  CHECK(refdec_drafter_create_llma(&lo, &d) == REFDEC_ERROR_ARGUMENT && d == NULL);
+  CHECK(strstr(refdec_last_error(), "a header newer than the library") != NULL);
+  /* A caller built with an older header, which knew the fields before self_reference: the rest keep their defaults. */
+  refdec_llma_options_init(&lo);
+  lo.k = 2, lo.self_reference = false;
+  lo.struct_size = offsetof(refdec_llma_options, self_reference);
+  CHECK_OK(refdec_drafter_create_llma(&lo, &d));
+  CHECK_OK(refdec_drafter_begin(d, seq, 6, NULL, 0));
+  CHECK_OK(refdec_drafter_draft(d, 7, 8, 16, &tree));
+  CHECK(tree.num_nodes == 3); /* k = 2 read, self_reference left at its default */
+  refdec_drafter_destroy(d);
+  refdec_mixture_options_init(&mo);
+  mo.combine = (refdec_mixture_combine)7;
+  {
+    refdec_drafter* sources[1] = {NULL};
+    CHECK_OK(refdec_drafter_create_prompt_lookup(NULL, &sources[0]));
+    CHECK(refdec_drafter_create_mixture(sources, 1, &mo, &d) == REFDEC_ERROR_ARGUMENT && sources[0] != NULL);
+    CHECK(strstr(refdec_last_error(), "combine is 7") != NULL);
+    refdec_drafter_destroy(sources[0]);
+  }
+}
+
+/* By-hand sequences end and rewind: finish publishes (once), truncate rewinds, reset publishes nothing. */
+static void test_end_and_rewind(void) {
+  const refdec_token prompt[] = {1, 5, 6, 7};
+  const refdec_token more[] = {8, 9, 5};
+  refdec_reference_index* index = NULL;
+  refdec_drafter* d = NULL;
+  refdec_tree tree;
+  CHECK_OK(refdec_reference_index_create(NULL, &index));
+  CHECK_OK(refdec_drafter_create_index(index, NULL, &d));
+  CHECK(refdec_drafter_finish(d) == REFDEC_ERROR_ARGUMENT);
+  CHECK(strstr(refdec_last_error(), "refdec_drafter_finish: no sequence begun") != NULL);
+  CHECK(refdec_drafter_truncate(d, 0) == REFDEC_ERROR_ARGUMENT);
+  CHECK_OK(refdec_drafter_begin(d, prompt, 4, NULL, 0));
+  CHECK_OK(refdec_drafter_accept(d, more, 3));
+  CHECK(refdec_drafter_length(d) == 7);
+  CHECK(refdec_drafter_truncate(d, 8) == REFDEC_ERROR_ARGUMENT);
+  CHECK(strstr(refdec_last_error(), "cannot truncate a sequence of 7 tokens to 8") != NULL);
+  CHECK_OK(refdec_drafter_truncate(d, 5)); /* 1 5 6 7 8 */
+  CHECK(refdec_drafter_draft(d, 5, 4, 16, &tree) == REFDEC_ERROR_ARGUMENT); /* the root is now 8 */
+  CHECK_OK(refdec_drafter_draft(d, 8, 4, 16, &tree));
+  CHECK(refdec_reference_index_tokens(index) == 0); /* nothing published before finish */
+  CHECK_OK(refdec_drafter_finish(d));
+  CHECK(refdec_reference_index_tokens(index) == 1); /* the output as kept: 8 */
+  CHECK(refdec_drafter_accept(d, more, 1) == REFDEC_ERROR_ARGUMENT); /* finished: begin again */
+  CHECK_OK(refdec_drafter_begin(d, prompt, 4, NULL, 0));
+  CHECK_OK(refdec_drafter_accept(d, more, 3));
+  CHECK_OK(refdec_drafter_reset(d));
+  CHECK(refdec_reference_index_tokens(index) == 1);
+  CHECK_OK(refdec_drafter_begin(d, prompt, 4, NULL, 0));
+  CHECK_OK(refdec_drafter_accept(d, more, 2));
+  refdec_drafter_destroy(d); /* destroyed unfinished: nothing published */
+  CHECK(refdec_reference_index_tokens(index) == 1);
+  refdec_reference_index_destroy(index);
+}
+
+/* A tree as branches: positions by depth, each node's run of branch ids, the winner after a walk. */
+static void test_branches(void) {
+  /* 0 -> 1 -> 3, 0 -> 1 -> 4, 0 -> 2: leaves 3, 4, 2 in depth-first order. */
+  const refdec_token tokens[5] = {10, 11, 12, 13, 14};
+  const int32_t first_child[5] = {1, 3, -1, -1, -1}, next_sibling[5] = {-1, 2, -1, 4, -1};
+  const refdec_tree tree = {5, tokens, NULL, NULL, first_child, next_sibling, NULL};
+  int64_t positions[5];
+  int32_t begin[5], end[5], branches = 0, winner = -1;
+  const int32_t path[2] = {1, 4};
+  CHECK_OK(refdec_tree_branches(&tree, 100, positions, begin, end, &branches));
+  CHECK(branches == 3);
+  CHECK(positions[0] == 100 && positions[1] == 101 && positions[2] == 101 && positions[3] == 102 && positions[4] == 102);
+  CHECK(begin[0] == 0 && end[0] == 3 && begin[1] == 0 && end[1] == 2 && begin[3] == 0 && end[3] == 1);
+  CHECK(begin[4] == 1 && end[4] == 2 && begin[2] == 2 && end[2] == 3);
+  CHECK_OK(refdec_tree_winning_branch(&tree, begin, path, 2, &winner));
+  CHECK(winner == 1);
+  CHECK_OK(refdec_tree_winning_branch(&tree, begin, NULL, 0, &winner));
+  CHECK(winner == 0);
+  CHECK(refdec_tree_winning_branch(&tree, begin, path, 5, &winner) == REFDEC_ERROR_ARGUMENT);
+  {
+    const int32_t cycle[5] = {1, 0, -1, -1, -1};
+    const refdec_tree bad = {5, tokens, NULL, NULL, cycle, next_sibling, NULL};
+    CHECK(refdec_tree_branches(&bad, 0, positions, begin, end, &branches) == REFDEC_ERROR_ARGUMENT);
+    CHECK(strstr(refdec_last_error(), "reached before") != NULL);
+  }
+}
+
+/* Step costs and their tracker; a mixture sized by one. */
+static void test_step_costs(void) {
+  const size_t rows[3] = {1, 8, 32};
+  const double seconds[3] = {0.010, 0.012, 0.030};
+  refdec_step_cost* cost = NULL;
+  refdec_step_cost* learned = NULL;
+  refdec_step_cost_tracker* tracker = NULL;
+  refdec_drafter* sources[1] = {NULL};
+  refdec_drafter* mixture = NULL;
+  CHECK_OK(refdec_step_cost_create_samples(rows, seconds, 3, &cost));
+  CHECK(fabs(refdec_step_cost_seconds(cost, 8) - 0.012) < 1e-12 && fabs(refdec_step_cost_seconds(cost, 20) - 0.021) < 1e-12);
+  CHECK(refdec_step_cost_create_samples(rows, seconds, 0, &learned) == REFDEC_ERROR_ARGUMENT && learned == NULL);
+  CHECK(refdec_step_cost_create_affine(0.0, 1.0, &learned) == REFDEC_ERROR_ARGUMENT);
+  CHECK_OK(refdec_step_cost_tracker_create(cost, &tracker));
+  CHECK_OK(refdec_step_cost_tracker_observe(tracker, 8, 0.024, 1));
+  CHECK(refdec_step_cost_tracker_observe(tracker, 8, -1.0, 1) == REFDEC_ERROR_ARGUMENT);
+  CHECK_OK(refdec_step_cost_tracker_current(tracker, 1, &learned));
+  CHECK(refdec_step_cost_seconds(learned, 8) > 0.012); /* slower than the prior said: learned */
+  CHECK_OK(refdec_drafter_create_llma(NULL, &sources[0]));
+  CHECK_OK(refdec_drafter_create_mixture(sources, 1, NULL, &mixture));
+  CHECK_OK(refdec_drafter_set_step_cost(mixture, learned));
+  CHECK_OK(refdec_drafter_set_step_cost(mixture, NULL));
+  refdec_drafter_destroy(mixture);
+  refdec_step_cost_destroy(learned);
+  refdec_step_cost_tracker_destroy(tracker);
+  refdec_step_cost_destroy(cost);
+}
+
+/* REST over a datastore built by CTest's fixture (REFDEC_C_TEST_DATASTORE: "5 6 7 8 9" and "5 6 4"). */
+static void test_rest(void) {
+  const char* path = getenv("REFDEC_C_TEST_DATASTORE");
+  refdec_datastore* ds = NULL;
+  refdec_drafter* d = NULL;
+  refdec_rest_options ro;
+  refdec_tree tree;
+  refdec_token chain[8];
+  size_t n = 0;
+  const refdec_token seq[] = {1, 5, 6};
+  CHECK(refdec_datastore_open("/nonexistent/refdec.ds", &ds) == REFDEC_ERROR_IO && ds == NULL);
+  CHECK(refdec_drafter_create_rest(NULL, NULL, &d) == REFDEC_ERROR_ARGUMENT);
+  if (path == NULL || *path == '\0') {
+    printf("REST part skipped: no datastore (REFDEC_C_TEST_DATASTORE unset: built without refdec-datastore)\n");
+    return;
+  }
+  CHECK_OK(refdec_datastore_open(path, &ds));
+  CHECK(refdec_datastore_tokens(ds) > 0);
+  refdec_rest_options_init(&ro);
+  CHECK(ro.n_max == 16 && ro.m == 10 && ro.c == 64);
+  CHECK_OK(refdec_drafter_create_rest(ds, &ro, &d));
+  refdec_datastore_destroy(ds); /* the drafter keeps it open */
+  CHECK_OK(refdec_drafter_begin(d, seq, 3, NULL, 0));
+  CHECK_OK(refdec_drafter_draft(d, 6, 8, 16, &tree));
+  CHECK_OK(refdec_tree_best_chain(&tree, chain, 8, &n));
+  CHECK(n >= 1 && (chain[0] == 7 || chain[0] == 4));
+  CHECK(tree.num_nodes == 5); /* 7 8 9 and 4 */
+  refdec_drafter_destroy(d);
+}
+
 /* The order of calls and the drafters a driver borrows: a step completes once, nothing is added
  * or cancelled while one is prepared, a drafter is refused elsewhere while its sequence runs and
  * free again the moment it leaves (cancelled, or given no tokens). */
@@ -236,15 +414,15 @@ static void test_driver_lifecycle(void) {
   o.vocab_size = 16, o.max_context = 64;
   CHECK_OK(refdec_driver_create(&o, &driver));
   refdec_sequence_limits_init(&limits);
-  CHECK_OK(refdec_llma_create(NULL, &llma));
-  CHECK_OK(refdec_llma_create(NULL, &other));
+  CHECK_OK(refdec_drafter_create_llma(NULL, &llma));
+  CHECK_OK(refdec_drafter_create_llma(NULL, &other));
   CHECK(refdec_driver_plan(driver, &plan) == REFDEC_ERROR_ARGUMENT);
   CHECK(strstr(refdec_last_error(), "no prepared step") != NULL);
   CHECK_OK(refdec_driver_add(driver, prompt, 4, NULL, 0, &limits, llma, &id));
   /* In use: refused by another sequence, by a mixture and by drafting by hand. */
   CHECK(refdec_driver_add(driver, prompt, 4, NULL, 0, &limits, llma, &second) == REFDEC_ERROR_ARGUMENT && second == -1);
   sources[0] = llma;
-  CHECK(refdec_mixture_create(sources, 1, &mixture) == REFDEC_ERROR_ARGUMENT && sources[0] == llma && mixture == NULL);
+  CHECK(refdec_drafter_create_mixture(sources, 1, NULL, &mixture) == REFDEC_ERROR_ARGUMENT && sources[0] == llma && mixture == NULL);
   CHECK(refdec_drafter_begin(llma, prompt, 4, NULL, 0) == REFDEC_ERROR_ARGUMENT);
   /* A step completes once; nothing joins or leaves meanwhile. */
   CHECK_OK(refdec_driver_prepare(driver, &has_step));
@@ -274,185 +452,7 @@ static void test_driver_lifecycle(void) {
   refdec_drafter_destroy(other);
 }
 
-/* ---- a llama2.c model in plain C ---- */
-
-typedef struct Model {
-  int dim, hidden, layers, heads, kv_heads, vocab, seq_len;
-  float* data; /* the whole file after the header */
-  const float *embedding, *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w1, *w2, *w3, *final_norm, *classifier;
-} Model;
-
-static int load_model(const char* path, Model* m) {
-  FILE* f = fopen(path, "rb");
-  int32_t h[7];
-  long size;
-  size_t floats, kv_dim, head_dim;
-  const float* p;
-  if (f == NULL) return 0;
-  if (fread(h, sizeof h, 1, f) != 1) return fclose(f), 0;
-  m->dim = h[0], m->hidden = h[1], m->layers = h[2], m->heads = h[3], m->kv_heads = h[4];
-  m->vocab = abs(h[5]), m->seq_len = h[6];
-  fseek(f, 0, SEEK_END);
-  size = ftell(f);
-  fseek(f, (long)sizeof h, SEEK_SET);
-  floats = (size_t)(size - (long)sizeof h) / sizeof(float);
-  m->data = (float*)malloc(floats * sizeof(float));
-  if (m->data == NULL || fread(m->data, sizeof(float), floats, f) != floats) return fclose(f), 0;
-  fclose(f);
-  head_dim = (size_t)(m->dim / m->heads);
-  kv_dim = head_dim * (size_t)m->kv_heads;
-  p = m->data;
-  m->embedding = p, p += (size_t)m->vocab * m->dim;
-  m->attn_norm = p, p += (size_t)m->layers * m->dim;
-  m->wq = p, p += (size_t)m->layers * m->dim * m->dim;
-  m->wk = p, p += (size_t)m->layers * kv_dim * m->dim;
-  m->wv = p, p += (size_t)m->layers * kv_dim * m->dim;
-  m->wo = p, p += (size_t)m->layers * m->dim * m->dim;
-  m->ffn_norm = p, p += (size_t)m->layers * m->dim;
-  m->w1 = p, p += (size_t)m->layers * m->hidden * m->dim;
-  m->w2 = p, p += (size_t)m->layers * m->dim * m->hidden;
-  m->w3 = p, p += (size_t)m->layers * m->hidden * m->dim;
-  m->final_norm = p, p += m->dim;
-  p += (size_t)m->seq_len * head_dim; /* the RoPE tables (cos, sin), recomputed */
-  m->classifier = h[5] > 0 ? m->embedding : p;
-  return 1;
-}
-
-/* One sequence's cache: [layers, capacity, kv_dim] keys and values. */
-typedef struct Cache {
-  float *key, *value;
-  int64_t capacity, length;
-} Cache;
-
-static size_t kv_dim_of(const Model* m) { return (size_t)(m->dim / m->heads * m->kv_heads); }
-static float* cache_key(const Model* m, Cache* c, int layer, int64_t entry) {
-  return c->key + ((size_t)layer * (size_t)c->capacity + (size_t)entry) * kv_dim_of(m);
-}
-static float* cache_value(const Model* m, Cache* c, int layer, int64_t entry) {
-  return c->value + ((size_t)layer * (size_t)c->capacity + (size_t)entry) * kv_dim_of(m);
-}
-static void cache_init(const Model* m, Cache* c, int64_t capacity) {
-  const size_t n = (size_t)m->layers * (size_t)capacity * kv_dim_of(m);
-  c->key = (float*)calloc(n, sizeof(float));
-  c->value = (float*)calloc(n, sizeof(float));
-  c->capacity = capacity;
-  c->length = 0;
-}
-static void cache_free(Cache* c) {
-  free(c->key);
-  free(c->value);
-}
-
-static void rmsnorm(float* out, const float* x, const float* w, int n) {
-  float ss = 0.0f;
-  int j;
-  for (j = 0; j < n; ++j) ss += x[j] * x[j];
-  ss = 1.0f / sqrtf(ss / (float)n + 1e-5f);
-  for (j = 0; j < n; ++j) out[j] = w[j] * (ss * x[j]);
-}
-static void matmul(float* out, const float* x, const float* w, int n, int d) {
-  int i, j;
-  for (i = 0; i < d; ++i) {
-    float v = 0.0f;
-    for (j = 0; j < n; ++j) v += w[(size_t)i * n + j] * x[j];
-    out[i] = v;
-  }
-}
-static void rope(float* v, int n, int head_dim, int64_t pos) {
-  int i;
-  for (i = 0; i < n; i += 2) {
-    const float freq = 1.0f / powf(10000.0f, (float)(i % head_dim) / (float)head_dim);
-    const float a = (float)pos * freq, c = cosf(a), s = sinf(a), v0 = v[i], v1 = v[i + 1];
-    v[i] = v0 * c - v1 * s;
-    v[i + 1] = v0 * s + v1 * c;
-  }
-}
-static int sees(const refdec_step_plan* p, int32_t b, int32_t i, int32_t j) {
-  const int32_t rows = p->indptr[b + 1] - p->indptr[b], words = (rows + 63) / 64;
-  return (int)((p->mask[p->mask_indptr[b] + (int64_t)i * words + j / 64] >> (j % 64)) & 1u);
-}
-
-/* Logits [rows, vocab] of every plan row; each row's keys and values land at entry length + i. */
-static void forward(const Model* m, Cache* caches, const refdec_step_plan* p, float* logits) {
-  const int dim = m->dim, hd = m->dim / m->heads, kv = (int)kv_dim_of(m), group = m->heads / m->kv_heads;
-  const float scale = 1.0f / sqrtf((float)hd);
-  float* x = (float*)malloc(sizeof(float) * (size_t)p->rows * dim);
-  float* xb = (float*)malloc(sizeof(float) * (size_t)p->rows * dim);
-  float* q = (float*)malloc(sizeof(float) * (size_t)p->rows * dim);
-  float* out = (float*)malloc(sizeof(float) * (size_t)dim);
-  float* hb = (float*)malloc(sizeof(float) * (size_t)m->hidden);
-  float* hb2 = (float*)malloc(sizeof(float) * (size_t)m->hidden);
-  float* att = (float*)malloc(sizeof(float) * (size_t)(m->seq_len + p->rows));
-  int64_t* visible = (int64_t*)malloc(sizeof(int64_t) * (size_t)(m->seq_len + p->rows));
-  int32_t r, b, i, j, layer, head, e;
-  for (r = 0; r < p->rows; ++r) memcpy(&x[(size_t)r * dim], &m->embedding[(size_t)p->tokens[r] * dim], sizeof(float) * (size_t)dim);
-  for (layer = 0; layer < m->layers; ++layer) {
-    const size_t l = (size_t)layer;
-    for (b = 0; b < p->batch; ++b)
-      for (r = p->indptr[b]; r < p->indptr[b + 1]; ++r) {
-        const int64_t entry = caches[b].length + (r - p->indptr[b]);
-        float* k = cache_key(m, &caches[b], layer, entry);
-        rmsnorm(&xb[(size_t)r * dim], &x[(size_t)r * dim], &m->attn_norm[l * dim], dim);
-        matmul(&q[(size_t)r * dim], &xb[(size_t)r * dim], &m->wq[l * dim * dim], dim, dim);
-        matmul(k, &xb[(size_t)r * dim], &m->wk[l * kv * dim], dim, kv);
-        matmul(cache_value(m, &caches[b], layer, entry), &xb[(size_t)r * dim], &m->wv[l * kv * dim], dim, kv);
-        rope(&q[(size_t)r * dim], dim, hd, p->positions[r]);
-        rope(k, kv, hd, p->positions[r]);
-      }
-    for (b = 0; b < p->batch; ++b) {
-      const int32_t rows = p->indptr[b + 1] - p->indptr[b];
-      for (i = 0; i < rows; ++i) {
-        int64_t n = 0, t;
-        r = p->indptr[b] + i;
-        for (t = 0; t < caches[b].length; ++t) visible[n++] = t;
-        for (j = 0; j < rows; ++j)
-          if (sees(p, b, i, j)) visible[n++] = caches[b].length + j;
-        for (head = 0; head < m->heads; ++head) {
-          const float* qh = &q[(size_t)r * dim + (size_t)head * hd];
-          const int offset = (head / group) * hd;
-          float max = -INFINITY, sum = 0.0f;
-          float* o = &xb[(size_t)r * dim + (size_t)head * hd];
-          for (t = 0; t < n; ++t) {
-            const float* k = cache_key(m, &caches[b], layer, visible[t]) + offset;
-            float s = 0.0f;
-            for (e = 0; e < hd; ++e) s += qh[e] * k[e];
-            att[t] = s * scale;
-            if (att[t] > max) max = att[t];
-          }
-          for (t = 0; t < n; ++t) sum += (att[t] = expf(att[t] - max));
-          for (e = 0; e < hd; ++e) o[e] = 0.0f;
-          for (t = 0; t < n; ++t) {
-            const float* v = cache_value(m, &caches[b], layer, visible[t]) + offset;
-            for (e = 0; e < hd; ++e) o[e] += att[t] / sum * v[e];
-          }
-        }
-      }
-    }
-    for (r = 0; r < p->rows; ++r) {
-      float* xr = &x[(size_t)r * dim];
-      matmul(out, &xb[(size_t)r * dim], &m->wo[l * dim * dim], dim, dim);
-      for (e = 0; e < dim; ++e) xr[e] += out[e];
-      rmsnorm(&xb[(size_t)r * dim], xr, &m->ffn_norm[l * dim], dim);
-      matmul(hb, &xb[(size_t)r * dim], &m->w1[l * m->hidden * dim], dim, m->hidden);
-      matmul(hb2, &xb[(size_t)r * dim], &m->w3[l * m->hidden * dim], dim, m->hidden);
-      for (e = 0; e < m->hidden; ++e) hb[e] = hb[e] * (1.0f / (1.0f + expf(-hb[e]))) * hb2[e];
-      matmul(out, hb, &m->w2[l * dim * m->hidden], m->hidden, dim);
-      for (e = 0; e < dim; ++e) xr[e] += out[e];
-    }
-  }
-  for (r = 0; r < p->rows; ++r) {
-    rmsnorm(&xb[(size_t)r * dim], &x[(size_t)r * dim], m->final_norm, dim);
-    matmul(&logits[(size_t)r * m->vocab], &xb[(size_t)r * dim], m->classifier, dim, m->vocab);
-  }
-  free(x), free(xb), free(q), free(out), free(hb), free(hb2), free(att), free(visible);
-}
-
-static refdec_token argmax(const float* logits, int vocab) {
-  refdec_token best = 0, t;
-  for (t = 1; t < vocab; ++t)
-    if (logits[t] > logits[best]) best = t;
-  return best;
-}
+#include "llama2c.h"
 
 enum { kBos = 1, kEos = 2, kMaxNew = 120, kSequences = 3 };
 static const refdec_token kPrompts[kSequences][8] = {
@@ -505,59 +505,90 @@ static refdec_token choose_row(void* user, int32_t slot, int32_t row, int32_t de
   return argmax(&s->logits[(size_t)row * s->vocab], s->vocab);
 }
 
-/* The three prompts decoded at once through a driver: with `index` a mixture of LLMA and an index
- * drafter over it, else with `mixture` a mixture of LLMA and the n-gram trie walked by a chooser,
- * else LLMA (over `llma_index` when given). */
-static void driver_decode(const Model* m, int mixture, refdec_reference_index* index, const refdec_llma_index* llma_index,
-                          refdec_token out[kSequences][kMaxNew], size_t counts[kSequences], int64_t* steps) {
+/* How driver_decode drafts and completes. */
+typedef struct Round {
+  const char* name;
+  enum { kLlma, kMixtureWalked, kIndexMixture, kLlmaShared, kLookahead } drafter;
+  refdec_reference_index* index;       /* kIndexMixture */
+  const refdec_llma_index* llma_index; /* kLlmaShared */
+  int batch_cost;                      /* the driver prices whole steps (refdec_driver_set_batch_cost) */
+} Round;
+
+static refdec_drafter* make_drafter(const Round* r) {
+  refdec_drafter* d = NULL;
+  refdec_drafter* sources[3];
+  size_t num_sources = 2;
+  switch (r->drafter) {
+    case kLlma: CHECK_OK(refdec_drafter_create_llma(NULL, &d)); return d; /* the defaults draft from the sequence itself */
+    case kLlmaShared: CHECK_OK(refdec_drafter_create_llma_shared(r->llma_index, NULL, &d)); return d;
+    case kLookahead: {
+      refdec_lookahead_options lo;
+      refdec_lookahead_options_init(&lo);
+      lo.window = 4, lo.ngram = 3;
+      CHECK_OK(refdec_drafter_create_lookahead(&lo, &d));
+      return d;
+    }
+    case kMixtureWalked:
+      CHECK_OK(refdec_drafter_create_llma(NULL, &sources[0]));
+      CHECK_OK(refdec_drafter_create_ngram_trie(NULL, &sources[1]));
+      break;
+    case kIndexMixture: { /* the index and the sequence's own text, a source each */
+      refdec_index_drafter_options io;
+      refdec_index_drafter_options_init(&io);
+      CHECK_OK(refdec_drafter_create_llma(NULL, &sources[0]));
+      io.request = false;
+      CHECK_OK(refdec_drafter_create_index(r->index, &io, &sources[1]));
+      io.request = true, io.shared = false;
+      CHECK_OK(refdec_drafter_create_index(r->index, &io, &sources[2]));
+      num_sources = 3;
+      break;
+    }
+  }
+  {
+    refdec_mixture_options mo;
+    refdec_mixture_options_init(&mo);
+    mo.combine = REFDEC_MIXTURE_NOISY_OR;
+    CHECK_OK(refdec_drafter_create_mixture(sources, num_sources, &mo, &d));
+  }
+  return d;
+}
+
+/* The three prompts decoded at once through a driver as `r` says: greedy, or with a mixture
+ * walked by a chooser. The engine mirrors the driver's slots by the plan's ids. */
+static void driver_decode(const Model* m, const Round* r, refdec_token out[kSequences][kMaxNew], size_t counts[kSequences],
+                          int64_t* steps) {
   refdec_driver_options o;
   refdec_driver* driver = NULL;
   refdec_sequence_limits limits;
   const refdec_token stops[2] = {kBos, kEos};
   refdec_drafter* drafters[kSequences];
   Cache caches[kSequences];
+  int64_t slot_ids[kSequences];
   size_t active = 0, s, u;
   float* logits = NULL;
   refdec_token* choices = NULL;
   WalkState walk = {NULL, 0, 0, NULL};
+  const int walked = r->drafter == kMixtureWalked;
   refdec_driver_options_init(&o);
-  o.vocab_size = m->vocab, o.max_context = m->seq_len, o.prefill_chunk = 0;
+  o.vocab_size = m->vocab, o.max_context = m->seq_len, o.prefill_chunk = 4; /* the longer prompts take two steps to prefill */
   CHECK_OK(refdec_driver_create(&o, &driver));
+  if (r->batch_cost) {
+    const size_t rows[3] = {1, 16, 64};
+    const double seconds[3] = {1.0, 1.2, 2.5};
+    refdec_step_cost* cost = NULL;
+    CHECK_OK(refdec_step_cost_create_samples(rows, seconds, 3, &cost));
+    CHECK_OK(refdec_driver_set_batch_cost(driver, cost));
+    refdec_step_cost_destroy(cost); /* the driver keeps a copy */
+  }
   refdec_sequence_limits_init(&limits);
   limits.max_new_tokens = kMaxNew, limits.stop_tokens = stops, limits.num_stop_tokens = 2, limits.budget = 12;
   for (s = 0; s < kSequences; ++s) {
     int64_t id = -1;
-    if (mixture || index != NULL) {
-      refdec_drafter* sources[3];
-      size_t num_sources = 2;
-      refdec_llma_options lo;
-      refdec_llma_options_init(&lo);
-      lo.self_reference = 1;
-      CHECK_OK(refdec_llma_create(&lo, &sources[0]));
-      if (index != NULL) { /* the index and the sequence's own text, a source each */
-        refdec_index_drafter_options io;
-        refdec_index_drafter_options_init(&io);
-        io.request = 0;
-        CHECK_OK(refdec_index_drafter_create(index, &io, &sources[1]));
-        io.request = 1, io.shared = 0;
-        CHECK_OK(refdec_index_drafter_create(index, &io, &sources[2]));
-        num_sources = 3;
-      } else {
-        CHECK_OK(refdec_ngram_trie_create(NULL, &sources[1]));
-      }
-      CHECK_OK(refdec_mixture_create(sources, num_sources, &drafters[s]));
-    } else {
-      refdec_llma_options lo;
-      refdec_llma_options_init(&lo);
-      lo.self_reference = 1;
-      if (llma_index != NULL)
-        CHECK_OK(refdec_llma_create_shared(llma_index, &lo, &drafters[s]));
-      else
-        CHECK_OK(refdec_llma_create(&lo, &drafters[s]));
-    }
+    drafters[s] = make_drafter(r);
     CHECK_OK(refdec_driver_add(driver, kPrompts[s], kPromptSizes[s], NULL, 0, &limits, drafters[s], &id));
     CHECK(id == (int64_t)s);
-    cache_init(m, &caches[active++], m->seq_len + limits.budget + 1); /* a step writes its rows after the cached entries */
+    slot_ids[active] = id;
+    cache_init(m, &caches[active++], m->seq_len + 64); /* a step writes its rows after the cached entries */
     counts[s] = 0;
   }
   /* A drafter follows one sequence at a time. */
@@ -574,42 +605,34 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
       refdec_keep_plan keep;
       const size_t* left = NULL;
       size_t num_left = 0, k;
-      int32_t b, r;
+      int32_t b, row;
       CHECK_OK(refdec_driver_plan(driver, &plan));
       CHECK((size_t)plan.batch == active);
-      for (b = 0; b < plan.batch; ++b) CHECK(plan.lengths[b] == caches[b].length);
+      for (b = 0; b < plan.batch; ++b) CHECK(plan.ids[b] == slot_ids[b] && plan.lengths[b] == caches[b].length);
       logits = (float*)realloc(logits, sizeof(float) * (size_t)plan.rows * m->vocab);
       forward(m, caches, &plan, logits);
-      if (mixture) {
+      if (walked) {
         walk.logits = logits, walk.vocab = m->vocab;
         walk.asked_rows = (int*)realloc(walk.asked_rows, sizeof(int) * (size_t)plan.rows);
         memset(walk.asked_rows, 0, sizeof(int) * (size_t)plan.rows);
         CHECK_OK(refdec_driver_complete_walk(driver, choose_row, &walk));
       } else {
         choices = (refdec_token*)realloc(choices, sizeof(refdec_token) * (size_t)plan.rows);
-        for (r = 0; r < plan.rows; ++r) choices[r] = argmax(&logits[(size_t)r * m->vocab], m->vocab);
+        for (b = 0; b < plan.batch; ++b)
+          for (row = plan.indptr[b]; row < plan.indptr[b + 1]; ++row) /* prefill rows are not read: -1 there */
+            choices[row] = plan.prefill[b] ? -1 : argmax(&logits[(size_t)row * m->vocab], m->vocab);
         CHECK_OK(refdec_driver_complete_greedy(driver, choices, (size_t)plan.rows));
       }
-      /* The keep plan: the k-th kept step row moves to entry length + k, in increasing k. */
       CHECK_OK(refdec_driver_keep(driver, &keep));
       for (b = 0; b < keep.batch; ++b) {
-        int layer;
-        /* The length before the step, as the header says to compute it from the keep plan alone. */
-        CHECK(keep.lengths[b] - (keep.indptr[b + 1] - keep.indptr[b]) == caches[b].length);
-        for (k = 0; k < (size_t)(keep.indptr[b + 1] - keep.indptr[b]); ++k) {
-          const int64_t from = caches[b].length + keep.rows[keep.indptr[b] + (int32_t)k], to = caches[b].length + (int64_t)k;
-          if (from == to) continue;
-          for (layer = 0; layer < m->layers; ++layer) {
-            memcpy(cache_key(m, &caches[b], layer, to), cache_key(m, &caches[b], layer, from), sizeof(float) * kv_dim_of(m));
-            memcpy(cache_value(m, &caches[b], layer, to), cache_value(m, &caches[b], layer, from), sizeof(float) * kv_dim_of(m));
-          }
-        }
-        caches[b].length = keep.lengths[b];
+        CHECK(keep.lengths_before[b] == caches[b].length);
+        cache_keep(m, &caches[b], &keep, b);
       }
       CHECK_OK(refdec_driver_left(driver, &left, &num_left));
       for (k = 0; k < num_left; ++k) {
         cache_free(&caches[left[k]]);
         memmove(&caches[left[k]], &caches[left[k] + 1], sizeof(Cache) * (active - left[k] - 1));
+        memmove(&slot_ids[left[k]], &slot_ids[left[k] + 1], sizeof(int64_t) * (active - left[k] - 1));
         --active;
       }
       CHECK(active == refdec_driver_active(driver));
@@ -619,7 +642,7 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
       CHECK_OK(refdec_driver_update(driver, u, &up));
       CHECK(refdec_driver_update_error(driver, u) == NULL); /* no drafter threw */
       CHECK(up.finished != REFDEC_FINISH_DRAFTER_ERROR);
-      CHECK(up.id >= 0 && up.id < kSequences);
+      CHECK(up.id >= 0 && up.id < kSequences && up.num_tokens > 0); /* prefill alone reports nothing */
       if (up.id < 0 || up.id >= kSequences) continue;
       CHECK(counts[up.id] + up.num_tokens <= kMaxNew);
       if (counts[up.id] + up.num_tokens > kMaxNew) continue;
@@ -628,12 +651,96 @@ static void driver_decode(const Model* m, int mixture, refdec_reference_index* i
       ++*steps;
     }
   }
-  if (mixture) CHECK(walk.asked > 0);
+  if (walked) CHECK(walk.asked > 0);
   for (s = 0; s < kSequences; ++s) refdec_drafter_destroy(drafters[s]);
   refdec_driver_destroy(driver);
   free(logits);
   free(choices);
   free(walk.asked_rows);
+}
+
+/* One sequence decoded by hand (begin, draft, the engine's own verification of the tree, accept)
+ * with `d`: after `rewind_at` tokens of output the engine drops the last `rewind_by` of them (a
+ * context shift) from its cache and the drafter (refdec_drafter_truncate) and decodes on; then
+ * refdec_drafter_finish. Writes the output and returns its length; *steps counts verifications. */
+static size_t by_hand_decode(const Model* m, refdec_drafter* d, const refdec_token* prompt, size_t prompt_size, size_t rewind_at,
+                             size_t rewind_by, refdec_token* out, int64_t* steps) {
+  Cache cache;
+  refdec_token seq[512];
+  size_t len = prompt_size, n = 0;
+  int rewound = 0;
+  float* logits = (float*)malloc(sizeof(float) * 64 * (size_t)m->vocab);
+  cache_init(m, &cache, m->seq_len + 64);
+  memcpy(seq, prompt, sizeof(refdec_token) * prompt_size);
+  CHECK_OK(refdec_drafter_begin(d, prompt, prompt_size, NULL, 0));
+  /* The prompt but its last token into the cache, as one step of a chain. */
+  while (cache.length + 1 < (int64_t)len) {
+    const int32_t indptr[2] = {0, 1};
+    const int64_t mask_indptr[2] = {0, 1}, position = cache.length;
+    const uint64_t mask[1] = {1};
+    refdec_step_plan p;
+    memset(&p, 0, sizeof p);
+    p.batch = 1, p.rows = 1, p.indptr = indptr, p.tokens = &seq[cache.length], p.positions = &position, p.mask_indptr = mask_indptr,
+    p.mask = mask;
+    forward(m, &cache, &p, logits);
+    ++cache.length;
+  }
+  *steps = 0;
+  for (;;) {
+    refdec_tree tree;
+    int32_t indptr[2], path[64], accepted = 0, i, j;
+    int64_t mask_indptr[2] = {0, 1}, positions[64];
+    uint64_t mask[64];
+    refdec_token bonus = -1, target[64];
+    refdec_step_plan p;
+    CHECK_OK(refdec_drafter_draft(d, seq[len - 1], 12, m->vocab, &tree));
+    /* The tree as a one-sequence plan: each node sees its ancestors and itself. */
+    memset(&p, 0, sizeof p);
+    indptr[0] = 0, indptr[1] = tree.num_nodes;
+    for (i = 0; i < tree.num_nodes; ++i) {
+      positions[i] = (int64_t)len - 1 + tree.depth[i];
+      mask[i] = 0;
+      for (j = i; j >= 0; j = tree.parent[j]) mask[i] |= (uint64_t)1 << j;
+    }
+    p.batch = 1, p.rows = tree.num_nodes, p.indptr = indptr, p.tokens = tree.tokens, p.positions = positions, p.mask_indptr = mask_indptr,
+    p.mask = mask;
+    forward(m, &cache, &p, logits);
+    for (i = 0; i < tree.num_nodes; ++i) target[i] = argmax(&logits[(size_t)i * m->vocab], m->vocab);
+    CHECK_OK(refdec_tree_walk(&tree, chooser_from_array, target, path, &accepted, &bonus));
+    ++*steps;
+    { /* The cache keeps the root and the accepted path, moved down in place. */
+      refdec_token appended[64];
+      int32_t kept[65], k = 0;
+      const int32_t rows_indptr[2] = {0, accepted + 1};
+      const int64_t before = cache.length, after = cache.length + accepted + 1;
+      refdec_keep_plan keep = {1, rows_indptr, kept, &after, &before};
+      kept[k++] = 0;
+      for (i = 0; i < accepted; ++i) kept[k++] = path[i], appended[i] = tree.tokens[path[i]];
+      appended[accepted] = bonus;
+      int stop = 0;
+      cache_keep(m, &cache, &keep, 0);
+      for (i = 0; i <= accepted && !stop; ++i) { /* up to a stop token or a limit, as plain decoding */
+        stop = appended[i] == kBos || appended[i] == kEos;
+        if (stop) break;
+        out[n++] = appended[i];
+        seq[len++] = appended[i];
+        stop = n >= kMaxNew || (int64_t)len >= m->seq_len;
+      }
+      if (i > 0) CHECK_OK(refdec_drafter_accept(d, appended, (size_t)i));
+      if (stop) break;
+    }
+    if (!rewound && n >= rewind_at) { /* drop the last rewind_by output tokens everywhere */
+      rewound = 1;
+      n -= rewind_by, len -= rewind_by;
+      cache.length = (int64_t)len - 1; /* the last token kept is the next root, not cached */
+      CHECK_OK(refdec_drafter_truncate(d, len));
+      CHECK(refdec_drafter_length(d) == len);
+    }
+  }
+  CHECK_OK(refdec_drafter_finish(d));
+  cache_free(&cache);
+  free(logits);
+  return n;
 }
 
 int main(int argc, char** argv) {
@@ -650,6 +757,11 @@ int main(int argc, char** argv) {
 
   test_drafting_and_exports();
   test_errors();
+  test_options();
+  test_end_and_rewind();
+  test_branches();
+  test_step_costs();
+  test_rest();
   test_driver_lifecycle();
   if (failures > 0) {
     fprintf(stderr, "%d checks failed\n", failures);
@@ -673,22 +785,62 @@ int main(int argc, char** argv) {
   for (s = 0; s < kSequences; ++s) answers[s].data = plain[s], answers[s].size = plain_counts[s];
   CHECK_OK(refdec_llma_index_create(answers, kSequences, &llma_index));
   CHECK(refdec_llma_index_tokens(llma_index) == total);
-  for (round = 0; round < 5; ++round) {
-    static const char* const names[5] = {"llma, greedy", "mixture, walked", "llma + index, first round", "llma + index, second round",
-                                          "llma over a shared index of the answers"};
-    int64_t steps = 0;
-    driver_decode(&model, round == 1, round == 2 || round == 3 ? index : NULL, round == 4 ? llma_index : NULL, spec, spec_counts, &steps);
-    for (s = 0; s < kSequences; ++s) {
-      CHECK(spec_counts[s] == plain_counts[s]);
-      CHECK(memcmp(spec[s], plain[s], sizeof(refdec_token) * (spec_counts[s] < plain_counts[s] ? spec_counts[s] : plain_counts[s])) == 0);
+  {
+    const Round rounds[] = {{"llma, greedy", kLlma, NULL, NULL, 0},
+                            {"mixture, walked", kMixtureWalked, NULL, NULL, 0},
+                            {"llma + index, first round", kIndexMixture, index, NULL, 0},
+                            {"llma + index, second round", kIndexMixture, index, NULL, 0},
+                            {"llma over a shared index of the answers", kLlmaShared, NULL, llma_index, 0},
+                            {"lookahead (its window in the plan)", kLookahead, NULL, NULL, 0},
+                            {"mixture under a batch step cost", kIndexMixture, index, NULL, 1}};
+    for (round = 0; round < (int)(sizeof rounds / sizeof rounds[0]); ++round) {
+      int64_t steps = 0;
+      driver_decode(&model, &rounds[round], spec, spec_counts, &steps);
+      for (s = 0; s < kSequences; ++s) {
+        CHECK(spec_counts[s] == plain_counts[s]);
+        CHECK(memcmp(spec[s], plain[s], sizeof(refdec_token) * (spec_counts[s] < plain_counts[s] ? spec_counts[s] : plain_counts[s])) == 0);
+      }
+      if (round == 0) CHECK(steps < (int64_t)total); /* the defaults draft */
+      if (round == 2) {
+        first_round_steps = steps;
+        CHECK(refdec_reference_index_tokens(index) >= total); /* the first round's outputs, added as each sequence ended */
+      }
+      if (round == 3 || round == 4) CHECK(steps < first_round_steps / 2); /* the answers are in the index: drafted whole */
+      printf("%s: %zu tokens in %lld verification steps, equal to plain greedy decoding: %s\n", rounds[round].name, total,
+             (long long)steps, failures == 0 ? "yes" : "NO");
     }
-    if (round == 2) {
-      first_round_steps = steps;
-      CHECK(refdec_reference_index_tokens(index) >= total); /* the first round's outputs, added as each sequence ended */
+  }
+  { /* By hand: a sequence truncated mid-way and continued, then finished into a fresh index; the
+       same prompt again drafts the finished output from it; a reset sequence adds nothing. */
+    refdec_reference_index* outputs = NULL;
+    refdec_drafter* sources[2];
+    refdec_drafter* d = NULL;
+    refdec_token got[kMaxNew];
+    int64_t steps[2] = {0, 0};
+    size_t n, before;
+    int pass;
+    CHECK_OK(refdec_reference_index_create(NULL, &outputs));
+    CHECK_OK(refdec_drafter_create_llma(NULL, &sources[0]));
+    CHECK_OK(refdec_drafter_create_index(outputs, NULL, &sources[1]));
+    CHECK_OK(refdec_drafter_create_mixture(sources, 2, NULL, &d));
+    for (pass = 0; pass < 2; ++pass) {
+      before = refdec_reference_index_tokens(outputs);
+      n = by_hand_decode(&model, d, kPrompts[1], kPromptSizes[1], pass == 0 ? 40 : 1000, 25, got, &steps[pass]);
+      CHECK(n == plain_counts[1] && memcmp(got, plain[1], sizeof(refdec_token) * (n < plain_counts[1] ? n : plain_counts[1])) == 0);
+      CHECK(refdec_reference_index_tokens(outputs) == before + n); /* finished: the output as kept, once */
+      printf("by hand, %s: %zu tokens in %lld verification steps, equal to plain greedy decoding: %s\n",
+             pass == 0 ? "truncated by 25 tokens after 40 and continued" : "again, drafting the finished output", n,
+             (long long)steps[pass], failures == 0 ? "yes" : "NO");
     }
-    if (round == 3 || round == 4) CHECK(steps < first_round_steps / 2); /* the answers are in the index: drafted whole */
-    printf("%s: %zu tokens in %lld verification steps, equal to plain greedy decoding: %s\n", names[round], total, (long long)steps,
-           failures == 0 ? "yes" : "NO");
+    CHECK(steps[1] < steps[0] / 2);
+    before = refdec_reference_index_tokens(outputs);
+    CHECK_OK(refdec_drafter_begin(d, kPrompts[2], kPromptSizes[2], NULL, 0));
+    CHECK_OK(refdec_drafter_accept(d, plain[2], 5));
+    CHECK_OK(refdec_drafter_reset(d));
+    CHECK(refdec_drafter_finish(d) == REFDEC_ERROR_ARGUMENT); /* reset ended it */
+    CHECK(refdec_reference_index_tokens(outputs) == before);
+    refdec_drafter_destroy(d);
+    refdec_reference_index_destroy(outputs);
   }
   refdec_reference_index_destroy(index);
   refdec_llma_index_destroy(llma_index);

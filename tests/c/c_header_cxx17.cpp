@@ -8,7 +8,7 @@
 
 int main() {
   refdec_drafter* d = nullptr;
-  if (refdec_prompt_lookup_create(nullptr, &d) != REFDEC_OK) return 1;
+  if (refdec_drafter_create_prompt_lookup(nullptr, &d) != REFDEC_OK) return 1;
   const bool named = std::string_view(refdec_drafter_name(d)) == "prompt-lookup";
   refdec_drafter_destroy(d);
   std::printf("refdec.h from C++17: version %d, drafter named %s\n", refdec_c_api_version(), named ? "prompt-lookup" : "?");

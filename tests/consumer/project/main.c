@@ -11,7 +11,7 @@ int main(void) {
   refdec_tree tree;
   refdec_token chain[4];
   size_t n = 0;
-  if (refdec_llma_create(NULL, &d) != REFDEC_OK || refdec_drafter_begin(d, prompt, 2, refs, 1) != REFDEC_OK ||
+  if (refdec_drafter_create_llma(NULL, &d) != REFDEC_OK || refdec_drafter_begin(d, prompt, 2, refs, 1) != REFDEC_OK ||
       refdec_drafter_draft(d, 4, 3, 8, &tree) != REFDEC_OK || refdec_tree_best_chain(&tree, chain, 4, &n) != REFDEC_OK) {
     fprintf(stderr, "refdec: %s\n", refdec_last_error());
     return 1;
