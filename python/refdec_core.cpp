@@ -25,6 +25,7 @@
 #include "bindings_common.hpp"
 #include "refdec/version.hpp"
 #include "refdec/core/aux_block.hpp"
+#include "refdec/core/branches.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/sampled_accept.hpp"
@@ -575,6 +576,25 @@ PYBIND11_MODULE(_core, m) {
       py::arg("plan"), py::arg("accepted"), py::arg("out") = std::nullopt,
       "The keep plan of a step: per sequence its root, then its accepted nodes. Writes into `out` when given.");
 
+  py::class_<Branches>(m, "Branches",
+                       "A draft tree as branches, for an engine without custom attention masks (llama.cpp's sequence ids): "
+                       "each root-to-leaf path is a branch, numbered depth-first, so that the branches through node i are "
+                       "begin[i] .. end[i] - 1. Node i goes at positions[i] in those sequences; it then attends to the cached "
+                       "cells and to the step's cells of any one of its branches at positions up to its own: its ancestors.")
+      .def(py::init([](const LinearTree& tree, std::int64_t first_position) {
+             Branches b;
+             b.build(view(tree), first_position);
+             return b;
+           }),
+           py::arg("tree"), py::arg("first_position"), "Lays out `tree` (finished) with its root at `first_position`.")
+      .def_readonly("count", &Branches::count, "Branches: the tree's leaves.")
+      .def_property_readonly("positions", array_view<std::int64_t>(&Branches::positions), "[nodes] int64: first_position + depth.")
+      .def_property_readonly("begin", array_view<std::int32_t>(&Branches::begin), "[nodes] int32: each node's first branch.")
+      .def_property_readonly("end", array_view<std::int32_t>(&Branches::end), "[nodes] int32: one past its last branch.")
+      .def("winner", [](const Branches& b, const std::vector<std::int32_t>& path) { return b.winner(path); }, py::arg("path"),
+           "The branch whose cells stay after a walk that accepted the nodes `path`: keep its cells before first_position + 1 "
+           "+ len(path), drop every other cell the step wrote.");
+
   // --- drafters -----------------------------------------------------------------------------------
   py::class_<DrafterStats>(m, "DrafterStats", "What a drafter did: proposals, accepted tokens by depth, time.")
       .def_readonly("steps", &DrafterStats::steps, "Proposals recorded.")
@@ -627,6 +647,19 @@ PYBIND11_MODULE(_core, m) {
       .def("accept", [](PyDrafter& d, const Tokens& tokens) {
              with_drafter(d, [&] { d.drafter.accept(tokens); });
            }, py::arg("tokens"), "The tokens the step appended (accepted drafts, then the bonus token).")
+      .def("finish", [](PyDrafter& d) { with_drafter(d, [&] { d.drafter.finish(); }); },
+           "Ends the sequence: an index or history drafter adds its output to the shared index or history now (errors "
+           "raise). Only finish() (and a begin() over an unfinished sequence) publishes: a drafter dropped or reset() first "
+           "adds nothing.")
+      .def("truncate", [](PyDrafter& d, std::size_t length) { with_drafter(d, [&] { d.drafter.truncate(length); }); },
+           py::arg("length"),
+           "Rewinds the sequence to its first `length` tokens (a context shift, a prompt cache reused): the next draft's root "
+           "is token length - 1. What the drafter learned from the tokens dropped may stay. ValueError beyond its length, or "
+           "for a drafter that cannot rewind (can_truncate).")
+      .def_property_readonly("can_truncate", [](const PyDrafter& d) { return d.drafter.can_truncate(); },
+                             "Whether truncate() works for this drafter (every built-in one but SuffixDecoding's).")
+      .def("reset", [](PyDrafter& d) { with_drafter(d, [&] { d.drafter.reset(); }); },
+           "Ends the sequence without publishing anything (an aborted request); begin() again before drafting.")
       .def("auxiliary", [](PyDrafter& d, AuxBlock& out) {
              with_drafter(d, [&] {
                out.clear();
@@ -672,7 +705,8 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::size_t n, std::size_t k, std::size_t mm, bool self_reference, std::optional<std::shared_ptr<LlmaIndex>> index) {
              return std::make_unique<PyLlmaDrafter>(LlmaOptions{n, k, mm, self_reference}, index.value_or(nullptr));
            }),
-           py::arg("n") = 1, py::arg("k") = 16, py::arg("m") = 1, py::arg("self_reference") = false, py::arg("index") = py::none(),
+           py::arg("n") = LlmaOptions{}.n, py::arg("k") = LlmaOptions{}.k, py::arg("m") = LlmaOptions{}.m,
+           py::arg("self_reference") = LlmaOptions{}.self_reference, py::arg("index") = py::none(),
            "With `index` (an LlmaIndex), drafts from that shared index of its references: begin() then indexes nothing "
            "(its references are not read).")
       .def_property_readonly("index", [](const PyLlmaDrafter& d) { return std::const_pointer_cast<LlmaIndex>(d.index); },
@@ -689,7 +723,8 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::size_t max_ngram, std::size_t min_ngram, std::size_t k, bool full_span_only) {
              return std::make_unique<PyPromptLookupDrafter>(PromptLookupOptions{max_ngram, min_ngram, k, full_span_only});
            }),
-           py::arg("max_ngram") = 3, py::arg("min_ngram") = 1, py::arg("k") = 10, py::arg("full_span_only") = false)
+           py::arg("max_ngram") = PromptLookupOptions{}.max_ngram, py::arg("min_ngram") = PromptLookupOptions{}.min_ngram,
+           py::arg("k") = PromptLookupOptions{}.k, py::arg("full_span_only") = PromptLookupOptions{}.full_span_only)
       .def_property_readonly("max_ngram", [](const PyPromptLookupDrafter& d) { return d.options.max_ngram; }, "Longest suffix looked up.")
       .def_property_readonly("min_ngram", [](const PyPromptLookupDrafter& d) { return d.options.min_ngram; }, "Shortest suffix looked up.")
       .def_property_readonly("k", [](const PyPromptLookupDrafter& d) { return d.options.k; }, "Tokens copied after the match.")
@@ -702,7 +737,8 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::size_t n, std::size_t prefix_len, std::size_t num_draft, bool grow) {
              return std::make_unique<PyNgramTrieDrafter>(NgramTrieOptions{n, prefix_len, num_draft, grow});
            }),
-           py::arg("n") = 13, py::arg("prefix_len") = 3, py::arg("num_draft") = 32, py::arg("grow") = true)
+           py::arg("n") = NgramTrieOptions{}.n, py::arg("prefix_len") = NgramTrieOptions{}.prefix_len,
+           py::arg("num_draft") = NgramTrieOptions{}.num_draft, py::arg("grow") = NgramTrieOptions{}.grow)
       .def_property_readonly("n", [](const PyNgramTrieDrafter& d) { return d.options.n; }, "Window length (trie depth).")
       .def_property_readonly("prefix_len", [](const PyNgramTrieDrafter& d) { return d.options.prefix_len; }, "Longest suffix matched.")
       .def_property_readonly("num_draft", [](const PyNgramTrieDrafter& d) { return d.options.num_draft; }, "Most draft nodes per proposal.")
@@ -887,7 +923,9 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::int32_t window, std::int32_t ngram, std::int32_t guesses, bool pool_from_output, std::uint64_t seed) {
              return std::make_unique<PyLookaheadDrafter>(LookaheadOptions{window, ngram, guesses, pool_from_output, seed});
            }),
-           py::arg("window") = 15, py::arg("ngram") = 5, py::arg("guesses") = 15, py::arg("pool_from_output") = true, py::arg("seed") = 0)
+           py::arg("window") = LookaheadOptions{}.window, py::arg("ngram") = LookaheadOptions{}.ngram,
+           py::arg("guesses") = LookaheadOptions{}.guesses, py::arg("pool_from_output") = LookaheadOptions{}.pool_from_output,
+           py::arg("seed") = LookaheadOptions{}.seed)
       .def_property_readonly("window", [](const PyLookaheadDrafter& d) { return d.options.window; }, "W: Jacobi window width.")
       .def_property_readonly("ngram", [](const PyLookaheadDrafter& d) { return d.options.ngram; }, "N: n-gram size.")
       .def_property_readonly("guesses", [](const PyLookaheadDrafter& d) { return d.options.guesses; }, "G: candidates per step.");

@@ -348,6 +348,25 @@ class KeepPlan:
     def kept(self: KeepPlan, b: int) -> List[int]:
         """The kept local rows of sequence b."""
 
+class Branches:
+    """A draft tree as branches, for an engine without custom attention masks (llama.cpp's sequence ids): each root-to-leaf path is a branch, numbered depth-first, so that the branches through node i are begin[i] .. end[i] - 1. Node i goes at positions[i] in those sequences; it then attends to the cached cells and to the step's cells of any one of its branches at positions up to its own: its ancestors."""
+    def __init__(self: Branches, tree: LinearTree, first_position: int) -> None:
+        """Lays out `tree` (finished) with its root at `first_position`."""
+    @property
+    def count(self) -> int:
+        """Branches: the tree's leaves."""
+    @property
+    def positions(self) -> numpy.typing.NDArray[numpy.int64]:
+        """[nodes] int64: first_position + depth."""
+    @property
+    def begin(self) -> numpy.typing.NDArray[numpy.int32]:
+        """[nodes] int32: each node's first branch."""
+    @property
+    def end(self) -> numpy.typing.NDArray[numpy.int32]:
+        """[nodes] int32: one past its last branch."""
+    def winner(self: Branches, path: List[int]) -> int:
+        """The branch whose cells stay after a walk that accepted the nodes `path`: keep its cells before first_position + 1 + len(path), drop every other cell the step wrote."""
+
 class DrafterStats:
     """What a drafter did: proposals, accepted tokens by depth, time."""
     @property
@@ -390,6 +409,15 @@ class Drafter:
         """The drafter's part of a verification step, as every engine runs it: propose, cut to `budget` nodes into a LinearTree with root `root` (the sequence's last token), record the proposal, check token ids against vocab_size, and write auxiliary tokens into `aux` (dropped when None; then observe([]) after the step). A block that would reach position_limit (the context) sits the step out. Returns the tree (`tree` when given)."""
     def accept(self: Drafter, tokens: List[int]) -> None:
         """The tokens the step appended (accepted drafts, then the bonus token)."""
+    def finish(self: Drafter) -> None:
+        """Ends the sequence: an index or history drafter adds its output to the shared index or history now (errors raise). Only finish() (and a begin() over an unfinished sequence) publishes: a drafter dropped or reset() first adds nothing."""
+    def truncate(self: Drafter, length: int) -> None:
+        """Rewinds the sequence to its first `length` tokens (a context shift, a prompt cache reused): the next draft's root is token length - 1. What the drafter learned from the tokens dropped may stay. ValueError beyond its length, or for a drafter that cannot rewind (can_truncate)."""
+    @property
+    def can_truncate(self) -> bool:
+        """Whether truncate() works for this drafter (every built-in one but SuffixDecoding's)."""
+    def reset(self: Drafter) -> None:
+        """Ends the sequence without publishing anything (an aborted request); begin() again before drafting."""
     def auxiliary(self: Drafter, out: AuxBlock) -> None:
         """This step's auxiliary tokens into `out` (none for most drafters)."""
     def observe(self: Drafter, choices: List[int]) -> None:
@@ -675,7 +703,7 @@ class NoDrafter(Drafter):
 
 class LlmaDrafter(Drafter):
     """LLMA span copy: the longest suffix match of the sequence in the references (and, with self_reference, the sequence itself), copying the k tokens that follow; m spans as a tree."""
-    def __init__(self: LlmaDrafter, n: int = 1, k: int = 16, m: int = 1, self_reference: bool = False, index: Optional[LlmaIndex] = None) -> None:
+    def __init__(self: LlmaDrafter, n: int = 1, k: int = 16, m: int = 1, self_reference: bool = True, index: Optional[LlmaIndex] = None) -> None:
         """With `index` (an LlmaIndex), drafts from that shared index of its references: begin() then indexes nothing (its references are not read)."""
     @property
     def index(self) -> LlmaIndex:

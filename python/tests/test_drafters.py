@@ -70,7 +70,7 @@ def test_each_drafter_replays_above_one_token_per_step(index):
 
 def test_llma_copies_from_references_and_propose_is_not_recorded():
     d = refdec.LlmaDrafter(n=2, k=5)
-    assert (d.n, d.k, d.m, d.self_reference, d.name) == (2, 5, 1, False, "llma")
+    assert (d.n, d.k, d.m, d.self_reference, d.name) == (2, 5, 1, True, "llma")
     d.begin([7, 8, 1, 2], [[9, 1, 2, 3, 4, 5, 6, 7, 8]])
     tree = d.propose(16)
     assert len(tree) == 5 and tree.node(1).token == 3
@@ -325,3 +325,46 @@ def test_reference_index_saved_reopened_and_holding_a_datastore(tmp_path):
     assert [tree.node(i).token for i in range(1, len(tree) + 1)] == [9, 10]
     with pytest.raises(refdec.IoError):
         reopened.add_datastore(tmp_path / "missing.ds")
+
+
+def test_sequences_finish_truncate_and_reset():
+    index = refdec.ReferenceIndex()
+    d = refdec.IndexDrafter(index)
+    d.begin([1, 2])
+    d.accept([3, 4, 5])
+    assert d.can_truncate
+    d.truncate(3)  # 1 2 3
+    d.accept([6])
+    assert index.tokens == 0  # nothing published before finish
+    d.finish()
+    assert index.tokens == 2  # the output as kept: 3 6
+    d.begin([1, 2])
+    d.accept([7, 8])
+    d.reset()
+    d.finish()
+    assert index.tokens == 2  # reset: nothing to publish
+    with pytest.raises(refdec.ArgumentError, match="cannot truncate a sequence of 0 tokens to 1"):
+        d.truncate(1)
+    # LLMA's defaults draft from the sequence itself, and drafting after a rewind follows the tokens kept.
+    llma = refdec.LlmaDrafter()
+    assert llma.self_reference is True
+    llma.begin([1, 7, 8, 9, 3, 7])
+    assert [t for t in llma.draft(7, 8, 16).tokens][1:] == [8, 9, 3, 7]
+    llma.accept([8, 9])
+    llma.truncate(3)  # 1 7 8
+    tree = llma.draft(8, 8, 16)
+    assert list(tree.tokens)[1:] == []  # 8 occurs nowhere before: the tokens dropped are gone
+
+
+def test_branches_lay_out_a_tree_for_engines_without_masks():
+    tree = refdec.LinearTree()
+    for token, parent in [(10, -1), (11, 0), (12, 0), (13, 1), (14, 1)]:
+        tree.add_node(token, parent, 0.0)
+    tree.finish()
+    b = refdec.Branches(tree, 100)
+    assert b.count == 3
+    assert list(b.positions) == [100, 101, 101, 102, 102]
+    assert list(b.begin) == [0, 0, 2, 0, 1] and list(b.end) == [3, 2, 3, 1, 2]
+    assert b.winner([1, 4]) == 1 and b.winner([]) == 0
+    with pytest.raises(refdec.ArgumentError):
+        b.winner([9])
