@@ -311,9 +311,11 @@ PYBIND11_MODULE(_core, m) {
                        float frequency_penalty, std::uint64_t seed) {
              return SamplingOptions{temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed};
            }),
-           py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
-           py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f, py::arg("frequency_penalty") = 0.0f,
-           py::arg("seed") = 0)
+           py::arg("temperature") = SamplingOptions{}.temperature, py::arg("top_k") = SamplingOptions{}.top_k,
+           py::arg("top_p") = SamplingOptions{}.top_p, py::arg("min_p") = SamplingOptions{}.min_p,
+           py::arg("repetition_penalty") = SamplingOptions{}.repetition_penalty,
+           py::arg("presence_penalty") = SamplingOptions{}.presence_penalty,
+           py::arg("frequency_penalty") = SamplingOptions{}.frequency_penalty, py::arg("seed") = SamplingOptions{}.seed)
       .def_readwrite("temperature", &SamplingOptions::temperature, "Divides the logits; 0 is greedy.")
       .def_readwrite("top_k", &SamplingOptions::top_k, "Keeps the k largest logits; 0 is off.")
       .def_readwrite("top_p", &SamplingOptions::top_p, "Nucleus mass in (0, 1]; 1 is off.")
@@ -380,7 +382,8 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const StepCost& prior, double half_life, double fallback_weight) {
              return StepCostTracker(prior, {.half_life = half_life, .fallback_weight = fallback_weight});
            }),
-           py::arg("prior"), py::arg("half_life") = 32.0, py::arg("fallback_weight") = 1.0,
+           py::arg("prior"), py::arg("half_life") = StepCostTrackerOptions{}.half_life,
+           py::arg("fallback_weight") = StepCostTrackerOptions{}.fallback_weight,
            "Learns around `prior` (measured or affine, not flat); half_life in observations.")
       .def("observe", [](StepCostTracker& t, std::size_t tokens, double seconds, std::size_t batch) { t.observe(tokens, seconds, batch); },
            py::arg("tokens"), py::arg("seconds"), py::arg("batch") = 1,
@@ -909,7 +912,8 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::shared_ptr<Datastore> store, std::size_t n_max, std::size_t mm, std::size_t c, std::size_t max_occurrences) {
              return std::make_unique<PyRestDrafter>(std::move(store), RestOptions{n_max, mm, c, max_occurrences});
            }),
-           py::arg("datastore"), py::arg("n_max") = 16, py::arg("m") = 10, py::arg("c") = 64, py::arg("max_occurrences") = 256)
+           py::arg("datastore"), py::arg("n_max") = RestOptions{}.n_max, py::arg("m") = RestOptions{}.m, py::arg("c") = RestOptions{}.c,
+           py::arg("max_occurrences") = RestOptions{}.max_occurrences)
       .def_property_readonly("datastore", [](const PyRestDrafter& d) { return std::const_pointer_cast<Datastore>(d.datastore); },
                              "The datastore it reads.")
       .def_property_readonly("n_max", [](const PyRestDrafter& d) { return d.options.n_max; }, "Longest suffix searched.")
@@ -970,8 +974,9 @@ PYBIND11_MODULE(_core, m) {
              o.scorer_rate = scorer_rate;
              return std::make_unique<PyMixtureDrafter>(std::move(makes), o);
            }),
-           py::arg("sources"), py::arg("cost") = StepCost::flat(), py::arg("prior_mean") = 0.3, py::arg("prior_strength") = 2.0,
-           py::arg("half_life") = 2000.0, py::arg("max_depth") = 16, py::arg("combine") = MixtureCombine::max,
+           py::arg("sources"), py::arg("cost") = StepCost::flat(), py::arg("prior_mean") = MixtureOptions{}.prior_mean,
+           py::arg("prior_strength") = MixtureOptions{}.prior_strength, py::arg("half_life") = MixtureOptions{}.half_life,
+           py::arg("max_depth") = MixtureOptions{}.max_depth, py::arg("combine") = MixtureOptions{}.combine,
            py::arg("calibration_half_life") = MixtureOptions{}.calibration_half_life,
            py::arg("calibration_prior") = MixtureOptions{}.calibration_prior,
            py::arg("source_budget") = MixtureOptions{}.source_budget, py::arg("match_context") = MixtureOptions{}.match_context,
@@ -1047,7 +1052,8 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::int64_t vocab_size, std::int64_t max_context, std::int64_t prefill_chunk, std::int64_t drafting_threads) {
              return std::make_unique<PyStepDriver>(StepDriverOptions{vocab_size, max_context, prefill_chunk, drafting_threads});
            }),
-           py::arg("vocab_size"), py::arg("max_context"), py::arg("prefill_chunk") = 512, py::arg("drafting_threads") = 1,
+           py::arg("vocab_size"), py::arg("max_context"), py::arg("prefill_chunk") = StepDriverOptions{}.prefill_chunk,
+           py::arg("drafting_threads") = StepDriverOptions{}.drafting_threads,
            "A driver for token ids in [0, vocab_size), prompt + output at most `max_context` per sequence, prompts "
            "prefilled `prefill_chunk` tokens per step at most (0: at once), sequences drafted on `drafting_threads` "
            "threads at once (the caller's among them; the GIL is released once per step).")
@@ -1062,7 +1068,8 @@ PYBIND11_MODULE(_core, m) {
              if (s.driver.active() > before) s.drafters.lend(id, std::move(drafter));
              return id;
            }, py::arg("prompt"), py::arg("references") = py::list(), py::arg("drafter") = py::none(),
-           py::arg("max_new_tokens") = 256, py::arg("stop_tokens") = Tokens{}, py::arg("budget") = 16,
+           py::arg("max_new_tokens") = SequenceLimits{}.max_new_tokens, py::arg("stop_tokens") = Tokens{},
+           py::arg("budget") = SequenceLimits{}.budget,
            "Adds a sequence; returns its id. `drafter` (None: plain decoding) is borrowed until the sequence leaves. Raises "
            "ValueError without changing the driver when something is wrong. A sequence with max_new_tokens=0 takes no "
            "slot: it is reported as finished by the next prepare().")

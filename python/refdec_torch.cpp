@@ -161,10 +161,11 @@ PYBIND11_MODULE(_torch, m) {
                                     sampling_path,  prefill_chunk,    drafting_threads,       std::move(step_cost),
                                     {.half_life = step_cost_half_life}, batch_budget};
            }),
-           py::arg("max_new_tokens") = 256, py::arg("budget") = 16, py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = 0,
-           py::arg("sampling") = std::nullopt, py::arg("sampling_path") = SamplingPath::kAuto, py::arg("prefill_chunk") = 512,
-           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = 32.0, py::arg("drafting_threads") = 1,
-           py::arg("batch_budget") = true)
+           py::arg("max_new_tokens") = GenerateOptions{}.max_new_tokens, py::arg("budget") = GenerateOptions{}.budget,
+           py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = GenerateOptions{}.max_context, py::arg("sampling") = std::nullopt,
+           py::arg("sampling_path") = GenerateOptions{}.sampling_path, py::arg("prefill_chunk") = GenerateOptions{}.prefill_chunk,
+           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = StepCostTrackerOptions{}.half_life,
+           py::arg("drafting_threads") = GenerateOptions{}.drafting_threads, py::arg("batch_budget") = GenerateOptions{}.batch_budget)
       .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
       .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
       .def_readwrite("stop_tokens", &GenerateOptions::stop_tokens, "Generation stops before any of these.")

@@ -359,14 +359,18 @@ refdec_status refdec_drafter_create_mixture(refdec_drafter** sources, size_t cou
   return guarded(who, [&] {
     deref(out, who, "out");
     const auto o = options_of(options, refdec_mixture_options_init, who, "options");
-    REFDEC_CHECK(o.combine == REFDEC_MIXTURE_MAX || o.combine == REFDEC_MIXTURE_NOISY_OR,
-                 who << ": combine is " << static_cast<int>(o.combine) << ", not a refdec_mixture_combine");
+    // Read as the int a C enum is: a value outside the enumerators is the caller's to make, not ours to load as one.
+    static_assert(sizeof(o.combine) == sizeof(int));
+    int combine = 0;
+    std::memcpy(&combine, &o.combine, sizeof combine);
+    REFDEC_CHECK(combine == REFDEC_MIXTURE_MAX || combine == REFDEC_MIXTURE_NOISY_OR,
+                 who << ": combine is " << combine << ", not a refdec_mixture_combine");
     const refdec::MixtureOptions mo{.prior_mean = o.prior_mean,
                                     .prior_strength = o.prior_strength,
                                     .half_life = o.half_life,
                                     .max_depth = o.max_depth,
-                                    .combine = o.combine == REFDEC_MIXTURE_NOISY_OR ? refdec::MixtureCombine::noisy_or
-                                                                                    : refdec::MixtureCombine::max,
+                                    .combine = combine == REFDEC_MIXTURE_NOISY_OR ? refdec::MixtureCombine::noisy_or
+                                                                                  : refdec::MixtureCombine::max,
                                     .source_budget = o.source_budget,
                                     .match_context = o.match_context,
                                     .recent_rate = o.recent_rate,

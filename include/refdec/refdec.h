@@ -97,7 +97,8 @@ typedef struct refdec_step_cost_tracker refdec_step_cost_tracker;
 /** Learns around `prior` (copied; not NULL). */
 REFDEC_C_EXPORT refdec_status refdec_step_cost_tracker_create(const refdec_step_cost* prior, refdec_step_cost_tracker** out);
 /** One timed step of `batch` sequences (>= 1) that ran `rows` rows in all (>= batch) in `seconds` (> 0). */
-REFDEC_C_EXPORT refdec_status refdec_step_cost_tracker_observe(refdec_step_cost_tracker* tracker, size_t rows, double seconds, size_t batch);
+REFDEC_C_EXPORT refdec_status refdec_step_cost_tracker_observe(refdec_step_cost_tracker* tracker, size_t rows, double seconds,
+                                                               size_t batch);
 /** The learned cost of a step of `batch` sequences by its total rows, as a new step cost (destroy it). */
 REFDEC_C_EXPORT refdec_status refdec_step_cost_tracker_current(const refdec_step_cost_tracker* tracker, size_t batch,
                                                                refdec_step_cost** out);
@@ -123,7 +124,8 @@ typedef struct refdec_reference_index_options {
   size_t struct_size;    /**< sizeof(refdec_reference_index_options), set by the init function */
   size_t max_tokens;     /**< default 2^26: tokens kept at most; past it the oldest documents are dropped */
   size_t depth;          /**< default 64: suffixes are ordered by this many tokens (2 to 255): the longest match and its continuations */
-  bool background_merge; /**< default false: merge on a thread of the index's own instead of in add() (which then waits while that thread is 64 segments behind) */
+  bool background_merge; /**< default false: merge on a thread of the index's own instead of in add() (which then waits while that thread is
+                            64 segments behind) */
   size_t max_bytes;      /**< default 0 (no bound): bytes kept at most; past it the oldest documents are dropped */
 } refdec_reference_index_options;
 REFDEC_C_EXPORT void refdec_reference_index_options_init(refdec_reference_index_options* options);
@@ -212,18 +214,18 @@ typedef enum refdec_mixture_combine {
  *  budget chosen against the step cost (refdec_drafter_set_step_cost; without one, every node
  *  rated above zero up to the budget). refdec::MixtureOptions documents each field at length. */
 typedef struct refdec_mixture_options {
-  size_t struct_size;           /**< sizeof(refdec_mixture_options), set by the init function */
-  double prior_mean;            /**< default 0.3: prior probability of a node's acceptance given its parent's */
-  double prior_strength;        /**< default 2: the prior's weight, in observations */
-  double half_life;             /**< default 2000: steps after which an observation weighs half (0: never forget) */
-  size_t max_depth;             /**< default 16: depths with statistics of their own */
+  size_t struct_size;             /**< sizeof(refdec_mixture_options), set by the init function */
+  double prior_mean;              /**< default 0.3: prior probability of a node's acceptance given its parent's */
+  double prior_strength;          /**< default 2: the prior's weight, in observations */
+  double half_life;               /**< default 2000: steps after which an observation weighs half (0: never forget) */
+  size_t max_depth;               /**< default 16: depths with statistics of their own */
   refdec_mixture_combine combine; /**< default REFDEC_MIXTURE_MAX */
-  size_t source_budget;         /**< default 64: draft nodes each source is asked for at least (0: the budget) */
-  bool match_context;           /**< default true: estimates conditioned on each source's match length */
-  double recent_rate;           /**< default 0.3: weight of the newest step in each source's recent reach (0: off), 0 to 1 */
-  double scorer_rate;           /**< default 0.1: learning rate of the learned scorer (0: off), 0 to 1 */
-  double calibration_half_life; /**< default 12: steps after which a step weighs half in the per-sequence calibration (0: off) */
-  double calibration_prior;     /**< default 1: the calibration's prior weight, in expected tokens (> 0) */
+  size_t source_budget;           /**< default 64: draft nodes each source is asked for at least (0: the budget) */
+  bool match_context;             /**< default true: estimates conditioned on each source's match length */
+  double recent_rate;             /**< default 0.3: weight of the newest step in each source's recent reach (0: off), 0 to 1 */
+  double scorer_rate;             /**< default 0.1: learning rate of the learned scorer (0: off), 0 to 1 */
+  double calibration_half_life;   /**< default 12: steps after which a step weighs half in the per-sequence calibration (0: off) */
+  double calibration_prior;       /**< default 1: the calibration's prior weight, in expected tokens (> 0) */
 } refdec_mixture_options;
 
 /** Fill `options` with the library's defaults (and struct_size). */

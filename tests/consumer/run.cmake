@@ -5,7 +5,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/../run_step.cmake)
 set(prefix ${BINARY_DIR}/prefix)
 refdec_step("configuring refdec" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BINARY_DIR}/refdec -DREFDEC_BUILD_TESTS=OFF
             -DREFDEC_BUILD_BENCHMARKS=OFF -DREFDEC_BUILD_EXAMPLES=OFF -DREFDEC_BUILD_TOOLS=OFF -DREFDEC_BUILD_PYTHON=OFF -DREFDEC_WITH_CUDA=OFF
-            -DCMAKE_INSTALL_PREFIX=${prefix})
+            -DREFDEC_BUILD_C_STATIC=ON -DCMAKE_INSTALL_PREFIX=${prefix})
 refdec_step("building refdec (the C API's library)" ${CMAKE_COMMAND} --build ${BINARY_DIR}/refdec)
 refdec_step("installing refdec" ${CMAKE_COMMAND} --install ${BINARY_DIR}/refdec)
 # The exported targets must not point into this machine's library paths.

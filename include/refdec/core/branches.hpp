@@ -30,9 +30,9 @@ inline std::int32_t tree_branches(TreeView tree, std::int64_t first_position, st
   const std::int32_t n = tree.num_nodes;
   REFDEC_CHECK(n >= 1 && tree.first_child != nullptr && tree.next_sibling != nullptr, "tree_branches: a tree needs its root and its links");
   const auto size = static_cast<std::size_t>(n);
-  REFDEC_CHECK(positions.size() >= size && begin.size() >= size && end.size() >= size,
-               "tree_branches: arrays of " << positions.size() << ", " << begin.size() << " and " << end.size() << " entries for "
-                                           << n << " nodes");
+  REFDEC_CHECK(
+      positions.size() >= size && begin.size() >= size && end.size() >= size,
+      "tree_branches: arrays of " << positions.size() << ", " << begin.size() << " and " << end.size() << " entries for " << n << " nodes");
   std::fill_n(begin.begin(), size, -1);  // -1: not reached yet
   // end[v] holds v's next child to visit while v is on the path, its branches' end afterwards.
   std::vector<std::int32_t> path{0};

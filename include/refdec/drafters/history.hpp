@@ -93,9 +93,10 @@ class OutputHistory {
 /// begin() the inner drafter gets the request's references followed by every output in the
 /// shared OutputHistory, and the tokens this drafter accepted become an output of the history when
 /// its sequence ends: at finish() (which the Session calls when a request leaves) or the next
-/// begin(); a drafter destroyed or reset() before adds nothing. The history never holds the sequence being drafted (unless finish() is called in
-/// the middle of it). Everything else (proposals, match length, auxiliary tokens, the step cost of
-/// a cost-aware inner drafter) is the inner drafter's. An n-gram trie inner (NgramTrieDrafter) ranks continuations by how often the
+/// begin(); a drafter destroyed or reset() before adds nothing. The history never holds the
+/// sequence being drafted (unless finish() is called in the middle of it). Everything else
+/// (proposals, match length, auxiliary tokens, the step cost of a cost-aware inner drafter) is the
+/// inner drafter's. An n-gram trie inner (NgramTrieDrafter) ranks continuations by how often the
 /// model wrote them. begin() costs what the inner drafter's begin() costs over the whole history
 /// (OutputHistory::kDefaultMaxTokens). One per sequence at a time, like any drafter; the history
 /// may be shared.

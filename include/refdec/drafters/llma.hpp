@@ -22,12 +22,12 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of LlmaDrafter.
 struct LlmaOptions {
-  std::size_t n = 1;            ///< shortest suffix match that may trigger a copy (LLMA's n)
-  std::size_t k = 16;           ///< tokens copied per span (LLMA's k)
-  std::size_t m = 1;            ///< spans proposed as a tree: the best one, plus up to m-1 that branch off
-                                ///< after the matched suffix with other next tokens
-  bool self_reference = true;   ///< also search the sequence itself (prompt and output so far): on, so that
-                                ///< a drafter without references still drafts (prompt-lookup decoding)
+  std::size_t n = 1;           ///< shortest suffix match that may trigger a copy (LLMA's n)
+  std::size_t k = 16;          ///< tokens copied per span (LLMA's k)
+  std::size_t m = 1;           ///< spans proposed as a tree: the best one, plus up to m-1 that branch off
+                               ///< after the matched suffix with other next tokens
+  bool self_reference = true;  ///< also search the sequence itself (prompt and output so far): on, so that
+                               ///< a drafter without references still drafts (prompt-lookup decoding)
 };
 
 namespace detail {
