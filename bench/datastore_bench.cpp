@@ -20,7 +20,7 @@
 
 #include "refdec/core/file_io.hpp"
 #include "refdec/datastore/builder.hpp"
-#include "refdec/datastore/index_files.hpp"
+#include "refdec/index/index_files.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/datastore/retrieval.hpp"
 #include "refdec/drafters/rest.hpp"

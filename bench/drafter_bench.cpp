@@ -24,7 +24,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_driver.hpp"
 #include "synthetic_text.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"

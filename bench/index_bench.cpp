@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 #include "synthetic_text.hpp"
 
 namespace {

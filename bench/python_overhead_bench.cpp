@@ -14,7 +14,7 @@
 
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
-#include "refdec/drafters/draft_step.hpp"
+#include "refdec/core/draft_step.hpp"
 #include "refdec/drafters/llma.hpp"
 
 namespace {

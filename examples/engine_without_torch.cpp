@@ -29,7 +29,7 @@
 #include "plain_engine.hpp"
 #include "refdec/core/step_driver.hpp"
 #include "refdec/core/step_plan.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 

@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "common.hpp"
-#include "refdec/datastore/index_files.hpp"
+#include "refdec/drafters/index_drafter.hpp"
+#include "refdec/index/index_files.hpp"
 
 namespace {
 

@@ -24,8 +24,8 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/references.hpp"
 #include "refdec/core/step_driver.hpp"
-#include "refdec/drafters/draft_step.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/draft_step.hpp"
+#include "refdec/core/drafter.hpp"
 
 namespace refdec_python {
 

@@ -25,14 +25,14 @@
 #include "refdec/core/step_driver.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/datastore/reader.hpp"
-#include "refdec/drafters/draft_step.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/draft_step.hpp"
+#include "refdec/core/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/rest.hpp"
 
 struct refdec_drafter {

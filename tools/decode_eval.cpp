@@ -28,7 +28,7 @@
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/history.hpp"
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"

@@ -24,7 +24,7 @@
 #include "eval/datasets.hpp"
 #include "eval/step_cost_file.hpp"
 #include "refdec/core/file_io.hpp"
-#include "refdec/datastore/index_files.hpp"
+#include "refdec/index/index_files.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
@@ -32,10 +32,10 @@
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "refdec/drafters/suffix_decoding.hpp"
-#include "refdec/replay/replay.hpp"
+#include "eval/replay.hpp"
 
 namespace {
 

@@ -392,7 +392,8 @@ REFDEC_C_EXPORT void refdec_sequence_limits_init(refdec_sequence_limits* limits)
 
 /** Adds a sequence (not while a step is prepared). `drafter` (NULL: plain decoding) stays the
  *  caller's and must outlive the sequence; it follows one sequence at a time, refuses other calls
- *  meanwhile, and is free again as soon as the sequence has left (the driver finished it).
+ *  meanwhile, and is free again as soon as the sequence has left (the driver finished it); one
+ *  following a sequence by hand is refused (finish or reset it first).
  *  `limits` NULL takes the defaults. Writes the sequence's id to `*id`. */
 REFDEC_C_EXPORT refdec_status refdec_driver_add(refdec_driver* driver, const refdec_token* prompt, size_t prompt_size,
                                                 const refdec_token_span* references, size_t num_references,

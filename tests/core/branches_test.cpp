@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
-#include "refdec/drafters/draft_step.hpp"
+#include "refdec/core/draft_step.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"

@@ -2,7 +2,8 @@
 // A ReferenceIndex written as datastore segment files and read back after its process is gone:
 // the same drafts; a corrupt or truncated segment refused by name, the others served.
 
-#include "refdec/datastore/index_files.hpp"
+#include "refdec/drafters/index_drafter.hpp"
+#include "refdec/index/index_files.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

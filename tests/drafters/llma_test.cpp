@@ -23,7 +23,7 @@
 
 #include "refdec/core/greedy_accept.hpp"
 #include "refdec/core/references.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 
 namespace {
 

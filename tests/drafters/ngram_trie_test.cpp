@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "refdec/core/greedy_accept.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 #include "refdec/text/llama2c_tokenizer.hpp"
 #include "test_data.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // directly over the documents (through merges and eviction), snapshots that do not change, and the
 // index drafter's proposals.
 
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 
 #include <gtest/gtest.h>
 

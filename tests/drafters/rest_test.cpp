@@ -21,7 +21,7 @@
 
 #include "refdec/datastore/builder.hpp"
 #include "common/expect_error.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 #include "test_data.hpp"
 
 namespace {

@@ -1,7 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // Replay evaluation: step counts of scripted drafters, end of output, statistics, aggregation.
 
-#include "refdec/replay/replay.hpp"
+#include "eval/replay.hpp"
 
 #include <gtest/gtest.h>
 

@@ -25,7 +25,7 @@
 #include "refdec/drafters/history.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "common/random_text.hpp"
 #include "test_data.hpp"

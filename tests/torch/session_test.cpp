@@ -29,7 +29,7 @@
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/rest.hpp"
 #include "refdec/drafters/suffix_decoding.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"

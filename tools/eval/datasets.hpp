@@ -17,7 +17,7 @@
 #include "eval/json_brief.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/file_io.hpp"
-#include "refdec/replay/replay.hpp"
+#include "eval/replay.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 
 REFDEC_NAMESPACE_BEGIN

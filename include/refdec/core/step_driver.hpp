@@ -25,12 +25,12 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/batch_budget.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/core/draft_step.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/drafter.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/core/worker_pool.hpp"
-#include "refdec/drafters/draft_step.hpp"
-#include "refdec/drafters/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

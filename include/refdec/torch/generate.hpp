@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/model.hpp"

@@ -27,7 +27,7 @@
 #include "refdec/core/file_io.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/reader.hpp"
-#include "refdec/drafters/reference_index.hpp"
+#include "refdec/index/reference_index.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

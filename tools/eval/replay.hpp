@@ -20,7 +20,7 @@
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_cost.hpp"
 #include "refdec/core/walk.hpp"
-#include "refdec/drafters/drafter.hpp"
+#include "refdec/core/drafter.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
