@@ -199,9 +199,9 @@ typedef struct refdec_rest_options {
  *  runs no window: the pool alone. */
 typedef struct refdec_lookahead_options {
   size_t struct_size;    /**< sizeof(refdec_lookahead_options), set by the init function */
-  int32_t window;        /**< default 15: W, the Jacobi window's width (0 to 256; 0: the pool alone) */
-  int32_t ngram;         /**< default 5: N, the n-gram size (2 to 32) */
-  int32_t guesses;       /**< default 15: G, n-grams kept per first token and verified per step (1 to 1024) */
+  size_t window;         /**< default 15: W, the Jacobi window's width (0 to 256; 0: the pool alone) */
+  size_t ngram;          /**< default 5: N, the n-gram size (2 to 32) */
+  size_t guesses;        /**< default 15: G, n-grams kept per first token and verified per step (1 to 1024) */
   bool pool_from_output; /**< default true: also pool the accepted output's n-grams */
   uint64_t seed;         /**< default 0: the window's first level drawn from the prompt */
 } refdec_lookahead_options;

@@ -234,6 +234,9 @@ static void test_options(void) {
   CHECK(mo.struct_size == sizeof mo && mo.combine == REFDEC_MIXTURE_MAX && mo.source_budget == 64 && mo.match_context);
   refdec_lookahead_options_init(&la);
   CHECK(la.window == 15 && la.ngram == 5 && la.guesses == 15 && la.pool_from_output);
+  la.window = (size_t)1 << 40; /* beyond the drafter's bound, however wide size_t is */
+  CHECK(refdec_drafter_create_lookahead(&la, &d) == REFDEC_ERROR_ARGUMENT && d == NULL);
+  CHECK(strstr(refdec_last_error(), "window (W) must be 0 to 256") != NULL);
   refdec_reference_index_options_init(&ro);
   CHECK(ro.depth == 64 && ro.max_bytes == 0 && !ro.background_merge);
   refdec_sequence_limits_init(&limits);
