@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/index/index_files.hpp"
 #include "refdec/datastore/reader.hpp"

@@ -40,7 +40,7 @@
 #include "refdec/torch/errors.hpp"
 #include "refdec/core/batch_budget.hpp"
 #include "refdec/core/draft_tree.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "refdec/drafters/history.hpp"
 #include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/llma.hpp"

@@ -1,5 +1,5 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// refdec-stream-linear: how close refdec's streaming linear kernels (core/stream_linear.hpp)
+// refdec-stream-linear: how close refdec's streaming linear kernels (cpu/stream_linear.hpp)
 // stream their weights to the machine's read bandwidth. It packs the linear layers of a model
 // shape in bf16, then alternates, round by round, a plain read of as many bytes (AVX2 loads
 // summed, split over the threads) with one pass of each set of tiles over every layer, each layer
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "refdec/core/stream_linear.hpp"
-#include "refdec/core/cpu_isa.hpp"
+#include "refdec/cpu/stream_linear.hpp"
+#include "refdec/cpu/cpu_isa.hpp"
 
 namespace {
 

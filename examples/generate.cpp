@@ -26,7 +26,7 @@
 
 #include "eval/cli.hpp"
 #include "eval/data_dir.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"

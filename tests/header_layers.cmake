@@ -3,7 +3,7 @@ cmake_minimum_required(VERSION 3.25)
 # own folder and the folders before it only (docs/architecture.md), so that dependencies point one
 # way. Fails naming each include that points up.
 #   cmake -DSOURCE_DIR=<repo> -P header_layers.cmake
-set(layers core datastore index drafters)
+set(layers core io cpu datastore index drafters)
 set(errors "")
 set(allowed "version.hpp")
 foreach(layer ${layers})

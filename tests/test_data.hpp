@@ -9,7 +9,7 @@
 #include <string>
 
 #include "eval/data_dir.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 
 namespace refdec_test {
 

@@ -23,7 +23,7 @@
 #include "eval/data_dir.hpp"
 #include "eval/datasets.hpp"
 #include "eval/step_cost_file.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "refdec/index/index_files.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/drafters/llma.hpp"

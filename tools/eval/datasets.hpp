@@ -16,7 +16,7 @@
 
 #include "eval/json_brief.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "eval/replay.hpp"
 #include "refdec/text/sentencepiece_tokenizer.hpp"
 

@@ -12,7 +12,7 @@
 
 #include "eval/json_brief.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "refdec/core/step_cost.hpp"
 
 REFDEC_NAMESPACE_BEGIN

@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
-#include "refdec/core/mapped_file.hpp"
 #include "refdec/core/references.hpp"
 #include "refdec/datastore/format.hpp"
+#include "refdec/io/file_io.hpp"
+#include "refdec/io/mapped_file.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/mapped_file.hpp"
 #include "refdec/datastore/format.hpp"
+#include "refdec/io/mapped_file.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

@@ -14,8 +14,8 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
-#include "refdec/core/online_logistic.hpp"
 #include "refdec/drafters/mixture_statistics.hpp"
+#include "refdec/drafters/online_logistic.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
 #include "refdec/datastore/builder.hpp"
 #include "refdec/datastore/reader.hpp"
 #include "refdec/index/reference_index.hpp"
+#include "refdec/io/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

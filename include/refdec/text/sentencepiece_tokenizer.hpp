@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

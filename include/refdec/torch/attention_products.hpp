@@ -19,8 +19,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "refdec/core/avx2_attention.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/cpu/avx2_attention.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/onednn.hpp"
@@ -123,7 +123,7 @@ inline at::Tensor attention_values(const at::Tensor& probabilities, const at::Te
 
 /// Whether avx2_attention_scores() and avx2_attention_values() run these keys or values ([S, KV,
 /// D]): bf16 or fp16 on the CPU with a contiguous last dimension, D a multiple of 8 up to 256, and
-/// a CPU with AVX2, FMA and F16C (core/avx2_attention.hpp).
+/// a CPU with AVX2, FMA and F16C (cpu/avx2_attention.hpp).
 inline bool avx2_attention_supported(const at::Tensor& cache) {
   return StreamLinear::cpu_runs() && cache.defined() && cache.dim() == 3 && cache.device().is_cpu() &&
          (cache.scalar_type() == at::kBFloat16 || cache.scalar_type() == at::kHalf) && cache.stride(2) == 1 && cache.size(2) % 8 == 0 &&

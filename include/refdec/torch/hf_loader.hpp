@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/safetensors.hpp"

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/cpu_isa.hpp"
+#include "refdec/cpu/cpu_isa.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/packed_linear.hpp"
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
+#include "refdec/cpu/bf16_kernels.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/attention_products.hpp"
 #include "refdec/torch/kv_store.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/llama.hpp"
 

@@ -6,7 +6,7 @@
 // Debian's libdnnl-dev (the same library Debian's libtorch links).
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/cpu_isa.hpp"
+#include "refdec/cpu/cpu_isa.hpp"
 #include "refdec/torch/abi.hpp"
 
 #if REFDEC_HAVE_ONEDNN

@@ -6,7 +6,7 @@
 //  - oneDNN's bf16 matmul, the weight reordered into its blocked layout: on AVX-512 machines it
 //    reads that layout at the memory bandwidth, at::linear in bf16 at less than half of it;
 //    oneDNN 2.6 (Debian's) creates no bf16 matmul below AVX-512.
-//  - refdec's streaming kernel (core/stream_linear.hpp), bf16 or fp16 weights kept 2 bytes each:
+//  - refdec's streaming kernel (cpu/stream_linear.hpp), bf16 or fp16 weights kept 2 bytes each:
 //    any x86-64 CPU with AVX2, FMA and F16C, with AVX-512 and AVX512_BF16 tiles where the CPU has
 //    them. Its tile set is chosen per row count (TilesByRows), over one packed copy.
 // Which backend and which tiles run is measured at model load (linear_choice.hpp); docs/speed.md
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/cpu_isa.hpp"
-#include "refdec/core/stream_linear.hpp"
+#include "refdec/cpu/cpu_isa.hpp"
+#include "refdec/cpu/stream_linear.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/onednn.hpp"
 
@@ -41,7 +41,7 @@ REFDEC_TORCH_NAMESPACE_BEGIN
 /// The kernels a PackedLinear runs on.
 enum class PackedBackend {
   kOneDnn,  ///< oneDNN's bf16 matmul over its blocked layout (CPUs with AVX-512; bf16 only)
-  kStream,  ///< refdec's streaming kernel (core/stream_linear.hpp; CPUs with AVX2, FMA and F16C; bf16 and fp16)
+  kStream,  ///< refdec's streaming kernel (cpu/stream_linear.hpp; CPUs with AVX2, FMA and F16C; bf16 and fp16)
 };
 
 /// The backend's name as options and reports spell it: "onednn", "stream".

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/mapped_file.hpp"
+#include "refdec/io/mapped_file.hpp"
 #include "refdec/torch/abi.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN

@@ -2,7 +2,7 @@
 // Input files: regular files only, opened without blocking. Output files: atomic, never an input,
 // never a device or FIFO, with unique temporaries.
 
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
-#include "refdec/core/mapped_file.hpp"
+#include "refdec/io/mapped_file.hpp"
 #include "test_data.hpp"
 
 namespace {

@@ -2,7 +2,7 @@
 // The bf16 row kernels against float64 references: conversions bit-exact, RMSNorm within the two
 // roundings the reference model makes, rotary pairs in both pairings.
 
-#include "refdec/core/bf16_kernels.hpp"
+#include "refdec/cpu/bf16_kernels.hpp"
 
 #include <gtest/gtest.h>
 

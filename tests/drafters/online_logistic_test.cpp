@@ -1,6 +1,6 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 
-#include "refdec/core/online_logistic.hpp"
+#include "refdec/drafters/online_logistic.hpp"
 
 #include <gtest/gtest.h>
 

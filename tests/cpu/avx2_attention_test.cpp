@@ -3,7 +3,7 @@
 // every head grouping, row count, length (blocks of 8 and 16 and their tails) and head size, bf16
 // and fp16, heads split into ranges.
 
-#include "refdec/core/avx2_attention.hpp"
+#include "refdec/cpu/avx2_attention.hpp"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "refdec/core/config.hpp"
-#include "refdec/core/file_io.hpp"
+#include "refdec/io/file_io.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 

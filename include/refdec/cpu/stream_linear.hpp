@@ -35,9 +35,9 @@
 #include <string>
 #include <utility>
 
-#include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/core/cpu_isa.hpp"
+#include "refdec/cpu/bf16_kernels.hpp"
+#include "refdec/cpu/cpu_isa.hpp"
 
 #if REFDEC_X86
 #include <immintrin.h>

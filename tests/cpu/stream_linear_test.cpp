@@ -5,7 +5,7 @@
 // layer. A set this CPU does not run (or runs only above REFDEC_CPU_ISA's cap) skips with the
 // reason. The CPU probe's cap and its errors.
 
-#include "refdec/core/stream_linear.hpp"
+#include "refdec/cpu/stream_linear.hpp"
 
 #include <gtest/gtest.h>
 
@@ -208,7 +208,7 @@ __attribute__((target("f16c"))) std::uint16_t f16c_from_float(float v) {
 }
 #endif
 
-// fp16 conversions (core/bf16_kernels.hpp, no F16C needed): exact both ways for every half value;
+// fp16 conversions (cpu/bf16_kernels.hpp, no F16C needed): exact both ways for every half value;
 // from float32 to nearest even, bit for bit what F16C gives where the CPU has it.
 TEST(Fp16, ConversionsAreExactAndRoundAsF16cDoes) {
   namespace fp16 = refdec::fp16;

@@ -17,9 +17,9 @@
 #include <limits>
 #include <vector>
 
-#include "refdec/core/bf16_kernels.hpp"
 #include "refdec/core/config.hpp"
-#include "refdec/core/stream_linear.hpp"
+#include "refdec/cpu/bf16_kernels.hpp"
+#include "refdec/cpu/stream_linear.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
