@@ -5,8 +5,8 @@
 #include "refdec/refdec.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <limits>
@@ -20,19 +20,19 @@
 
 #include "refdec/core/branches.hpp"
 #include "refdec/core/config.hpp"
+#include "refdec/core/draft_step.hpp"
 #include "refdec/core/draft_tree.hpp"
+#include "refdec/core/drafter.hpp"
 #include "refdec/core/step_cost.hpp"
 #include "refdec/core/step_driver.hpp"
 #include "refdec/core/walk.hpp"
 #include "refdec/datastore/reader.hpp"
-#include "refdec/core/draft_step.hpp"
-#include "refdec/core/drafter.hpp"
+#include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/llma.hpp"
 #include "refdec/drafters/lookahead.hpp"
 #include "refdec/drafters/mixture.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 #include "refdec/drafters/prompt_lookup.hpp"
-#include "refdec/drafters/index_drafter.hpp"
 #include "refdec/drafters/rest.hpp"
 
 struct refdec_drafter {
@@ -43,7 +43,7 @@ struct refdec_drafter {
   refdec::LinearTree tree;       // its last tree, which the refdec_tree it returned points into
   bool in_driver = false;        // borrowed by a driver's sequence (a mixture may not take it)
   // Drafting by hand: a sequence begun (refdec_drafter_begin) and its tokens as told, whose last
-  // a draft's root must be. A driver's sequence ends the one begun by hand.
+  // a draft's root must be. A driver refuses a drafter with a sequence begun by hand.
   bool begun = false;
   std::vector<refdec::Token> sequence;
 };
@@ -119,7 +119,6 @@ T& deref(T* p, const char* who, const char* what) {
   if (p == nullptr) null_argument(who, what);
   return *p;
 }
-// `size` tokens at `data` (NULL allowed only when size is 0).
 // `ids` when every one is >= 0 (a negative id is no token: refdec's drafters end documents with one).
 std::span<const refdec::Token> non_negative(std::span<const refdec::Token> ids, const char* who) {
   for (std::size_t i = 0; i < ids.size(); ++i)
@@ -127,6 +126,7 @@ std::span<const refdec::Token> non_negative(std::span<const refdec::Token> ids, 
   return ids;
 }
 
+// `size` tokens at `data` (NULL allowed only when size is 0).
 std::span<const refdec::Token> tokens_of(const refdec_token* data, std::size_t size, const char* who, const char* what) {
   if (data == nullptr && size > 0) null_argument(who, what);
   return {data, size};
@@ -456,7 +456,7 @@ refdec_status refdec_drafter_truncate(refdec_drafter* drafter, size_t length) {
   constexpr const char* who = "refdec_drafter_truncate";
   return guarded(who, [&] {
     refdec_drafter& d = by_hand(drafter, who);
-    REFDEC_CHECK(length <= d.sequence.size(), who << ": cannot truncate a sequence of " << d.sequence.size() << " tokens to " << length);
+    refdec::check_truncation(length, d.sequence.size(), who);
     d.drafter.truncate(length);
     d.sequence.resize(length);
   });
@@ -485,8 +485,9 @@ refdec_status refdec_drafter_draft(refdec_drafter* drafter, refdec_token root, s
                  who << ": the root token " << root << " is not the sequence's last token " << d.sequence.back()
                      << " (refdec_drafter_begin, _accept and _truncate tell the drafter the sequence)");
     refdec::draft_step(d.drafter, root, budget, vocab_size, 0, std::numeric_limits<std::int64_t>::max(), d.scratch, d.tree, d.aux);
-    // A drafter with a window (lookahead) runs none by hand: it is told so, as after a step whose window sat out.
-    if (d.aux.size() > 0) d.drafter.observe({});
+    // A drafter with a window (lookahead) runs none by hand: it is told so every step, as after a
+    // step whose window sat out.
+    if (d.drafter.max_auxiliary() > 0) d.drafter.observe({});
     const refdec::LinearTree& t = d.tree;
     *out = {t.size(), t.tokens.data(), t.parent.data(), t.depth.data(), t.first_child.data(), t.next_sibling.data(), t.score.data()};
   });

@@ -34,6 +34,4 @@ awk '/<!-- engine_loop.c -->/ {on = 1; next} on && /^```c$/ {copy = 1; next} cop
 [ -s "$out/engine_loop.c" ] || { echo "no engine_loop.c block in docs/engine.md"; exit 1; }
 (cd "$src" && cc -std=c99 -O2 -Wall -Wextra -Werror -Iexamples/c "$out/engine_loop.c" $(pkg-config --cflags --libs refdec_c) -lm \
   -o "$out/engine_loop")
-rc=0
-REFDEC_DATA_DIR=$data "$out/engine_loop" || rc=$?
-exit $rc
+REFDEC_DATA_DIR=$data "$out/engine_loop"  # its status is the script's: 77 without the model
