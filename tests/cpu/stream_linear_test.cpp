@@ -199,7 +199,8 @@ TEST(StreamLinear, WidestFollowsTheCpu) {
                                                        : StreamTiles::kAvx2);
   EXPECT_EQ(fp16, isa.runs_avx512() ? StreamTiles::kAvx512 : StreamTiles::kAvx2);
   EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx2), 4);
-  EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx512Bf16), 8);
+  EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx512), 8);
+  EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx512Bf16), 16);
 }
 
 #if REFDEC_X86

@@ -13,7 +13,8 @@
 //    by the pair of inputs and adds both products in one instruction, with no widening: about two
 //    instructions per 64 bytes of weights at one row, where kAvx2 spends a dozen. The inputs are
 //    the rows' own bf16 values and the products exact, so the sums differ from the float32
-//    tiles' only in their order.
+//    tiles' only in their order. Up to 16 rows per tile, so that the 16 tokens of a speculative
+//    step cost one pass over the weights with every row's products beside the stream.
 //
 // Layout: the output columns in blocks of 16; a block holds, for each pair of input positions
 // (k, k+1), 64 bytes: columns 0-7 then 8-15 at k and k+1 (bf16: each column's two values side by
@@ -114,7 +115,9 @@ class StreamLinear {
   }
 
   /// Rows one tile of `tiles` computes per pass over a block's weights.
-  static constexpr std::int64_t tile_rows(StreamTiles tiles) { return tiles == StreamTiles::kAvx2 ? 4 : 8; }
+  static constexpr std::int64_t tile_rows(StreamTiles tiles) {
+    return tiles == StreamTiles::kAvx2 ? 4 : tiles == StreamTiles::kAvx512 ? 8 : kDotRows;
+  }
 
   /// Packs `weight`: [out, in] row-major values of `format` (as torch.nn.Linear holds them).
   /// Throws ArgumentError for non-positive sizes or a null pointer.
@@ -147,15 +150,20 @@ class StreamLinear {
   }
 
   /// x ([rows, in_features()] values of format()) as `tiles` read it, into `prepared`
-  /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned): rows of padded_in() values, the
-  /// padding 0.
+  /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned), the padding 0: rows of padded_in()
+  /// float32 values, or (kAvx512Bf16) each input pair's 32-bit (k, k+1) of every row in turn.
+  /// The dot tiles broadcast each row's pair at each step; rows side by side keep a tile's
+  /// broadcasts in one cache line, where rows of a power-of-two size apart (2048 inputs: 4 KB)
+  /// all fell into one set of the L1 cache and 16 rows of them evicted one another.
   void prepare(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* prepared) const {
     const std::int64_t width = padded_in();
     if (tiles == StreamTiles::kAvx512Bf16) {
-      auto* to = static_cast<std::uint16_t*>(prepared);
+      auto* to = static_cast<std::uint32_t*>(prepared);
       for (std::int64_t r = 0; r < rows; ++r) {
-        std::memcpy(to + r * width, x + r * in_, static_cast<std::size_t>(in_) * sizeof(std::uint16_t));
-        if (width != in_) to[r * width + in_] = 0;
+        const std::uint16_t* row = x + r * in_;
+        for (std::int64_t k = 0; k + 1 < in_; k += 2)
+          to[k / 2 * rows + r] = static_cast<std::uint32_t>(row[k]) | static_cast<std::uint32_t>(row[k + 1]) << 16;
+        if (width != in_) to[in_ / 2 * rows + r] = row[in_ - 1];
       }
       return;
     }
@@ -255,13 +263,21 @@ class StreamLinear {
     for (; i < n; ++i) out[i] = _cvtsh_ss(x[i]);
   }
 
-  // How far ahead of the pair being read the weights are prefetched: with the hardware
-  // prefetcher alone a lone row streamed at about 85% of a plain read on a 2-core AMD EPYC (Zen
-  // 3); 1 KB ahead reached 91-95% there, 512 B and 1.5-2 KB a little less, 4-8 KB no better than
-  // none (a copy of this loop at each distance, alternated with a read; refdec-stream-linear
-  // measures the kernel as built). Prefetching past a block reads the next one, as streamed.
-  static constexpr std::int64_t kPrefetchBytes = 1024;
-  static void prefetch(const std::uint16_t* pair) { _mm_prefetch(reinterpret_cast<const char*>(pair) + kPrefetchBytes, _MM_HINT_T0); }
+  // How far ahead of the pair being read the weights are prefetched. The AVX2 tiles: with the
+  // hardware prefetcher alone a lone row streamed at about 85% of a plain read on a 2-core AMD
+  // EPYC (Zen 3); 1 KB ahead reached 91-95% there, 512 B and 1.5-2 KB a little less, 4-8 KB no
+  // better than none (a copy of this loop at each distance, alternated with a read). The AVX-512
+  // tiles spend more time per byte at many rows, so 1 KB is less time ahead: on a 2-core Zen 5
+  // EPYC the 16-row dot tile streamed at 0.57 of a plain read 1 KB ahead, 0.76-0.83 at 4 KB and
+  // 0.80-0.89 at 8 KB, one row at 0.93-1.04 at every distance (refdec-stream-linear with the
+  // distance varied, alternated runs). Prefetching past a block reads the next one, as streamed.
+  static constexpr std::int64_t kAvx2PrefetchBytes = 1024, kAvx512PrefetchBytes = 4096;
+  // Always inlined: GCC 12 inlines a plain function into the always-inlined steps of the AVX-512
+  // tiles and then drops its prefetch, silently (they streamed without one until this was seen).
+  template <std::int64_t kAhead>
+  __attribute__((always_inline)) static inline void prefetch(const std::uint16_t* pair) {
+    _mm_prefetch(reinterpret_cast<const char*>(pair) + kAhead, _MM_HINT_T0);
+  }
 
   // ---- kAvx2: 8 columns per vector.
 
@@ -302,7 +318,7 @@ class StreamLinear {
         for (int s = 0; s < kSplit; ++s) acc[m][h][s] = _mm256_setzero_ps();
     for (std::int64_t p = 0; p < pairs; ++p) {
       __m256 ae, ao, be, bo;
-      prefetch(block + p * 32);
+      prefetch<kAvx2PrefetchBytes>(block + p * 32);
       decode<F>(block + p * 32, ae, ao, be, bo);
 #pragma GCC unroll 4
       for (int m = 0; m < M; ++m) {
@@ -346,7 +362,7 @@ class StreamLinear {
       const std::uint16_t* block, std::int64_t p, const float* x, std::int64_t width,
       __m512 (&acc)[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(C)], int c) {
     __m512 even, odd;
-    prefetch(block + p * 32);
+    prefetch<kAvx512PrefetchBytes>(block + p * 32);
     decode512<F>(block + p * 32, even, odd);
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
@@ -430,19 +446,22 @@ class StreamLinear {
     __m512bh w[static_cast<std::size_t>(NB)];
 #pragma GCC unroll 2
     for (int n = 0; n < NB; ++n) {
-      prefetch(block + n * block_stride + p * 32);
+      prefetch<kAvx512PrefetchBytes>(block + n * block_stride + p * 32);
       w[n] = reinterpret_cast<__m512bh>(_mm512_load_si512(block + n * block_stride + p * 32));
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int m = 0; m < M; ++m) {
-      const auto xm = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x[m * stride + p])));
+      const auto xm = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x[p * stride + m])));
 #pragma GCC unroll 2
       for (int n = 0; n < NB; ++n) acc[m][n][c] = _mm512_dpbf16_ps(acc[m][n][c], w[n], xm);
     }
   }
 
-  // M rows (1 to 8) times NB neighbouring blocks (1 or 2); x holds each row's input pairs as
-  // 32-bit values. Two blocks at once read two streams and use each row's broadcast input twice;
+  using DotTile = void (*)(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x, std::int64_t stride,
+                           float (*sums)[kBlockColumns]);
+
+  // M rows (1 to 16) times NB neighbouring blocks (1 or 2); x holds the rows' input pairs as
+  // 32-bit values, pair p of row m at x[p * stride + m]. Two blocks at once read two streams and use each row's broadcast input twice;
   // fewer than four accumulators spread the pairs over more, so that at least four dot products
   // are in flight.
   template <int M, int NB>
@@ -451,7 +470,7 @@ class StreamLinear {
     constexpr int kChains = M * NB >= 4 ? 1 : 4 / (M * NB);
     const std::int64_t block_stride = pairs * 32;
     __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(kChains)];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 2
       for (int n = 0; n < NB; ++n)
@@ -462,7 +481,7 @@ class StreamLinear {
 #pragma GCC unroll 4
       for (int c = 0; c < kChains; ++c) step_bf16_dot<M, NB, kChains>(block, block_stride, p + c, x, stride, acc, c);
     for (; p < pairs; ++p) step_bf16_dot<M, NB, kChains>(block, block_stride, p, x, stride, acc, 0);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 2
       for (int n = 0; n < NB; ++n) {
@@ -473,36 +492,38 @@ class StreamLinear {
       }
   }
 
-  template <int NB>
-  REFDEC_AVX512_BF16_TARGET static void tile_bf16_dot_rows(std::int64_t m, const std::uint16_t* block, std::int64_t pairs,
-                                                           const std::uint32_t* x, float (*sums)[kBlockColumns]) {
-    switch (m) {
-      case 1: return tile_bf16_dot<1, NB>(block, pairs, x, pairs, sums);
-      case 2: return tile_bf16_dot<2, NB>(block, pairs, x, pairs, sums);
-      case 3: return tile_bf16_dot<3, NB>(block, pairs, x, pairs, sums);
-      case 4: return tile_bf16_dot<4, NB>(block, pairs, x, pairs, sums);
-      case 5: return tile_bf16_dot<5, NB>(block, pairs, x, pairs, sums);
-      case 6: return tile_bf16_dot<6, NB>(block, pairs, x, pairs, sums);
-      case 7: return tile_bf16_dot<7, NB>(block, pairs, x, pairs, sums);
-      default: return tile_bf16_dot<8, NB>(block, pairs, x, pairs, sums);
-    }
+  template <int NB, int... M>
+  static constexpr std::array<DotTile, sizeof...(M)> bf16_dot_tiles(std::integer_sequence<int, M...>) {
+    return {&tile_bf16_dot<M + 1, NB>...};
   }
 
-  // Blocks two at a time where two remain in the range, the last one alone.
+  // The dot tiles by row count (index m - 1): one block for up to kDotRows rows, two blocks for
+  // up to kDotRows2 rows (their accumulators and weights fill AVX-512's 32 registers).
+  static constexpr int kDotRows = 16, kDotRows2 = 12;
+
+  // Rows split into tiles. A tile computes its rows from one load of each weight vector, so that
+  // while the weights stream from memory every row's products run beside the stream; a second
+  // tile over the same blocks reads them from the cache, its products no longer beside the
+  // stream. So 13 to 16 rows take one tile over one block at a time (two 8-row tiles over two
+  // blocks ran at 0.70-0.74 of a plain read on a 2-core Zen 5 EPYC, one 16-row tile at
+  // 0.78-0.86), and other row counts tiles of at most kDotRows2 sized alike over two blocks at a
+  // time (each broadcast input used twice: 24 rows 0.64 against 0.52 for two 12-row tiles over
+  // one block, 32 rows 0.49 against 0.44).
   REFDEC_AVX512_BF16_TARGET void run_bf16_dot(const std::uint32_t* xp, std::int64_t rows, const Output& o, std::int64_t first_block,
                                               std::int64_t last_block) const {
+    static constexpr auto kOne = bf16_dot_tiles<1>(std::make_integer_sequence<int, kDotRows>{});
+    static constexpr auto kTwo = bf16_dot_tiles<2>(std::make_integer_sequence<int, kDotRows2>{});
     const std::int64_t pairs = padded_in() / 2;
-    alignas(64) float sums[16][kBlockColumns], block_sums[8][kBlockColumns];
+    const bool two = rows <= kDotRows2 || rows > kDotRows;
+    const std::int64_t tiles = two ? (rows + kDotRows2 - 1) / kDotRows2 : 1, tile = (rows + tiles - 1) / tiles;
+    alignas(64) float sums[2 * kDotRows2][kBlockColumns], block_sums[kDotRows][kBlockColumns];
     for (std::int64_t b = first_block; b < last_block;) {
-      const std::int64_t nb = std::min<std::int64_t>(2, last_block - b);
+      const std::int64_t nb = two ? std::min<std::int64_t>(2, last_block - b) : 1;
       const std::uint16_t* block = packed_.get() + b * pairs * 32;
-      for (std::int64_t r = 0; r < rows; r += 8) {
-        const std::int64_t m = std::min<std::int64_t>(8, rows - r);
-        const std::uint32_t* x = xp + r * pairs;
-        if (nb == 2)
-          tile_bf16_dot_rows<2>(m, block, pairs, x, sums);
-        else
-          tile_bf16_dot_rows<1>(m, block, pairs, x, sums);
+      for (std::int64_t r = 0; r < rows; r += tile) {
+        const std::int64_t m = std::min(tile, rows - r);
+        const DotTile run_tile = nb == 2 ? kTwo[static_cast<std::size_t>(m - 1)] : kOne[static_cast<std::size_t>(m - 1)];
+        run_tile(block, pairs, xp + r, rows, sums);
         for (std::int64_t n = 0; n < nb; ++n) {
           for (std::int64_t i = 0; i < m; ++i) std::memcpy(block_sums[i], sums[i * nb + n], sizeof(block_sums[i]));
           finish_tile<HalfFormat::kBf16>(block_sums, r, m, b + n, o);
