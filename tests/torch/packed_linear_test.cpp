@@ -173,6 +173,12 @@ TEST(LinearCalibration, ChoosesOneBackendAndTheFastestTilesPerRowCount) {
   EXPECT_EQ(stream.tiles.at(1, HalfFormat::kBf16), StreamTiles::kAvx2);
   EXPECT_EQ(stream.tiles.at(3, HalfFormat::kBf16), StreamTiles::kAvx512Bf16);
   EXPECT_EQ(stream.tiles.at(100, HalfFormat::kBf16), StreamTiles::kAvx512Bf16);
+  // Within 5% of the fastest tile set the widest goes (noise where every set streams at the
+  // memory's speed); beyond it, the fastest.
+  const auto near = injected({{2.0, 2.0, 2.0}, {1.0, 1.0, 4.0}, {1.04, 1.06, 1.4}}).choose();
+  EXPECT_EQ(near.tiles.at(1, HalfFormat::kBf16), StreamTiles::kAvx512Bf16);
+  EXPECT_EQ(near.tiles.at(4, HalfFormat::kBf16), StreamTiles::kAvx2);
+  EXPECT_EQ(near.tiles.at(16, HalfFormat::kBf16), StreamTiles::kAvx512Bf16);
   // A tie goes to the streaming kernel (no second copy of anything, nothing to create per count).
   EXPECT_EQ(injected({{1.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {2.0, 2.0, 2.0}}).choose().backend, PackedBackend::kStream);
   // Determinism: the same times, the same choice.
