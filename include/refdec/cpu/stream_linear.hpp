@@ -272,8 +272,11 @@ class StreamLinear {
   // tiles spend more time per byte at many rows, so 1 KB is less time ahead: on a 2-core Zen 5
   // EPYC the 16-row dot tile streamed at 0.57 of a plain read 1 KB ahead, 0.76-0.83 at 4 KB and
   // 0.80-0.89 at 8 KB, one row at 0.93-1.04 at every distance (refdec-stream-linear with the
-  // distance varied, alternated runs). Prefetching past a block reads the next one, as streamed.
-  static constexpr std::int64_t kAvx2PrefetchBytes = 1024, kAvx512PrefetchBytes = 4096;
+  // distance varied, alternated runs). The 13-16-row dot tile, the most time per byte of all,
+  // goes further: a 16-token step of the 1.1B shape took 0.95x its time at 4 KB with 8 KB, 0.92x
+  // with 16 or 32 KB, where the tiles of 5-12 rows over two blocks took 1.06x at 16 KB
+  // (bench/step_ab.sh). Prefetching past a block reads the next one, as streamed.
+  static constexpr std::int64_t kAvx2PrefetchBytes = 1024, kAvx512PrefetchBytes = 4096, kDotWidePrefetchBytes = 16384;
   // Always inlined: GCC 12 inlines a plain function into the always-inlined steps of the AVX-512
   // tiles and then drops its prefetch, silently (they streamed without one until this was seen).
   template <std::int64_t kAhead>
@@ -448,7 +451,7 @@ class StreamLinear {
     __m512bh w[static_cast<std::size_t>(NB)];
 #pragma GCC unroll 2
     for (int n = 0; n < NB; ++n) {
-      prefetch<kAvx512PrefetchBytes>(block + n * block_stride + p * 32);
+      prefetch<(M > kDotRows2 ? kDotWidePrefetchBytes : kAvx512PrefetchBytes)>(block + n * block_stride + p * 32);
       w[n] = reinterpret_cast<__m512bh>(_mm512_load_si512(block + n * block_stride + p * 32));
     }
 #pragma GCC unroll 16
