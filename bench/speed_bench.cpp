@@ -345,16 +345,18 @@ struct Timed {
 };
 
 // The mixture of docs/speed.md's adaptive rows: LLMA (k 16, m 4), the n-gram trie, REST (with a
-// datastore); `variant` (--live-compare) also as it was before the small-budget defaults
-// ("table"), or with the model's earlier outputs as a source ("history": the traces replayed
-// before, which this mixture drafted too; "index": the same outputs in a shared ReferenceIndex).
+// datastore) and the shared index of the outputs decoded before (index_sources(): the index and
+// the request's own text, a source each); `variant` (--live-compare) also as it was before the
+// small-budget defaults ("table"), without the index ("no-index"), or with the earlier outputs
+// through HistoryDrafter instead ("history").
 AnyDrafter live_mixture(const std::shared_ptr<const Datastore>& datastore, const StepCost& prior, const std::string& variant = "") {
   std::vector<AnyDrafter> sources;
   sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
   sources.emplace_back(NgramTrieDrafter());
   if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
-  if (variant == "history") sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter()), std::make_shared<OutputHistory>()));
-  if (variant == "index")
+  if (variant == "history")
+    sources.emplace_back(HistoryDrafter(AnyDrafter(NgramTrieDrafter()), std::make_shared<OutputHistory>()));
+  else if (variant != "no-index")
     for (auto& d : index_sources(std::make_shared<ReferenceIndex>())) sources.emplace_back(std::move(d));
   MixtureOptions options;
   options.cost = prior;
@@ -558,8 +560,8 @@ int main(int argc, char** argv) {
   bool live_compare = false;
   app.add_flag("--live-compare", live_compare,
                "three more live rows learned online from this run's calibration: the mixture with its per-source "
-               "tables only (no source budget, contexts or learned scorer), and with the model's earlier outputs "
-               "as a fourth source (HistoryDrafter; the shared ReferenceIndex)");
+               "tables only (no source budget, contexts or learned scorer), without the shared index, and with the "
+               "model's earlier outputs through HistoryDrafter instead of the index");
   app.add_option("--live-budget", live_budget, "the live mixture's largest budget")->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
   std::vector<std::int64_t> live_batches;
@@ -883,10 +885,10 @@ int main(int argc, char** argv) {
         if (live_compare) {
           rows.push_back({label + " (table only) live adaptive, learned online from this run's calibration",
                           mixture(calibrated, "table"), StepCostTracker(calibrated)});
-          rows.push_back({label + " + history live adaptive, learned online from this run's calibration",
+          rows.push_back({label + " without the index live adaptive, learned online from this run's calibration",
+                          mixture(calibrated, "no-index"), StepCostTracker(calibrated)});
+          rows.push_back({label + " with history for the index live adaptive, learned online from this run's calibration",
                           mixture(calibrated, "history"), StepCostTracker(calibrated)});
-          rows.push_back({label + " + shared index live adaptive, learned online from this run's calibration",
-                          mixture(calibrated, "index"), StepCostTracker(calibrated)});
         }
         for (const std::string& f : live_priors)
           add_rows(read_step_cost(f, "--live-prior"), "the calibration of " + std::filesystem::path(f).filename().string());
