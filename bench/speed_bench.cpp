@@ -671,7 +671,7 @@ int main(int argc, char** argv) {
 #endif
     }
     // One bandwidth method for every figure: the best of 10 reads of --bandwidth-mib (a shorter
-    // read gave 30-32 GB/s where this one gave 49-52 on a Zen 4 machine, flattering any step
+    // read gave 30-32 GB/s where this one gave 49-52 on a Zen 5 EPYC, flattering any step
     // timed against it).
     const auto read_bandwidth = [&] { return measure_bandwidth(device, bandwidth_mib << 20, 10); };
     const double bandwidth_before = read_bandwidth();
