@@ -412,11 +412,8 @@ int run(const Settings& s) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Settings s;
-  CLI::App app{"Replays a drafter over real LLM outputs and reports tokens per step (τ)"};
+// The command line into `s`.
+void add_options(CLI::App& app, Settings& s) {
   app.add_option("--dataset", s.dataset, "specbench, llma-rag, or a JSONL file of {context, output, references?, category?}");
   app.add_option("--data-dir", s.data_dir, "the shared data directory (default $REFDEC_DATA_DIR, else ../shared)");
   app.add_option("--tokenizer", s.tokenizer, "SentencePiece model (default DATA_DIR/tokenizers/llama2.model)");
@@ -561,6 +558,14 @@ int main(int argc, char** argv) {
       ->transform(cli::integer_in(0, cli::kMaxBatch));
   app.add_option("--batch-overhead", s.batch_overhead, "--batch: seconds a step costs per sequence beyond the first")
       ->transform(cli::finite_in(0.0, 1e3));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  CLI::App app{"Replays a drafter over real LLM outputs and reports tokens per step (τ)"};
+  add_options(app, s);
   CLI11_PARSE(app, argc, argv);
   if (s.sources.empty()) {  // REST is a default source only where it has a datastore to read
     s.sources = s.datastore.empty() ? "llma,ngram-trie" : "llma,ngram-trie,rest";
