@@ -172,15 +172,7 @@ Loaded load(Options& o) {
   const LinearKernel kernel = parse_linear_kernel(o.linear);
   Loaded l;
   if (o.model_path.empty()) {
-    LlamaConfig c;
-    // The shape of stories260K.
-    c.dim = 64;
-    c.hidden_dim = 172;
-    c.n_layers = 5;
-    c.n_heads = 8;
-    c.n_kv_heads = 4;
-    c.vocab_size = 512;
-    c.max_seq_len = 512;
+    const LlamaConfig c{.dim = 64, .hidden_dim = 172, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4, .vocab_size = 512, .max_seq_len = 512};
     l.model.emplace(LlamaModel::random(c, o.seed, dt, dev, kernel));
     l.name = "random (seed " + std::to_string(o.seed) + ")";
   } else if (fs::is_directory(o.model_path)) {
