@@ -7,7 +7,9 @@
 // reproduces llama2.c's published stories260K text.
 //
 // The only refdec types used here are StepPlan (the input of a step) and KeepPlan (what the cache
-// keeps afterwards): an engine needs nothing else of refdec to run a speculative step.
+// keeps afterwards): an engine needs nothing else of refdec to run a speculative step. (The
+// checkpoint's header is read by refdec/io/llama2c_checkpoint.hpp, which the library's own loader
+// shares.)
 
 #include <algorithm>
 #include <bit>
@@ -16,7 +18,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <span>
 #include <sstream>
@@ -25,6 +26,8 @@
 #include <vector>
 
 #include "refdec/core/step_plan.hpp"
+#include "refdec/io/file_io.hpp"
+#include "refdec/io/llama2c_checkpoint.hpp"
 
 namespace plain_engine {
 
@@ -107,7 +110,7 @@ struct Config {
   std::int32_t n_kv_heads = 0;
   std::int32_t vocab_size = 0;
   std::int32_t max_seq_len = 0;
-  bool tied_classifier = true;  ///< the classifier is the token embedding
+  bool tied_embeddings = true;  ///< the classifier is the token embedding
 
   std::int32_t head_dim() const { return dim / n_heads; }
   std::int32_t kv_dim() const { return n_kv_heads * head_dim(); }
@@ -194,109 +197,37 @@ class Cache {
 /// A Llama model (RMSNorm, rotary attention with grouped KV heads, SwiGLU) with fp32 weights.
 class Model {
  public:
-  /// Reads a llama2.c v0 checkpoint: seven int32 header fields (dim, hidden_dim, n_layers, n_heads,
-  /// n_kv_heads, vocab_size, seq_len; a negative vocab_size means an untied classifier), then the
-  /// fp32 weights. Throws Error for a missing, unreadable, truncated or oversized file and for a
-  /// header that describes no valid model.
+  /// Reads a llama2.c v0 checkpoint (refdec/io/llama2c_checkpoint.hpp: its header, then the fp32
+  /// weights). Throws refdec::IoError for a missing, unreadable, truncated or oversized file and
+  /// for a header that describes no valid model.
   static Model load(const std::filesystem::path& path) {
-    // stat() first: opening a FIFO (or a device) for reading could block forever.
-    if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path))
-      detail::fail("plain_engine: checkpoint ", path, " is not a regular file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) detail::fail("plain_engine: cannot open checkpoint ", path);
-    std::error_code ec;
-    const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
-    if (ec) detail::fail("plain_engine: cannot read the size of checkpoint ", path, ": ", ec.message());
-    std::int32_t header[7] = {};
-    if (file_size < sizeof(header) || !in.read(reinterpret_cast<char*>(header), sizeof(header)))
-      detail::fail("plain_engine: checkpoint ", path, " has ", file_size, " bytes, too few for its 28-byte header");
-
+    refdec::InputFile file = refdec::open_input_file(path, "llama2.c checkpoint");  // regular files only, never blocks
+    const refdec::Llama2cCheckpoint ck = refdec::read_llama2c_header(file.fd.get(), static_cast<std::int64_t>(file.size), path);
     Model m;
     Config& c = m.config_;
-    c.dim = header[0];
-    c.hidden_dim = header[1];
-    c.n_layers = header[2];
-    c.n_heads = header[3];
-    c.n_kv_heads = header[4];
-    c.tied_classifier = header[5] > 0;
-    // -INT32_MIN does not exist; such a header is rejected below with the others.
-    c.vocab_size = header[5] == std::numeric_limits<std::int32_t>::min() ? 0 : std::abs(header[5]);
-    c.max_seq_len = header[6];
-    const char* problem = nullptr;
-    if (c.dim <= 0 || c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.vocab_size <= 0 ||
-        c.max_seq_len <= 0)
-      problem = "every field must be positive (vocab_size may be negative, not zero)";
-    else if (c.dim % c.n_heads != 0)
-      problem = "n_heads does not divide dim";
-    else if (c.n_heads % c.n_kv_heads != 0)
-      problem = "n_kv_heads does not divide n_heads";
-    else if (c.head_dim() % 2 != 0)
-      problem = "the head size is odd, so it has no rotary pairs";
-    if (problem != nullptr)
-      detail::fail("plain_engine: checkpoint ", path, " has an invalid header (dim ", header[0], ", hidden_dim ", header[1],
-                   ", n_layers ", header[2], ", n_heads ", header[3], ", n_kv_heads ", header[4], ", vocab_size ", header[5],
-                   ", seq_len ", header[6], "): ", problem);
-
-    // The header is untrusted: every product is checked, and an overflow names the checkpoint.
-    auto mul = [&](std::uint64_t a, std::uint64_t b, const char* what) {
-      if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a)
-        detail::fail("plain_engine: checkpoint ", path, " has a header whose size of ", what, " overflows 64 bits");
-      return a * b;
+    // The header's fields are int32 in the file, and checked positive.
+    c.dim = static_cast<std::int32_t>(ck.dim);
+    c.hidden_dim = static_cast<std::int32_t>(ck.hidden_dim);
+    c.n_layers = static_cast<std::int32_t>(ck.n_layers);
+    c.n_heads = static_cast<std::int32_t>(ck.n_heads);
+    c.n_kv_heads = static_cast<std::int32_t>(ck.n_kv_heads);
+    c.vocab_size = static_cast<std::int32_t>(ck.vocab_size);
+    c.max_seq_len = static_cast<std::int32_t>(ck.max_seq_len);
+    c.tied_embeddings = ck.tied_embeddings;
+    using P = refdec::Llama2cCheckpoint;
+    // The parts in file order, each read where it lies (the size was checked against the header).
+    auto read = [&](std::vector<float>& out, P::Part part) {
+      out.resize(static_cast<std::size_t>(ck.floats[part]));
+      const std::size_t bytes = out.size() * sizeof(float);
+      if (refdec::read_fully(file.fd.get(), out.data(), bytes, path, "llama2.c checkpoint") != bytes)
+        detail::fail("plain_engine: checkpoint ", path, " ended early (did it shrink while loading?)");
     };
-    auto add = [&](std::uint64_t a, std::uint64_t b, const char* what) {
-      if (b > std::numeric_limits<std::uint64_t>::max() - a)
-        detail::fail("plain_engine: checkpoint ", path, " has a header whose size of ", what, " overflows 64 bits");
-      return a + b;
-    };
-    const auto d = static_cast<std::uint64_t>(c.dim), h = static_cast<std::uint64_t>(c.hidden_dim),
-               L = static_cast<std::uint64_t>(c.n_layers), V = static_cast<std::uint64_t>(c.vocab_size),
-               kv = static_cast<std::uint64_t>(c.kv_dim()), S = static_cast<std::uint64_t>(c.max_seq_len),
-               hd = static_cast<std::uint64_t>(c.head_dim());
-    // Floats of each part, in file order.
-    const std::uint64_t parts[] = {
-        mul(V, d, "the embedding"),              // token embedding [vocab, dim]
-        mul(L, d, "the attention norms"),        // [layers, dim]
-        mul(mul(L, d, "wq"), d, "wq"),           // [layers, dim, dim]
-        mul(mul(L, kv, "wk"), d, "wk"),          // [layers, kv_dim, dim]
-        mul(mul(L, kv, "wv"), d, "wv"),          // [layers, kv_dim, dim]
-        mul(mul(L, d, "wo"), d, "wo"),           // [layers, dim, dim]
-        mul(L, d, "the FFN norms"),              // [layers, dim]
-        mul(mul(L, h, "w1"), d, "w1"),           // [layers, hidden, dim]
-        mul(mul(L, d, "w2"), h, "w2"),           // [layers, dim, hidden]
-        mul(mul(L, h, "w3"), d, "w3"),           // [layers, hidden, dim]
-        d,                                       // final norm [dim]
-        mul(S, hd / 2, "the RoPE tables"),       // cos table [seq_len, head_dim / 2]: recomputed, skipped
-        mul(S, hd / 2, "the RoPE tables"),       // sin table
-        c.tied_classifier ? 0 : mul(V, d, "the classifier"),  // [vocab, dim]
-    };
-    std::uint64_t floats = 0;
-    for (const std::uint64_t p : parts) floats = add(floats, p, "the weights");
-    const std::uint64_t expected = add(sizeof(header), mul(floats, sizeof(float), "the weights"), "the checkpoint");
-    // Comparing before reading means a corrupt header never makes us allocate more than the file holds.
-    if (file_size != expected)
-      detail::fail("plain_engine: checkpoint ", path, " has ", file_size, " bytes but its header (dim ", c.dim, ", ",
-                   c.n_layers, " layers, vocab ", c.vocab_size, ", seq_len ", c.max_seq_len, ") implies ", expected,
-                   file_size < expected ? " (truncated?)" : " (not a llama2.c v0 checkpoint?)");
-
-    auto read = [&](std::vector<float>& out, std::uint64_t count, const char* what) {
-      out.resize(static_cast<std::size_t>(count));
-      if (!in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(count * sizeof(float))))
-        detail::fail("plain_engine: checkpoint ", path, " ended while reading ", what);
-    };
-    std::vector<float> skipped;
-    read(m.embedding_, parts[0], "the embedding");
-    read(m.attn_norm_, parts[1], "the attention norms");
-    read(m.wq_, parts[2], "wq");
-    read(m.wk_, parts[3], "wk");
-    read(m.wv_, parts[4], "wv");
-    read(m.wo_, parts[5], "wo");
-    read(m.ffn_norm_, parts[6], "the FFN norms");
-    read(m.w1_, parts[7], "w1");
-    read(m.w2_, parts[8], "w2");
-    read(m.w3_, parts[9], "w3");
-    read(m.final_norm_, parts[10], "the final norm");
-    read(skipped, parts[11] + parts[12], "the RoPE tables");
-    if (!c.tied_classifier) read(m.classifier_, parts[13], "the classifier");
+    std::vector<float> rope_tables;  // recomputed in forward(): read past
+    for (auto [out, part] : {std::pair{&m.embedding_, P::kEmbedding}, {&m.attn_norm_, P::kAttentionNorms}, {&m.wq_, P::kWq},
+                             {&m.wk_, P::kWk}, {&m.wv_, P::kWv}, {&m.wo_, P::kWo}, {&m.ffn_norm_, P::kFfnNorms}, {&m.w1_, P::kW1},
+                             {&m.w2_, P::kW2}, {&m.w3_, P::kW3}, {&m.final_norm_, P::kFinalNorm}, {&rope_tables, P::kRopeCos},
+                             {&rope_tables, P::kRopeSin}, {&m.classifier_, P::kClassifier}})
+      read(*out, part);
     return m;
   }
 
@@ -412,7 +343,7 @@ class Model {
     }
 
     std::vector<float> logits(R * vocab);  // [rows, vocab]
-    const std::vector<float>& classifier = c.tied_classifier ? embedding_ : classifier_;
+    const std::vector<float>& classifier = c.tied_embeddings ? embedding_ : classifier_;
     for (std::size_t r = 0; r < R; ++r) {
       detail::rmsnorm(&xb[r * dim], &x[r * dim], final_norm_.data(), dim);
       detail::matmul(&logits[r * vocab], &xb[r * dim], classifier.data(), dim, vocab);

@@ -10,6 +10,7 @@
 #include "refdec/cpu/cpu_isa.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/io/file_io.hpp"
+#include "refdec/io/llama2c_checkpoint.hpp"
 #include "refdec/core/greedy_accept.hpp"
 #include "refdec/io/mapped_file.hpp"
 #include "refdec/drafters/online_logistic.hpp"
