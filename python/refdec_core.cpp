@@ -763,10 +763,10 @@ PYBIND11_MODULE(_core, m) {
       .def("__len__", &OutputHistory::size, "Outputs held.");
 
   py::class_<PyHistoryDrafter, PyDrafter>(m, "HistoryDrafter",
-                                          "Drafts with `inner` (a fresh copy of it) from the model's earlier outputs: at each "
-                                          "begin the inner drafter gets the references followed by the history's outputs, and "
-                                          "the tokens accepted in a sequence join the history when the next one begins or the "
-                                          "drafter is dropped.")
+                                          "Deprecated (IndexDrafter over a shared ReferenceIndex supersedes it). Drafts with "
+                                          "`inner` (a fresh copy of it) from the model's earlier outputs: at each begin the inner "
+                                          "drafter gets the references followed by the history's outputs, and the tokens accepted "
+                                          "in a sequence join the history when it finishes (finish()).")
       .def(py::init([](PyDrafter* inner, std::shared_ptr<OutputHistory> history) {
              REFDEC_CHECK(inner != nullptr, "history drafter: inner is None");
              REFDEC_CHECK(history != nullptr, "history drafter: history is None");

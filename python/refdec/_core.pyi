@@ -756,7 +756,7 @@ class NgramTrieDrafter(Drafter):
         """Also index accepted tokens."""
 
 class HistoryDrafter(Drafter):
-    """Drafts with `inner` (a fresh copy of it) from the model's earlier outputs: at each begin the inner drafter gets the references followed by the history's outputs, and the tokens accepted in a sequence join the history when the next one begins or the drafter is dropped."""
+    """Deprecated (IndexDrafter over a shared ReferenceIndex supersedes it). Drafts with `inner` (a fresh copy of it) from the model's earlier outputs: at each begin the inner drafter gets the references followed by the history's outputs, and the tokens accepted in a sequence join the history when it finishes (finish())."""
     def __init__(self: HistoryDrafter, inner: Drafter, history: OutputHistory) -> None:
         ...
     @property

@@ -4,6 +4,12 @@
 // (earlier requests, earlier conversations) kept in a bounded shared history, and a drafter that
 // hands them to another drafter as references. A model repeats its own phrasing across answers
 // far more than another model's answers or the prompt do.
+//
+// Deprecated: IndexDrafter over one shared ReferenceIndex (drafters/index_drafter.hpp,
+// index_sources() for a mixture) drafts from the same outputs without rebuilding its inner
+// drafter over the whole history for every sequence, and drafts better at every budget
+// (docs/drafters.md). HistoryDrafter stays for engines that use it until the next major version
+// (CHANGELOG.md); new code should not.
 
 #include <algorithm>
 #include <cstddef>
