@@ -271,7 +271,7 @@ class StreamLinear {
   // better than none (a copy of this loop at each distance, alternated with a read). The AVX-512
   // tiles spend more time per byte at many rows, so 1 KB is less time ahead: on a 2-core Zen 5
   // EPYC the 16-row dot tile streamed at 0.57 of a plain read 1 KB ahead, 0.76-0.83 at 4 KB and
-  // 0.80-0.89 at 8 KB, one row at 0.93-1.04 at every distance (refdec-stream-linear with the
+  // 0.80-0.89 at 8 KB, one row at 0.91-1.04 at every distance (refdec-stream-linear with the
   // distance varied, alternated runs). The 13-16-row dot tile, the most time per byte of all,
   // goes further: a 16-token step of the 1.1B shape took 0.95x its time at 4 KB with 8 KB, 0.92x
   // with 16 or 32 KB, where the tiles of 5-12 rows over two blocks took 1.06x at 16 KB
