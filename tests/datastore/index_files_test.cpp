@@ -157,8 +157,9 @@ TEST(ReferenceIndexFiles, ADatastoreIsAStaticSegmentReadInPlace) {
   refdec_test::expect_error([&] { index->add_segment(index_segment(store, 8)); }, "cannot join an index of depth 64");
   ReferenceIndex tiny({.max_tokens = 10});
   refdec_test::expect_error([&] { tiny.add_segment(index_segment(store, 64)); }, "exceeds max_tokens 10");
-  IndexSegment::Arrays odd{.codes = store->codes(), .code_width = 3, .num_codes = store->size(), .suffixes = store->suffix_array()};
-  refdec_test::expect_error([&] { IndexSegment(odd, store, 64); }, "codes must be 2 or 4 bytes, got 3");
+  SuffixArrayView::Arrays odd = store->view().arrays();
+  odd.code_width = 3;
+  refdec_test::expect_error([&] { IndexSegment(SuffixArrayView(odd, "odd"), store, 64); }, "odd: codes must be 2 or 4 bytes, got 3");
 }
 
 // A save killed at any moment (SIGKILL in a child process, after 0 to 50 ms) leaves the directory

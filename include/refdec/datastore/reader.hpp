@@ -1,7 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Reading a datastore (format in refdec/datastore/format.hpp): the file memory-mapped read-only
-// (POSIX), validated at open, with exact suffix search over its suffix array. No dependencies
+// (POSIX), validated at open, searched through refdec/datastore/suffix_view.hpp. No dependencies
 // beyond the C++ library and POSIX; refdec/datastore/retrieval.hpp builds REST drafts on it.
 
 #include <algorithm>
@@ -12,11 +12,13 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "refdec/core/config.hpp"
 #include "refdec/datastore/format.hpp"
+#include "refdec/datastore/suffix_view.hpp"
 #include "refdec/io/mapped_file.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -47,15 +49,6 @@ struct DatastoreOpenOptions {
 
 /// Tokens compared per pair by the sampled suffix order check of Datastore::open.
 inline constexpr std::uint64_t kDatastoreSampleCompare = 1024;
-
-/// The suffix array ranks [begin, end) of the suffixes that start with a searched string.
-struct SuffixRange {
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-  std::uint64_t size() const { return end - begin; }
-  bool empty() const { return end <= begin; }
-  friend bool operator==(const SuffixRange&, const SuffixRange&) = default;
-};
 
 /// A read-only, memory-mapped suffix-array datastore. All methods are const and it holds no
 /// mutable state, so one instance can serve any number of threads and sequences.
@@ -94,19 +87,19 @@ class Datastore {
   /// The token at array position `pos`, or -1 for a document separator.
   Token token(std::uint64_t pos) const {
     REFDEC_CHECK(pos < size(), "datastore position " << pos << " is out of range [0, " << size() << ")");
-    return static_cast<Token>(code(pos)) - 1;
+    return view_.token(pos);
   }
   /// The array position of the suffix of rank `rank` (suffix array entry).
   std::uint64_t suffix(std::uint64_t rank) const {
     REFDEC_CHECK(rank < size(), "suffix array rank " << rank << " is out of range [0, " << size() << ")");
-    return checked_suffix(rank);
+    return view_.suffix(rank);
   }
 
   /// The ranks of the suffixes that start with `pattern` (every token must be in the vocabulary;
   /// an empty pattern matches every suffix).
   SuffixRange find(std::span<const Token> pattern) const {
     check_tokens(pattern, "search pattern");
-    return find_unchecked(pattern);
+    return view_.find(pattern);
   }
   /// Number of occurrences of `pattern`.
   std::uint64_t count(std::span<const Token> pattern) const { return find(pattern).size(); }
@@ -116,22 +109,13 @@ class Datastore {
   std::pair<std::size_t, SuffixRange> longest_suffix_match(std::span<const Token> context, std::size_t max_length) const {
     const std::size_t hi_limit = std::min(max_length, context.size());
     check_tokens(context.subspan(context.size() - hi_limit), "context");
-    // Occurrence is monotone in the length (a suffix of an occurring string occurs), so the
-    // longest length is found by binary search over lengths.
-    std::size_t lo = 0, hi = hi_limit;  // length lo occurs (0 trivially); lengths > hi do not
-    SuffixRange best{0, size()};
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo + 1) / 2;
-      const SuffixRange r = find_unchecked(context.subspan(context.size() - mid));
-      if (r.empty()) {
-        hi = mid - 1;
-      } else {
-        lo = mid;
-        best = r;
-      }
-    }
-    if (lo == 0) return {0, SuffixRange{}};
-    return {lo, best};
+    SuffixRange best;
+    const std::size_t length = longest_occurring(hi_limit, 0, [&](std::size_t n) {
+      const SuffixRange r = view_.find(context.last(n));
+      if (!r.empty()) best = r;
+      return !r.empty();
+    });
+    return {length, length == 0 ? SuffixRange{} : best};
   }
 
   /// Appends to `out` the up to `max_length` tokens that follow array position `pos` (exclusive),
@@ -140,118 +124,33 @@ class Datastore {
   std::size_t continuation(std::uint64_t pos, std::size_t max_length, std::vector<Token>& out) const {
     const std::size_t before = out.size();
     if (pos >= size()) return 0;  // pos + 1 would wrap for UINT64_MAX
-    for (std::uint64_t p = pos + 1; p < size() && out.size() - before < max_length; ++p) {
-      const std::uint32_t c = code(p);
-      if (c == 0) break;
-      REFDEC_CHECK_IO(c <= header_.vocab_size, "corrupt datastore " << path_ << ": token code " << c << " at position " << p
-                                                                    << " exceeds vocab_size " << header_.vocab_size);
-      out.push_back(static_cast<Token>(c) - 1);
-    }
+    view_.visit([&](const auto* codes, const auto*) {
+      for (std::uint64_t p = pos + 1; p < size() && out.size() - before < max_length; ++p) {
+        const std::uint32_t c = codes[p];
+        if (c == 0) break;
+        REFDEC_CHECK_IO(c <= header_.vocab_size, "corrupt datastore " << path_ << ": token code " << c << " at position " << p
+                                                                      << " exceeds vocab_size " << header_.vocab_size);
+        out.push_back(static_cast<Token>(c) - 1);
+      }
+    });
     return out.size() - before;
   }
-  /// The token array in place: codes token + 1 (0 for a separator), header().token_width bytes
-  /// each, little-endian; size() of them.
-  const void* codes() const { return tokens_; }
-  /// The suffix array in place: header().index_width bytes per entry, little-endian; size() of them.
-  const void* suffix_array() const { return suffix_; }
+  /// The token codes and the suffix array in place (every rank, the separators' suffixes first).
+  const SuffixArrayView& view() const { return view_; }
   /// A hint to fetch the suffix array entry of rank `rank` into the cache; no effect on results,
   /// and harmless for any rank.
-  void prefetch_suffix(std::uint64_t rank) const { prefetch(suffix_ + rank * header_.index_width); }
+  void prefetch_suffix(std::uint64_t rank) const { view_.prefetch_suffix(rank); }
   /// A hint to fetch the token at array position `pos` into the cache; harmless for any position.
-  void prefetch_token(std::uint64_t pos) const { prefetch(tokens_ + pos * header_.token_width); }
+  void prefetch_token(std::uint64_t pos) const { view_.prefetch_code(pos); }
 
  private:
   Datastore() = default;
-
-  // A hint to load the cache line at `p` (which may lie past the arrays: prefetches never fault).
-  static void prefetch(const std::uint8_t* p) {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(p);
-#else
-    (void)p;
-#endif
-  }
-
-  // A little-endian unsigned integer of `width` bytes (2, 4 or 8) at `p`.
-  static std::uint64_t load(const std::uint8_t* p, std::uint32_t width) {
-    if (width == 2) {
-      std::uint16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
-    if (width == 4) {
-      std::uint32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  std::uint32_t code(std::uint64_t pos) const {
-    return static_cast<std::uint32_t>(load(tokens_ + pos * header_.token_width, header_.token_width));
-  }
-  std::uint64_t raw_suffix(std::uint64_t rank) const { return load(suffix_ + rank * header_.index_width, header_.index_width); }
-  // A suffix array entry, range-checked so that an unverified corrupt file cannot make a search
-  // read outside the mapping.
-  std::uint64_t checked_suffix(std::uint64_t rank) const {
-    const std::uint64_t pos = raw_suffix(rank);
-    REFDEC_CHECK_IO(pos < size(), "corrupt datastore " << path_ << ": suffix array entry " << rank << " is " << pos << ", out of range [0, "
-                                                       << size() << ")");
-    return pos;
-  }
 
   void check_tokens(std::span<const Token> tokens, const char* what) const {
     for (std::size_t i = 0; i < tokens.size(); ++i)
       REFDEC_CHECK(tokens[i] >= 0 && tokens[i] < vocab_size(), what << " token " << tokens[i] << " at index " << i
                                                                     << " is outside the datastore's vocabulary [0, " << vocab_size()
                                                                     << ") of " << path_);
-  }
-
-  // Compares the suffix at `pos` with `pattern` over the pattern's length: <0, 0 (the suffix
-  // starts with the pattern) or >0. The array ends with a separator, which is smaller than every
-  // pattern code, so the comparison stops before the end.
-  int compare(std::uint64_t pos, std::span<const Token> pattern) const {
-    for (std::size_t i = 0; i < pattern.size(); ++i) {
-      if (pos + i >= size()) return -1;
-      const std::uint32_t c = code(pos + i);
-      const auto want = static_cast<std::uint32_t>(pattern[i]) + 1;
-      if (c != want) return c < want ? -1 : 1;
-    }
-    return 0;
-  }
-
-  SuffixRange find_unchecked(std::span<const Token> pattern) const {
-    std::uint64_t lo = 0, hi = size();
-    // Narrow to some rank that matches, then find both ends below and above it.
-    while (lo < hi) {
-      const std::uint64_t mid = lo + (hi - lo) / 2;
-      const int c = compare(checked_suffix(mid), pattern);
-      if (c < 0) {
-        lo = mid + 1;
-      } else if (c > 0) {
-        hi = mid;
-      } else {
-        std::uint64_t a = lo, b = mid;  // first match in [lo, mid]
-        while (a < b) {
-          const std::uint64_t x = a + (b - a) / 2;
-          if (compare(checked_suffix(x), pattern) < 0)
-            a = x + 1;
-          else
-            b = x;
-        }
-        std::uint64_t e = mid + 1, f = hi;  // first non-match in [mid + 1, hi]
-        while (e < f) {
-          const std::uint64_t x = e + (f - e) / 2;
-          if (compare(checked_suffix(x), pattern) == 0)
-            e = x + 1;
-          else
-            f = x;
-        }
-        return {a, e};
-      }
-    }
-    return {lo, lo};
   }
 
   void validate(const DatastoreOpenOptions& options) {
@@ -299,22 +198,27 @@ class Datastore {
     REFDEC_CHECK_IO(h.file_bytes == h.suffix_offset + suffix_bytes,
                     "datastore " << path_ << ": file_bytes " << h.file_bytes
                                  << " != suffix_offset + suffix_bytes = " << h.suffix_offset + suffix_bytes);
-    tokens_ = map_.data() + h.tokens_offset;
-    suffix_ = map_.data() + h.suffix_offset;
-    // Searches rely on the final separator to stop comparisons inside the array.
-    REFDEC_CHECK_IO(code(h.num_tokens - 1) == 0, "corrupt datastore " << path_ << ": the token array does not end with "
-                                                                      << "a document separator");
+    std::ostringstream label;
+    label << "datastore " << path_;
+    const SuffixArrayView::Arrays arrays{.codes = map_.data() + h.tokens_offset,
+                                         .code_width = h.token_width,
+                                         .num_codes = h.num_tokens,
+                                         .suffixes = map_.data() + h.suffix_offset,
+                                         .suffix_width = h.index_width,
+                                         .num_suffixes = h.num_tokens};
+    view_ = SuffixArrayView(arrays, label.str());  // checks the final separator
     if (!options.verify) {
       check_order(options);
       return;
     }
-    const std::uint64_t data_hash = datastore_hash(std::span<const std::uint8_t>(tokens_, file_size - h.tokens_offset));
+    const std::uint64_t data_hash = datastore_hash(
+        std::span<const std::uint8_t>(map_.data() + h.tokens_offset, file_size - h.tokens_offset));
     REFDEC_CHECK_IO(data_hash == h.data_checksum,
                     "datastore " << path_ << " is corrupt: data_checksum is " << h.data_checksum << ", the data hashes to " << data_hash);
     std::uint64_t separators = 0;
     std::uint32_t max_code = 0;
     for (std::uint64_t p = 0; p < h.num_tokens; ++p) {
-      const std::uint32_t c = code(p);
+      const std::uint32_t c = view_.code(p);
       separators += c == 0;
       max_code = std::max(max_code, c);
     }
@@ -322,11 +226,7 @@ class Datastore {
                     "corrupt datastore " << path_ << ": token code " << max_code << " exceeds vocab_size " << h.vocab_size);
     REFDEC_CHECK_IO(separators == h.num_documents,
                     "corrupt datastore " << path_ << ": " << separators << " document separators, num_documents is " << h.num_documents);
-    for (std::uint64_t r = 0; r < h.num_tokens; ++r) {
-      const std::uint64_t pos = raw_suffix(r);
-      REFDEC_CHECK_IO(pos < h.num_tokens, "corrupt datastore " << path_ << ": suffix array entry " << r << " is " << pos
-                                                               << ", out of range [0, " << h.num_tokens << ")");
-    }
+    for (std::uint64_t r = 0; r < h.num_tokens; ++r) (void)view_.suffix(r);
     check_order(options);
   }
 
@@ -338,7 +238,7 @@ class Datastore {
     for (std::uint64_t i = 0; i < limit; ++i) {
       const bool a_end = a + i >= n, b_end = b + i >= n;
       if (a_end || b_end) return a_end == b_end ? 0 : (a_end ? -1 : 1);
-      const std::uint32_t ca = code(a + i), cb = code(b + i);
+      const std::uint32_t ca = view_.code(a + i), cb = view_.code(b + i);
       if (ca != cb) return ca < cb ? -1 : 1;
     }
     return 0;
@@ -346,7 +246,7 @@ class Datastore {
 
   // Rejects a suffix array whose adjacent entries at `rank` - 1 and `rank` are out of order.
   void check_pair(std::uint64_t rank, std::uint64_t limit) const {
-    const std::uint64_t a = checked_suffix(rank - 1), b = checked_suffix(rank);
+    const std::uint64_t a = view_.suffix(rank - 1), b = view_.suffix(rank);
     const int c = a == b ? 1 : compare_suffixes(a, b, limit);
     REFDEC_CHECK_IO(c <= 0, "corrupt datastore " << path_ << ": the suffix array is not sorted (entries " << rank - 1 << " and " << rank
                                                  << ", positions " << a << " and " << b << ", are out of order)");
@@ -358,7 +258,7 @@ class Datastore {
     if (options.verify_order) {
       std::vector<bool> seen(n, false);
       for (std::uint64_t r = 0; r < n; ++r) {
-        const std::uint64_t pos = checked_suffix(r);
+        const std::uint64_t pos = view_.suffix(r);
         REFDEC_CHECK_IO(!seen[pos], "corrupt datastore " << path_ << ": position " << pos << " occurs twice in the suffix array");
         seen[pos] = true;
         if (r > 0) check_pair(r, n);
@@ -384,8 +284,7 @@ class Datastore {
   std::filesystem::path path_;
   MappedFile map_;
   DatastoreHeader header_{};
-  const std::uint8_t* tokens_ = nullptr;  // [num_tokens] codes, token_width bytes each
-  const std::uint8_t* suffix_ = nullptr;  // [num_tokens] positions, index_width bytes each
+  SuffixArrayView view_;
 };
 
 REFDEC_NAMESPACE_END

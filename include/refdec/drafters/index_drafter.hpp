@@ -20,6 +20,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/drafter.hpp"
+#include "refdec/datastore/suffix_view.hpp"
 #include "refdec/index/reference_index.hpp"
 
 REFDEC_NAMESPACE_BEGIN
@@ -112,26 +113,12 @@ class IndexDrafter {
     if (references_) segments_.push_back(references_.get());
     if (context_segment_) segments_.push_back(context_segment_.get());
     if (segments_.empty()) return;
-    // The longest match: a suffix occurs whenever a longer one does, so the length is searched by
-    // halves, each probe a binary search per segment.
+    // The longest match, each probe a binary search per segment. The first probe is the last
+    // match grown by the tokens accepted since, where the next match usually is (it cannot be
+    // longer unless the index grew).
     const std::size_t most = std::min({opt_.max_match, context_.size(), segments_.front()->depth() - 1});
-    std::size_t lo = 0, hi = most;  // lo occurs (0 trivially); the answer is in [lo, hi]
-    // First probe: the last match grown by the tokens accepted since, where the next match
-    // usually is (it cannot be longer unless the index grew).
     const std::size_t hint = std::min(most, last_match_seen_ + (context_.size() - last_context_size_));
-    if (hint > 0) {
-      if (occurs(hint))
-        lo = hint;
-      else
-        hi = hint - 1;
-    }
-    while (lo < hi) {
-      const std::size_t mid = (lo + hi + 1) / 2;
-      if (occurs(mid))
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
+    const std::size_t lo = longest_occurring(most, hint, [&](std::size_t n) { return occurs(n); });
     last_match_seen_ = lo, last_context_size_ = context_.size();
     if (lo == 0) return;
     const std::size_t len = lo;

@@ -106,15 +106,10 @@ std::vector<std::vector<Token>> split_documents(std::uint64_t n, TokenAt token) 
 /// lives), ordered for an index of `depth`: a datastore's suffix array is in full order.
 inline std::shared_ptr<const IndexSegment> index_segment(std::shared_ptr<const Datastore> store, std::size_t depth) {
   REFDEC_CHECK(store != nullptr, "reference index: the datastore must not be null");
-  const DatastoreHeader& h = store->header();
-  const IndexSegment::Arrays arrays{.codes = store->codes(),
-                                    .code_width = h.token_width,
-                                    .num_codes = static_cast<std::size_t>(h.num_tokens),
-                                    .suffixes = store->suffix_array(),
-                                    .suffix_width = h.index_width,
-                                    .skip = static_cast<std::size_t>(h.num_documents),  // separators sort first
-                                    .num_suffixes = static_cast<std::size_t>(h.num_tokens - h.num_documents)};
-  return std::make_shared<const IndexSegment>(arrays, std::shared_ptr<const void>(store), depth);
+  SuffixArrayView::Arrays arrays = store->view().arrays();
+  arrays.skip = static_cast<std::size_t>(store->num_documents());  // the separators' suffixes sort first
+  arrays.num_suffixes = static_cast<std::size_t>(store->num_corpus_tokens());
+  return std::make_shared<const IndexSegment>(SuffixArrayView(arrays, store->view().label()), std::shared_ptr<const void>(store), depth);
 }
 
 /// Writes the segments of `index` as it is now (one snapshot) into directory `dir` (created if

@@ -18,15 +18,15 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/datastore/suffix_view.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
 /// An immutable run of documents with the suffix array of their tokens: every suffix ends at its
 /// document's end, and suffixes are ordered by their first `depth` tokens (ties: older first). The
 /// arrays are the segment's own, or someone else's read in place (a datastore file mapped in
-/// memory, refdec/index/index_files.hpp), in the datastore format's layout: each token stored
-/// as the code token + 1, with the code 0 ending each document, 2 or 4 bytes a code; suffix array
-/// entries 4 or 8 bytes.
+/// memory, refdec/index/index_files.hpp), in the datastore format's layout, searched through
+/// SuffixArrayView.
 class IndexSegment {
  public:
   /// A document's end, as token() gives it.
@@ -34,28 +34,10 @@ class IndexSegment {
   /// The deepest order a segment keeps (lcp() is a byte a suffix).
   static constexpr std::size_t kMaxDepth = 255;
 
-  /// Arrays held elsewhere (kept alive by the owner given with them), little-endian.
-  struct Arrays {
-    const void* codes = nullptr;     ///< [num_codes] token + 1, 0 at each document's end (the last code is 0)
-    std::uint32_t code_width = 4;    ///< bytes per code: 2 or 4
-    std::size_t num_codes = 0;       ///< codes, document ends included
-    const void* suffixes = nullptr;  ///< [skip + num_suffixes] code positions, ordered by the codes from there on
-    std::uint32_t suffix_width = 4;  ///< bytes per entry: 4 or 8
-    std::size_t skip = 0;            ///< the first `skip` entries, the suffixes that start at a document's end, are left out
-    std::size_t num_suffixes = 0;    ///< the entries after those: one per token
-  };
-
-  /// Calls f(codes, suffixes) with the arrays as typed pointers (std::uint16_t or std::uint32_t
-  /// codes, std::uint32_t or std::uint64_t entries, the skipped ones already passed), so that a
-  /// hot loop is compiled once per layout instead of asking for the widths at every access.
+  /// Calls f(codes, suffixes) with the arrays as typed pointers: SuffixArrayView::visit.
   template <class F>
   decltype(auto) visit(F&& f) const {
-    const auto* c16 = static_cast<const std::uint16_t*>(a_.codes);
-    const auto* c32 = static_cast<const std::uint32_t*>(a_.codes);
-    const auto* s32 = static_cast<const std::uint32_t*>(a_.suffixes) + a_.skip;
-    const auto* s64 = static_cast<const std::uint64_t*>(a_.suffixes) + a_.skip;
-    if (a_.code_width == 4) return a_.suffix_width == 4 ? f(c32, s32) : f(c32, s64);
-    return a_.suffix_width == 4 ? f(c16, s32) : f(c16, s64);
+    return view_.visit(std::forward<F>(f));
   }
 
   /// A segment of one document (token ids >= 0, not empty).
@@ -82,7 +64,7 @@ class IndexSegment {
     // Sorted by their first two tokens as one integer key (a radix sort, stable: ties in text
     // order), the text read only to order those that share both.
     const std::uint32_t* codes = owned.codes.data();
-    const int width = std::bit_width(*std::max_element(owned.codes.begin(), owned.codes.end()));
+    const auto width = static_cast<int>(std::bit_width(*std::max_element(owned.codes.begin(), owned.codes.end())));
     std::vector<std::uint64_t> keys(n), other_keys(n);
     std::vector<std::uint32_t> other(n);
     for (std::size_t r = 0; r < n; ++r) {
@@ -111,35 +93,29 @@ class IndexSegment {
     own(std::move(owned));
   }
 
-  /// A segment over `arrays` held by `owner`, read in place. The suffixes (after the first
-  /// arrays.skip) must be ordered by at least their first `depth` tokens; a datastore's are (in
-  /// full). lcp() is computed here, a pass over neighbouring suffixes (the one cost of reading a
-  /// file in place that grows with it). Throws refdec::ArgumentError for widths other than 2 or 4
-  /// (codes), 4 or 8 (entries), or a depth outside [2, kMaxDepth].
-  IndexSegment(Arrays arrays, std::shared_ptr<const void> owner, std::size_t depth)
-      : depth_(checked_depth(depth)), a_(arrays), owner_(std::move(owner)) {
-    REFDEC_CHECK(a_.code_width == 2 || a_.code_width == 4, "reference index: codes must be 2 or 4 bytes, got " << a_.code_width);
-    REFDEC_CHECK(a_.suffix_width == 4 || a_.suffix_width == 8,
-                 "reference index: suffix entries must be 4 or 8 bytes, got " << a_.suffix_width);
-    REFDEC_CHECK(a_.skip + a_.num_suffixes <= a_.num_codes,
-                 "reference index: " << a_.skip << " + " << a_.num_suffixes << " suffixes for " << a_.num_codes << " positions");
+  /// A segment over the arrays of `view` held by `owner`, read in place. The suffixes must be
+  /// ordered by at least their first `depth` tokens; a datastore's are (in full). lcp() is
+  /// computed here, a pass over neighbouring suffixes (the one cost of reading a file in place
+  /// that grows with it). Throws refdec::ArgumentError for a depth outside [2, kMaxDepth].
+  IndexSegment(SuffixArrayView view, std::shared_ptr<const void> owner, std::size_t depth)
+      : depth_(checked_depth(depth)), view_(std::move(view)), owner_(std::move(owner)) {
     finish();
   }
 
   /// The segment of `older`'s documents followed by `newer`'s (same depth), its own arrays.
   static std::shared_ptr<const IndexSegment> merge(const IndexSegment& older, const IndexSegment& newer) {
-    REFDEC_CHECK(older.a_.num_codes + newer.a_.num_codes <= std::size_t{0xFFFFFFFF},
+    REFDEC_CHECK(older.text_size() + newer.text_size() <= std::size_t{0xFFFFFFFF},
                  "reference index: a merged segment must stay below 2^32 positions");
     const std::size_t depth = older.depth_;
     Owned m;
     older.visit([&](const auto* oc, const auto* os) {
       newer.visit([&](const auto* nc, const auto* ns) {
-        m.codes.reserve(older.a_.num_codes + newer.a_.num_codes);
-        m.codes.assign(oc, oc + older.a_.num_codes);
-        m.codes.insert(m.codes.end(), nc, nc + newer.a_.num_codes);
+        m.codes.reserve(older.text_size() + newer.text_size());
+        m.codes.assign(oc, oc + older.text_size());
+        m.codes.insert(m.codes.end(), nc, nc + newer.text_size());
         m.suffixes.resize(older.tokens() + newer.tokens());
         m.lcp.resize(m.suffixes.size());
-        merge_runs(oc, os, older.lcp_.data(), older.tokens(), nc, ns, newer.lcp_.data(), newer.tokens(), older.a_.num_codes,
+        merge_runs(oc, os, older.lcp_.data(), older.tokens(), nc, ns, newer.lcp_.data(), newer.tokens(), older.text_size(),
                    m.suffixes.data(), m.lcp.data(), depth);
       });
     });
@@ -156,9 +132,10 @@ class IndexSegment {
     Owned m;
     visit([&](const auto* codes, const auto* sa) {
       std::size_t cut = 0, removed = 0;
-      for (; cut < a_.num_codes && (removed < count || codes[cut] != 0); ++cut) removed += codes[cut] != 0;
-      if (++cut >= a_.num_codes) return;  // past the end of the last document removed
-      m.codes.assign(codes + cut, codes + a_.num_codes);
+      const std::size_t n = text_size();
+      for (; cut < n && (removed < count || codes[cut] != 0); ++cut) removed += codes[cut] != 0;
+      if (++cut >= n) return;  // past the end of the last document removed
+      m.codes.assign(codes + cut, codes + n);
       m.suffixes.resize(tokens() - removed);
       m.lcp.resize(m.suffixes.size());
       std::uint8_t least = 0;  // the least common prefix since the last suffix kept
@@ -177,25 +154,22 @@ class IndexSegment {
   }
 
   /// Tokens indexed (document ends excluded): the suffixes.
-  std::size_t tokens() const { return a_.num_suffixes; }
+  std::size_t tokens() const { return view_.size(); }
   /// Bytes of its arrays (in memory, or mapped).
   std::size_t bytes() const {
-    return a_.num_codes * a_.code_width + (a_.skip + a_.num_suffixes) * a_.suffix_width + samples_.size() * sizeof(std::uint64_t) +
-           lcp_.size();
+    const SuffixArrayView::Arrays& a = view_.arrays();
+    return a.num_codes * a.code_width + (a.skip + a.num_suffixes) * a.suffix_width + samples_.size() * sizeof(std::uint64_t) + lcp_.size();
   }
   /// Whether its arrays are someone else's, read in place (a mapped file).
   bool in_place() const { return !owned_; }
   /// Positions in the text: the documents' tokens and their ends.
-  std::size_t text_size() const { return a_.num_codes; }
+  std::size_t text_size() const { return view_.text_size(); }
   /// The token at text position `pos` (< text_size()), kEnd at a document's end.
-  Token token(std::size_t pos) const {
-    // In 64 bits: the code of token 2^31 - 1 is 2^31, which as a Token minus one would overflow.
-    return visit([&](const auto* codes, const auto*) { return static_cast<Token>(static_cast<std::int64_t>(codes[pos]) - 1); });
-  }
+  Token token(std::size_t pos) const { return view_.token(pos); }
   /// The text position where the suffix of rank `rank` (< tokens()) starts.
-  std::size_t suffix(std::size_t rank) const {
-    return visit([&](const auto*, const auto* sa) { return static_cast<std::size_t>(sa[rank]); });
-  }
+  std::size_t suffix(std::size_t rank) const { return view_.suffix(rank); }
+  /// The arrays, searched.
+  const SuffixArrayView& view() const { return view_; }
   std::size_t depth() const { return depth_; }
   /// Per rank, the tokens its suffix shares with the one before it (0 for the first), or depth()
   /// when the two are equal over the depth (or end together): the children of a run of suffixes
@@ -206,37 +180,21 @@ class IndexSegment {
   /// (not by its document's end): one binary search, since those that end right after it sort
   /// first among the suffixes that start with it.
   bool continues(std::span<const Token> pattern) const {
-    // Named variables, not a structured binding: clang before 16 cannot capture a binding.
-    const auto range = window(pattern);
-    const std::size_t first = range.first, last = range.second;
-    return visit([&](const auto* codes, const auto* sa) {
-      const auto* end = sa + last;
-      const auto* lo = std::partition_point(sa + first, end, [&](auto s) {
-        const int c = compare_prefix(codes, s, pattern);
-        return c < 0 || (c == 0 && codes[s + pattern.size()] == 0);
-      });
-      return lo != end && compare_prefix(codes, *lo, pattern) == 0;
-    });
+    const auto [first, last] = window(pattern);
+    return view_.continues(pattern, first, last);
   }
 
   /// The ranks [first, second) of the suffixes that start with `pattern` (at most depth() tokens).
-  std::pair<std::size_t, std::size_t> find(std::span<const Token> pattern) const {
-    const auto range = window(pattern);
-    const std::size_t first = range.first, last = range.second;
-    return visit([&](const auto* codes, const auto* sa) {
-      const auto* end = sa + last;
-      const auto* lo = std::partition_point(sa + first, end, [&](auto s) { return compare_prefix(codes, s, pattern) < 0; });
-      const auto a = static_cast<std::size_t>(lo - sa);
-      if (lo == end || compare_prefix(codes, *lo, pattern) != 0) return std::pair<std::size_t, std::size_t>(a, a);
-      // The range goes on while a suffix shares the pattern with the one before it: a few bytes of
-      // lcp() read in place of a second search, unless the range is long.
-      std::size_t b = a + 1;
-      for (const std::size_t stop = std::min(last, a + 64); b < stop && lcp_[b] >= pattern.size();) ++b;
-      if (b == a + 64 && b < last)
-        b = static_cast<std::size_t>(std::partition_point(sa + b, end, [&](auto s) { return compare_prefix(codes, s, pattern) == 0; }) -
-                                     sa);
-      return std::pair<std::size_t, std::size_t>(a, b);
-    });
+  SuffixRange find(std::span<const Token> pattern) const {
+    const auto [first, last] = window(pattern);
+    const std::size_t a = view_.lower_bound(pattern, first, last);
+    if (a == last || !view_.starts_with(a, pattern)) return {a, a};
+    // The range goes on while a suffix shares the pattern with the one before it: a few bytes of
+    // lcp() read in place of a second search, unless the range is long.
+    std::size_t b = a + 1;
+    for (const std::size_t stop = std::min(last, a + 64); b < stop && lcp_[b] >= pattern.size();) ++b;
+    if (b == a + 64 && b < last) b = view_.end_of_matches(pattern, b, last);
+    return {a, b};
   }
 
  private:
@@ -254,13 +212,13 @@ class IndexSegment {
   void own(Owned owned) {
     lcp_ = std::move(owned.lcp);
     auto held = std::make_shared<Owned>(std::move(owned));
-    a_ = Arrays{.codes = held->codes.data(),
-                .code_width = 4,
-                .num_codes = held->codes.size(),
-                .suffixes = held->suffixes.data(),
-                .suffix_width = 4,
-                .skip = 0,
-                .num_suffixes = held->suffixes.size()};
+    view_ = SuffixArrayView({.codes = held->codes.data(),
+                             .code_width = 4,
+                             .num_codes = held->codes.size(),
+                             .suffixes = held->suffixes.data(),
+                             .suffix_width = 4,
+                             .num_suffixes = held->suffixes.size()},
+                            "reference index segment");
     owner_ = std::move(held);
     owned_ = true;
     finish();
@@ -380,18 +338,8 @@ class IndexSegment {
     }
     return depth;
   }
-  // The suffix at s against `pattern`: 0 when the suffix starts with it.
-  template <class C>
-  static int compare_prefix(const C* codes, std::size_t s, std::span<const Token> pattern) {
-    for (std::size_t i = 0; i < pattern.size(); ++i) {
-      const std::uint32_t c = codes[s + i], p = static_cast<std::uint32_t>(pattern[i]) + 1;
-      if (c != p) return c < p ? -1 : 1;
-    }
-    return 0;
-  }
-
   std::size_t depth_;
-  Arrays a_;
+  SuffixArrayView view_;
   std::shared_ptr<const void> owner_;   // keeps the arrays alive
   bool owned_ = false;                  // owner_ holds an Owned: the arrays are this segment's own
   std::vector<std::uint64_t> samples_;  // key of the suffix of rank k * kSampleEvery
