@@ -138,7 +138,7 @@ if ((rc != 0)) && command -v cuda-gdb >/dev/null; then
 try: refdec.Datastore.open("/nonexistent/ds.bin")
 except OSError as e: print("raised:", e)' >"$OUT/python_gdb.log" 2>&1
   grep -E '^#|raised:|signal|libstdc|refdec' "$OUT/python_gdb.log" | head -60
-  # Leads (docs/gpu.md): which C++ library the module's iostream code comes from.
+  # Leads (docs/history/gpu.md, the Python module): which C++ library the module's iostream code comes from.
   { c++ --version | head -1; ldd build-gpu/python/refdec/_*.so | grep -E 'stdc|torch'
     nm -C build-gpu/python/refdec/_*.so | grep -cE ' [TW] std::'; nm -C build-gpu/python/refdec/_*.so | grep -E '_M_insert<long>|num_put' | head -5
   } 2>&1 | tee -a "$OUT/python_gdb.log"
