@@ -70,8 +70,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Waits for the device: a one-element copy to the host.
 void sync(const at::Tensor& t) { (void)t.reshape({-1})[0].item<double>(); }
 
-
-
 // Read bandwidth in bytes/s: the best of `repeats` sums over a `bytes`-sized float buffer, a
 // multi-threaded read-only stream (a copy also writes, and understates what a decoding step, which
 // only reads its weights, can get). ATen's vectorised sum keeps independent accumulators: on the
@@ -486,11 +484,8 @@ struct LiveBatchRow {
   std::vector<std::int32_t> nodes, accepted, path;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"refdec-speed-bench: plain vs speculative decoding speed of a real-shaped model: roofline, step cost, "
-               "forced trajectories, batch sweep"};
+// The command line.
+struct Options {
   std::string shape_name = "1b", device_name = "cpu", dtype_name = "bf16", linear_name = "auto", json_path;
   std::vector<std::string> trajectory_files;
   std::int64_t plain_tokens = 64, paired_steps = 16, bandwidth_mib = 1024, threads = std::thread::hardware_concurrency();
@@ -498,670 +493,899 @@ int main(int argc, char** argv) {
   std::size_t max_traces = 4, max_tokens = 64, sweep_steps = 128;
   std::vector<std::int64_t> batches = {1, 4, 16};
   std::vector<std::size_t> cost_tokens = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
-  app.add_option("--shape", shape_name, "tiny (stories260K's shape), 1b (TinyLlama-1.1B) or 7b (Llama-2-7B)")->capture_default_str();
-  app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
-  app.add_option("--dtype", dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
-  app.add_option("--linear", linear_name,
-                 std::string("linear layers: ") + linear_kernels_help())
-      ->capture_default_str();
-  app.add_option("--threads", threads, "intra-op threads (0: libtorch's default, which is 1 on some machines)")->capture_default_str()
-      ->transform(cli::integer_in(0, 1024));
-  app.add_option("--trajectories", trajectory_files,
-                 "refdec-replay --trajectories files (one per drafter and budget; default: a synthetic pattern)");
-  app.add_option("--plain-tokens", plain_tokens, "tokens of plain decoding timed at batch 1")->capture_default_str()
-      ->transform(cli::integer_in(1, cli::kMaxTokens));
-  app.add_option("--context", context, "cached tokens before the timed steps (at most; a trace's own prompt length when known)")->capture_default_str()->transform(cli::integer_in(1, 3000));
-  app.add_option("--paired-steps", paired_steps, "plain decoding steps each timed right after a bandwidth measurement (0: none)")
-      ->capture_default_str()->transform(cli::integer_in(0, 1024));
-  app.add_option("--bandwidth-mib", bandwidth_mib, "buffer read to measure memory bandwidth")->capture_default_str()
-      ->transform(cli::integer_in(1, 65536));
-  app.add_option("--cost-tokens", cost_tokens, "tokens per step of the step cost curve")->capture_default_str()
-      ->transform(cli::integer_in(1, 1024));
-  app.add_option("--max-traces", max_traces, "traces per category replayed through the model")->capture_default_str()
-      ->transform(cli::integer_in(1, cli::kMaxCount));
-  app.add_option("--max-tokens", max_tokens, "output tokens timed per trace")->capture_default_str()
-      ->transform(cli::integer_in(1, cli::kMaxTokens));
-  app.add_option("--batches", batches, "batch sizes of the sweep (none: no sweep)")->capture_default_str()
-      ->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("--sweep-steps", sweep_steps, "steps timed per batch size in the sweep")->capture_default_str()
-      ->transform(cli::integer_in(1, cli::kMaxTokens));
-  std::vector<std::string> live_datasets;
+  std::vector<std::string> live_datasets, live_priors;
   std::string live_datastore;
   std::size_t live_budget = 64;
-  app.add_option("--live", live_datasets,
+  bool static_step = false, static_kernels = false, only_plain = false, live_compare = false;
+  std::int64_t static_rows = 128;
+  std::vector<std::int64_t> outside_batches = {1};
+  std::vector<std::int64_t> live_batches;
+  std::vector<std::size_t> live_fixed = {4, 16};
+  std::size_t live_batch_steps = 16, live_warmup = 32;
+
+  // The widest step a live mixture drafts (0: no --live).
+  std::size_t live_widest() const { return live_datasets.empty() ? 0 : live_budget; }
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--shape", o.shape_name, "tiny (stories260K's shape), 1b (TinyLlama-1.1B) or 7b (Llama-2-7B)")->capture_default_str();
+  app.add_option("--device", o.device_name, "cpu or cuda")->capture_default_str();
+  app.add_option("--dtype", o.dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
+  app.add_option("--linear", o.linear_name, std::string("linear layers: ") + linear_kernels_help())->capture_default_str();
+  app.add_option("--threads", o.threads, "intra-op threads (0: libtorch's default, which is 1 on some machines)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(0, 1024));
+  app.add_option("--trajectories", o.trajectory_files,
+                 "refdec-replay --trajectories files (one per drafter and budget; default: a synthetic pattern)");
+  app.add_option("--plain-tokens", o.plain_tokens, "tokens of plain decoding timed at batch 1")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--context", o.context, "cached tokens before the timed steps (at most; a trace's own prompt length when known)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 3000));
+  app.add_option("--paired-steps", o.paired_steps, "plain decoding steps each timed right after a bandwidth measurement (0: none)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(0, 1024));
+  app.add_option("--bandwidth-mib", o.bandwidth_mib, "buffer read to measure memory bandwidth")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 65536));
+  app.add_option("--cost-tokens", o.cost_tokens, "tokens per step of the step cost curve")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, 1024));
+  app.add_option("--max-traces", o.max_traces, "traces per category replayed through the model")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxCount));
+  app.add_option("--max-tokens", o.max_tokens, "output tokens timed per trace")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--batches", o.batches, "batch sizes of the sweep (none: no sweep)")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("--sweep-steps", o.sweep_steps, "steps timed per batch size in the sweep")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--live", o.live_datasets,
                  "traces (refdec-replay --dump-traces FILE) on which a mixture drafts live, its budget chosen per step "
                  "by the step cost: this run's calibration, and the same learned online from the timed steps; the "
                  "file's stem names the dataset (specbench.jsonl shares its table with --trajectories of specbench)")
       ->check(CLI::ExistingFile);
-  std::vector<std::string> live_priors;
-  app.add_option("--live-prior", live_priors,
+  app.add_option("--live-prior", o.live_priors,
                  "refdec-speed-bench --json files from other runs: each one's step cost is also a prior of the live "
                  "rows (a calibration from another minute, as it is and learned online from)")
       ->check(CLI::ExistingFile);
-  app.add_option("--datastore", live_datastore, "REST datastore of the live mixture (refdec-datastore build; none: no REST)");
-  bool static_step = false;
-  std::int64_t static_rows = 128;
-  app.add_flag("--static", static_step,
+  app.add_option("--datastore", o.live_datastore, "REST datastore of the live mixture (refdec-datastore build; none: no REST)");
+  app.add_flag("--static", o.static_step,
                "decode with the static-shape step (StaticLlama: CUDA graphs on a GPU) throughout; plain decoding at "
                "batch 1 is also timed on the eager model, for comparison");
-  app.add_option("--static-rows", static_rows, "the static step's largest row bucket (step rows per sequence; prefills go in chunks of it)")
+  app.add_option("--static-rows", o.static_rows,
+                 "the static step's largest row bucket (step rows per sequence; prefills go in chunks of it)")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 4096));
-  std::vector<std::int64_t> outside_batches = {1};
-  app.add_option("--outside-batches", outside_batches, "batch sizes at which speculative decoding's share outside the forward pass is timed")
+  app.add_option("--outside-batches", o.outside_batches,
+                 "batch sizes at which speculative decoding's share outside the forward pass is timed")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 256));
-  bool static_kernels = false;
-  app.add_flag("--static-kernels", static_kernels,
+  app.add_flag("--static-kernels", o.static_kernels,
                "with --static: the step's fused CUDA kernels (the rotary scatter, SwiGLU; built where nvcc and a CUDA build of "
                "libtorch exist); plain decoding at batch 1 is also timed on the static step without them");
-  bool only_plain = false;
-  app.add_flag("--only-plain", only_plain, "stop after plain decoding at batch 1 (and, with --static, the matrix products' own time)");
-  bool live_compare = false;
-  app.add_flag("--live-compare", live_compare,
+  app.add_flag("--only-plain", o.only_plain, "stop after plain decoding at batch 1 (and, with --static, the matrix products' own time)");
+  app.add_flag("--live-compare", o.live_compare,
                "three more live rows learned online from this run's calibration: the mixture with its per-source "
                "tables only (no source budget, contexts or learned scorer), without the shared index, and with the "
                "model's earlier outputs through HistoryDrafter instead of the index");
-  app.add_option("--live-budget", live_budget, "the live mixture's largest budget")->capture_default_str()
+  app.add_option("--live-budget", o.live_budget, "the live mixture's largest budget")
+      ->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
-  std::vector<std::int64_t> live_batches;
-  std::vector<std::size_t> live_fixed = {4, 16};
-  std::size_t live_batch_steps = 16, live_warmup = 32;
-  app.add_option("--live-batches", live_batches,
+  app.add_option("--live-batches", o.live_batches,
                  "batch sizes of the live batch sweep (none: no sweep): slots drafting live with a mixture over each --live "
                  "dataset, under plain decoding, fixed budgets, the per-request adaptive budget and one budget for the "
                  "whole step (BatchBudget)")
       ->transform(cli::integer_in(1, 4096));
-  app.add_option("--live-fixed", live_fixed, "the live batch sweep's fixed budgets")->capture_default_str()
+  app.add_option("--live-fixed", o.live_fixed, "the live batch sweep's fixed budgets")
+      ->capture_default_str()
       ->transform(cli::integer_in(1, 1024));
-  app.add_option("--live-batch-steps", live_batch_steps, "steps timed per batch size and row in the live batch sweep")
-      ->capture_default_str()->transform(cli::integer_in(1, cli::kMaxTokens));
-  app.add_option("--live-warmup", live_warmup,
+  app.add_option("--live-batch-steps", o.live_batch_steps, "steps timed per batch size and row in the live batch sweep")
+      ->capture_default_str()
+      ->transform(cli::integer_in(1, cli::kMaxTokens));
+  app.add_option("--live-warmup", o.live_warmup,
                  "traces each slot's mixture replays (untimed, no model) before the live batch sweep times it")
-      ->capture_default_str()->transform(cli::integer_in(0, cli::kMaxCount));
-  app.add_option("--json", json_path, "also write the results as JSON to this file");
-  CLI11_PARSE(app, argc, argv);
-  try {
-    REFDEC_CHECK(live_batches.empty() || !live_datasets.empty(), "--live-batches needs --live traces");
-    const at::Device device(device_name);
-    REFDEC_CHECK(!device.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
-    const auto dtype = parse_dtype(dtype_name);
-    const LlamaConfig config = refdec_bench::shape(shape_name);
-    const LinearKernel linear = parse_linear_kernel(linear_name);
-    // Phases go to stderr as they start, so that a run of minutes is never silent.
-    const auto t_start = Clock::now();
-    const auto phase = [&](const std::string& what) {
-      std::cerr << "[refdec-speed-bench +" << std::fixed << std::setprecision(1) << seconds_since(t_start) << " s] " << what << std::endl;
-    };
-    if (threads > 0) at::set_num_threads(static_cast<int>(threads));
-    nlohmann::json report{{"shape", shape_name}, {"device", device_name}, {"dtype", dtype_name}, {"context", context},
-                          {"threads", at::get_num_threads()}};
-    // Rewritten after each part, so that a later failure (e.g. out of memory) keeps what was measured.
-    const auto write_json = [&] {
-      if (json_path.empty()) return;
-      OutputFile out(json_path, "--json file");  // replaced whole, never a device or FIFO
-      out.write(report.dump(2));
-      out.write("\n");
-      out.commit();
-    };
+      ->capture_default_str()
+      ->transform(cli::integer_in(0, cli::kMaxCount));
+  app.add_option("--json", o.json_path, "also write the results as JSON to this file");
+}
 
-    // 1. The model and what a step at batch 1 reads: every weight, the KV cache of the context.
-    phase("initialising " + shape_name + " " + dtype_name + " weights (CPU: " + cpu_isa().describe() + ")");
-    const auto t_init = Clock::now();
-    const LlamaModel model = LlamaModel::random(config, 1, dtype, device, linear);
-    const double init_seconds = seconds_since(t_init);
-    const std::int64_t weight_bytes = model.step_weight_bytes();
-    const auto kv = model.kv_layout();
-    const std::int64_t kv_bytes = 2 * kv.layers * kv.kv_heads * kv.head_dim * static_cast<std::int64_t>(context) *
-                                  static_cast<std::int64_t>(at::elementSize(dtype));
-    std::cout << std::fixed << std::setprecision(2) << "device " << device_name << " (" << at::get_num_threads()
-              << " threads), " << shape_name << " " << dtype_name << (model.packed() ? ", packed linear layers" : ", at::linear")
-              << ": weights " << static_cast<double>(weight_bytes) / 1e9 << " GB (random init " << init_seconds
-              << " s), KV at context " << context << " " << static_cast<double>(kv_bytes) / 1e6 << " MB\n"
-              << "linear layers: " << model.linear_path() << "\n";
-    phase("weights initialised; linear layers: " + model.linear_path());
-    report["packed"] = model.packed();
-    report["linear_kernel"] = linear_kernel_name(model.linear_kernel());
-    report["linear_path"] = model.linear_path();
-    report["cpu_isa"] = cpu_isa().describe();
-    report["weight_bytes"] = weight_bytes;
-    report["kv_bytes"] = kv_bytes;
-    report["init_seconds"] = init_seconds;
+// The results, and the phases as they start.
+class Report {
+ public:
+  explicit Report(std::string path) : path_(std::move(path)) {}
 
-    // 2. Plain decoding at batch 1 in a Session, timed after the prefill step, between two
-    // measurements of the read bandwidth: a shared machine's bandwidth drifts over minutes, so the
-    // roofline takes the better of the two (the fraction of it is then the conservative one).
-    GenerateOptions plain_opt;
-    plain_opt.max_new_tokens = plain_tokens;
-    plain_opt.budget = 0;
-    Request req;
-    req.prompt.assign(context, 1);
-    phase("plain decoding: warm-up, prefill, " + std::to_string(plain_tokens) + " tokens between two bandwidth measurements");
-    GenerateOptions warm_up = plain_opt;
-    warm_up.max_new_tokens = 4;
-    (void)generate(model, req, AnyDrafter{}, warm_up);
-    BenchModel bench_model(model, static_step, static_rows);
-    if (static_step) {
-      plain_opt.prefill_chunk = static_rows;  // the prompt in chunks the static step takes
-      report["static_rows"] = static_rows;
-    }
-    const std::int64_t plain_capacity = static_cast<std::int64_t>(context) + plain_tokens + 1;
-    // Tokens/s of plain decoding at batch 1 in `session` after its first decoding step (the
-    // prefill and that step untimed), and the share of the time outside the forward pass.
-    const auto time_plain_session = [&](auto&& session) {
-      session.add(req);
-      while (session.stats().tokens == 0) session.step();
-      const GenerateStats before = session.stats();
-      const auto t0 = Clock::now();
-      while (!session.idle()) session.step();
-      const double wall = seconds_since(t0);
-      const GenerateStats& after = session.stats();
-      return std::pair{static_cast<double>(after.tokens - before.tokens) / wall, 1.0 - (after.verify.model - before.verify.model) / wall};
-    };
-    double eager_tps = 0.0, eager_outside = 0.0, ops_tps = 0.0, ops_outside = 0.0;
-    if (static_step) std::tie(eager_tps, eager_outside) = time_plain_session(Session(model, ContiguousKvStore(model.kv_layout(), plain_capacity), plain_opt));
-    if (static_kernels) {
+  nlohmann::json json;
+
+  // To stderr, so that a run of minutes is never silent.
+  void phase(const std::string& what) const {
+    std::cerr << "[refdec-speed-bench +" << std::fixed << std::setprecision(1) << seconds_since(start_) << " s] " << what << std::endl;
+  }
+
+  // Rewritten after each part, so that a later failure (e.g. out of memory) keeps what was measured.
+  void write() const {
+    if (path_.empty()) return;
+    OutputFile out(path_, "--json file");  // replaced whole, never a device or FIFO
+    out.write(json.dump(2));
+    out.write("\n");
+    out.commit();
+  }
+
+ private:
+  std::string path_;
+  Clock::time_point start_ = Clock::now();
+};
+
+// What the parts after the model's initialisation share.
+struct Bench {
+  const Options& opt;
+  at::Device device;
+  at::ScalarType dtype;
+  const LlamaModel& model;
+  BenchModel& bench_model;
+  Report& report;
+  GenerateOptions plain_opt;                    // plain decoding at batch 1, the base of the speculative runs too
+  Request req;                                  // --context tokens
+  std::int64_t weight_bytes = 0, kv_bytes = 0;  // what a step at batch 1 reads
+
+  // One bandwidth method for every figure: the best of 10 reads of --bandwidth-mib (a shorter
+  // read gave 30-32 GB/s where this one gave 49-52 on a Zen 5 EPYC, flattering any step
+  // timed against it).
+  double read_bandwidth() const { return measure_bandwidth(device, opt.bandwidth_mib << 20, 10); }
+};
+
+// The KV cache a step at batch 1 reads at `context`.
+std::int64_t kv_cache_bytes(const LlamaModel& model, std::size_t context, at::ScalarType dtype) {
+  const auto kv = model.kv_layout();
+  return 2 * kv.layers * kv.kv_heads * kv.head_dim * static_cast<std::int64_t>(context) * static_cast<std::int64_t>(at::elementSize(dtype));
+}
+
+void describe_model(const Options& opt, const LlamaModel& model, double init_seconds, std::int64_t kv_bytes, Report& report) {
+  const std::int64_t weight_bytes = model.step_weight_bytes();
+  std::cout << std::fixed << std::setprecision(2) << "device " << opt.device_name << " (" << at::get_num_threads() << " threads), "
+            << opt.shape_name << " " << opt.dtype_name << (model.packed() ? ", packed linear layers" : ", at::linear") << ": weights "
+            << static_cast<double>(weight_bytes) / 1e9 << " GB (random init " << init_seconds << " s), KV at context " << opt.context << " "
+            << static_cast<double>(kv_bytes) / 1e6 << " MB\n"
+            << "linear layers: " << model.linear_path() << "\n";
+  report.phase("weights initialised; linear layers: " + model.linear_path());
+  report.json["packed"] = model.packed();
+  report.json["linear_kernel"] = linear_kernel_name(model.linear_kernel());
+  report.json["linear_path"] = model.linear_path();
+  report.json["cpu_isa"] = cpu_isa().describe();
+  report.json["weight_bytes"] = weight_bytes;
+  report.json["kv_bytes"] = kv_bytes;
+  report.json["init_seconds"] = init_seconds;
+}
+
+// Calls `f` with a Session of `options` for `batch` sequences of `capacity` entries, on the static
+// step (--static) or the eager model.
+template <class F>
+auto in_session(Bench& b, bool static_step, std::int64_t batch, std::int64_t capacity, const GenerateOptions& options, F&& f) {
+  if (static_step) {
+    Session session(*b.bench_model.fixed(), b.bench_model.empty_store(batch, capacity, b.opt.static_rows), options);
+    return f(session);
+  }
+  Session session(b.model, ContiguousKvStore(b.model.kv_layout(), capacity), options);
+  return f(session);
+}
+
+struct PlainRate {
+  double tokens_per_s = 0.0;
+  double outside = 0.0;  // the share of the time outside the forward pass
+};
+
+// Plain decoding at batch 1 after the session's first decoding step: the prefill and that step
+// untimed.
+template <class S>
+PlainRate time_plain_session(S&& session, const Request& req) {
+  session.add(req);
+  while (session.stats().tokens == 0) session.step();
+  const GenerateStats before = session.stats();
+  const auto t0 = Clock::now();
+  while (!session.idle()) session.step();
+  const double wall = seconds_since(t0);
+  const GenerateStats& after = session.stats();
+  return {static_cast<double>(after.tokens - before.tokens) / wall, 1.0 - (after.verify.model - before.verify.model) / wall};
+}
+
+void print_plain(const std::string& on, std::size_t context, const PlainRate& rate, double roofline, const char* note) {
+  std::cout << "plain decoding" << on << ", batch 1, context " << context << ": " << rate.tokens_per_s
+            << " tokens/s = " << 100.0 * rate.tokens_per_s / roofline << "% of the roofline; " << 100.0 * rate.outside
+            << "% of the step outside the forward pass" << note << "\n";
+}
+
+// What the later parts take from plain decoding at batch 1.
+struct Plain {
+  double bandwidth = 0.0, roofline = 0.0, tokens_per_s = 0.0;
+};
+
+// 2. Plain decoding at batch 1 in a Session, timed after the prefill step, between two
+// measurements of the read bandwidth: a shared machine's bandwidth drifts over minutes, so the
+// roofline takes the better of the two (the fraction of it is then the conservative one).
+Plain measure_plain(Bench& b) {
+  const Options& opt = b.opt;
+  const std::int64_t capacity = static_cast<std::int64_t>(opt.context) + opt.plain_tokens + 1;
+  const auto time_plain = [&](auto& session) { return time_plain_session(session, b.req); };
+  PlainRate eager, ops;
+  if (opt.static_step) eager = in_session(b, false, 1, capacity, b.plain_opt, time_plain);
+  if (opt.static_kernels) {
 #if REFDEC_EVAL_STATIC_KERNELS
-      const StaticLlama ops(model);  // torch operations only, on a store of its own
-      std::tie(ops_tps, ops_outside) =
-          time_plain_session(Session(ops, StaticKvStore(ops.kv_layout(), plain_capacity, {.max_rows = static_rows}), plain_opt));
-      bench_model.set_kernels(refdec_eval::static_kernels());
+    const StaticLlama ops_model(b.model);  // torch operations only, on a store of its own
+    ops = time_plain_session(Session(ops_model, StaticKvStore(ops_model.kv_layout(), capacity, {.max_rows = opt.static_rows}), b.plain_opt),
+                             b.req);
+    b.bench_model.set_kernels(refdec_eval::static_kernels());
 #else
-      REFDEC_CHECK(false, "--static-kernels: this build has no fused kernels (they need nvcc and a CUDA build of libtorch)");
+    REFDEC_CHECK(false, "--static-kernels: this build has no fused kernels (they need nvcc and a CUDA build of libtorch)");
 #endif
-    }
-    // One bandwidth method for every figure: the best of 10 reads of --bandwidth-mib (a shorter
-    // read gave 30-32 GB/s where this one gave 49-52 on a Zen 5 EPYC, flattering any step
-    // timed against it).
-    const auto read_bandwidth = [&] { return measure_bandwidth(device, bandwidth_mib << 20, 10); };
-    const double bandwidth_before = read_bandwidth();
-    const auto [batch1_tps, outside] =
-        static_step ? time_plain_session(Session(*bench_model.fixed(), bench_model.empty_store(1, plain_capacity, static_rows), plain_opt))
-                    : time_plain_session(Session(model, ContiguousKvStore(model.kv_layout(), plain_capacity), plain_opt));
-    const double bandwidth_after = read_bandwidth();
-    const double bandwidth = std::max(bandwidth_before, bandwidth_after);
-    const double roofline = bandwidth / static_cast<double>(weight_bytes + kv_bytes);
-    std::cout << "read bandwidth " << bandwidth_before / 1e9 << " GB/s before plain decoding, " << bandwidth_after / 1e9
-              << " after; roofline " << roofline << " tokens/s\n";
-    if (static_step)
-      std::cout << "plain decoding on the eager model, batch 1, context " << context << ": " << eager_tps << " tokens/s = "
-                << 100.0 * eager_tps / roofline << "% of the roofline; " << 100.0 * eager_outside
-                << "% of the step outside the forward pass\n";
-    if (static_kernels)
-      std::cout << "plain decoding on the static step, torch operations only, batch 1, context " << context << ": " << ops_tps
-                << " tokens/s = " << 100.0 * ops_tps / roofline << "% of the roofline; " << 100.0 * ops_outside
-                << "% of the step outside the forward pass\n";
-    std::cout << "plain decoding" << (static_step ? static_kernels ? " on the static step, fused kernels" : " on the static step" : "")
-              << ", batch 1, context " << context << ": " << batch1_tps
-              << " tokens/s = " << 100.0 * batch1_tps / roofline << "% of the roofline; " << 100.0 * outside
-              << "% of the step outside the forward pass (and its argmax)\n";
-    report["static"] = static_step;
-    report["static_kernels"] = static_kernels;
-    if (static_kernels) report["plain_static_ops_tokens_per_s"] = ops_tps;
-    if (static_step) {
-      report["plain_eager_tokens_per_s"] = eager_tps;
-      report["plain_eager_roofline_fraction"] = eager_tps / roofline;
-      report["plain_eager_outside_forward_fraction"] = eager_outside;
-    }
-    if (static_step && device.is_cuda() && StepGraph::available()) {
-      // Where the static step's time goes: its matrix products alone at one row (the weights as
-      // the eager model holds them: seven per layer and the output layer), captured in a graph of
-      // their own, against the read of the weights at the measured bandwidth.
-      const auto& w = model.weights();
-      const auto opts = at::TensorOptions().dtype(dtype).device(device);
-      const auto x = at::randn({1, config.dim}, opts), h = at::randn({1, config.hidden_dim}, opts);
-      const auto products = [&] {
-        for (const auto& l : w.layers) {
-          for (const at::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3}) (void)at::linear(x, *t);
-          (void)at::linear(h, l.w2);
-        }
-        return at::linear(x, w.output);
-      };
-      GraphPool pool;
-      StepGraph graph;
-      sync(graph.capture(products, device, pool));
-      graph.replay();
-      sync(x);
-      constexpr int kReplays = 20;
-      const auto t0 = Clock::now();
-      for (int i = 0; i < kReplays; ++i) graph.replay();
-      sync(x);
-      const double products_seconds = seconds_since(t0) / kReplays;
-      const double weights_seconds = static_cast<double>(weight_bytes) / bandwidth;
-      std::cout << "the step's matrix products alone at one row, captured: " << 1e3 * products_seconds << " ms = "
-                << 100.0 * weights_seconds / products_seconds << "% of the weights' read at the measured bandwidth ("
-                << 1e3 * weights_seconds << " ms); the static step: " << 1e3 / batch1_tps << " ms\n";
-      report["matmuls_alone_seconds"] = products_seconds;
-      report["weights_read_seconds"] = weights_seconds;
-    }
-    report["bandwidth_bytes_per_s"] = bandwidth;
-    report["bandwidth_before_after"] = {bandwidth_before, bandwidth_after};
-    report["roofline_tokens_per_s"] = roofline;
-    report["plain_tokens_per_s"] = batch1_tps;
-    report["plain_roofline_fraction"] = batch1_tps / roofline;
-    report["plain_outside_forward_fraction"] = outside;
-    if (only_plain) {
-      write_json();
-      return 0;
-    }
-    // The same steps each right after a short bandwidth measurement: on a machine whose bandwidth
-    // moves by tens of percent within a minute, the roofline of the moment a step runs, rather
-    // than the better of two measurements a minute apart. The median over the steps of
-    // (bytes / bandwidth) / step time.
-    if (paired_steps > 0 && static_step) std::cout << "(--paired-steps: not with --static)\n";
-    if (paired_steps > 0 && !static_step) {
-      phase("plain decoding, " + std::to_string(paired_steps) + " steps each after a bandwidth measurement");
-      GenerateOptions paired_opt = plain_opt;
-      paired_opt.max_new_tokens = paired_steps;
-      Session paired(model, ContiguousKvStore(model.kv_layout(), static_cast<std::int64_t>(context) + paired_steps + 1), paired_opt);
-      paired.add(req);
-      paired.step();
-      std::vector<double> fractions, bandwidths;
-      while (!paired.idle()) {
-        const double bw = read_bandwidth();
-        const auto t_step = Clock::now();
-        paired.step();
-        fractions.push_back(static_cast<double>(weight_bytes + kv_bytes) / bw / seconds_since(t_step));
-        bandwidths.push_back(bw);
-      }
-      const auto median = [](std::vector<double> v) {
-        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-        return v[v.size() / 2];
-      };
-      const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
-      std::cout << "plain decoding, each of " << fractions.size() << " steps right after a bandwidth measurement ("
-                << *low / 1e9 << "-" << *high / 1e9 << " GB/s): median " << 100.0 * median(fractions)
-                << "% of that moment's roofline\n";
-      report["paired_roofline_fraction"] = median(fractions);
-      report["paired_bandwidth_range"] = {*low, *high};
-    }
-    // The same with drafting: a mixture of LLMA and the n-gram trie over a prompt that repeats
-    // itself, budget 16. Random weights accept almost nothing, but every step drafts, plans,
-    // verifies 17 tokens, walks and commits as a real one does.
-    {
-      phase("speculative decoding's share of the step outside the forward pass");
-      GenerateOptions spec_opt = plain_opt;
-      spec_opt.budget = 16;
-      Request spec_req;
-      for (std::size_t i = 0; i < context; ++i) spec_req.prompt.push_back(static_cast<Token>(3 + (i * 31) % 97));
-      const auto mixture = [] {
-        std::vector<AnyDrafter> sources;
-        sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
-        sources.emplace_back(NgramTrieDrafter());
-        return AnyDrafter(MixtureDrafter(std::move(sources)));
-      };
-      const std::int64_t spec_capacity = static_cast<std::int64_t>(context) + plain_tokens + 20;
-      // B requests at once (their prompts shifted apart), each with its own mixture.
-      const auto time_spec = [&](auto&& spec, std::int64_t B) {
-        for (std::int64_t b = 0; b < B; ++b) {
-          Request r = spec_req;
-          for (Token& t : r.prompt) t = static_cast<Token>((t + b) % 97 + 3);
-          spec.add(r, mixture());
-        }
-        while (spec.stats().tokens < B) spec.step();
-        const GenerateStats before = spec.stats();
-        const auto t_spec = Clock::now();
-        while (!spec.idle()) spec.step();
-        const double spec_wall = seconds_since(t_spec);
-        return std::pair{1.0 - (spec.stats().verify.model - before.verify.model) / spec_wall,
-                         (spec.stats().draft_seconds - before.draft_seconds) / spec_wall};
-      };
-      for (const std::int64_t B : outside_batches) {
-        const auto [spec_outside, drafting] =
-            static_step ? time_spec(Session(*bench_model.fixed(), bench_model.empty_store(B, spec_capacity, static_rows), spec_opt), B)
-                        : time_spec(Session(model, ContiguousKvStore(model.kv_layout(), spec_capacity), spec_opt), B);
-        std::cout << "speculative decoding (mixture of LLMA and the n-gram trie, budget 16), batch " << B << ": " << 100.0 * spec_outside
-                  << "% of the step outside the forward pass (drafting " << 100.0 * drafting << "%)\n";
-        const std::string suffix = B == 1 ? "" : "_batch" + std::to_string(B);
-        report["speculative_outside_forward_fraction" + suffix] = spec_outside;
-        report["speculative_drafting_fraction" + suffix] = drafting;
-      }
-      if (static_step) bench_model.release_all_but(1);
-      std::cout << "\n";
-    }
-    write_json();
+  }
+  const double bandwidth_before = b.read_bandwidth();
+  const PlainRate plain = in_session(b, opt.static_step, 1, capacity, b.plain_opt, time_plain);
+  const double bandwidth_after = b.read_bandwidth();
+  const double bandwidth = std::max(bandwidth_before, bandwidth_after);
+  const double roofline = bandwidth / static_cast<double>(b.weight_bytes + b.kv_bytes);
+  std::cout << "read bandwidth " << bandwidth_before / 1e9 << " GB/s before plain decoding, " << bandwidth_after / 1e9
+            << " after; roofline " << roofline << " tokens/s\n";
+  if (opt.static_step) print_plain(" on the eager model", opt.context, eager, roofline, "");
+  if (opt.static_kernels) print_plain(" on the static step, torch operations only", opt.context, ops, roofline, "");
+  print_plain(opt.static_step ? opt.static_kernels ? " on the static step, fused kernels" : " on the static step" : "", opt.context, plain,
+              roofline, " (and its argmax)");
+  nlohmann::json& report = b.report.json;
+  report["static"] = opt.static_step;
+  report["static_kernels"] = opt.static_kernels;
+  if (opt.static_kernels) report["plain_static_ops_tokens_per_s"] = ops.tokens_per_s;
+  if (opt.static_step) {
+    report["plain_eager_tokens_per_s"] = eager.tokens_per_s;
+    report["plain_eager_roofline_fraction"] = eager.tokens_per_s / roofline;
+    report["plain_eager_outside_forward_fraction"] = eager.outside;
+  }
+  report["bandwidth_bytes_per_s"] = bandwidth;
+  report["bandwidth_before_after"] = {bandwidth_before, bandwidth_after};
+  report["roofline_tokens_per_s"] = roofline;
+  report["plain_tokens_per_s"] = plain.tokens_per_s;
+  report["plain_roofline_fraction"] = plain.tokens_per_s / roofline;
+  report["plain_outside_forward_fraction"] = plain.outside;
+  return {bandwidth, roofline, plain.tokens_per_s};
+}
 
-    // 3. The step cost curve: one verification step of n tokens after the context, against the
-    // roofline's one-token step. refdec-replay --step-cost-file reads "step_cost" back.
-    CalibrationOptions calibration;
-    calibration.tokens = cost_tokens;
-    calibration.context = static_cast<std::int64_t>(context);
-    calibration.repeats = 5;  // rounds over every size (calibrate.hpp): a drift moves the whole curve alike
-    if (static_step) calibration.prefill_chunk = static_rows;
-    phase("step cost curve (" + std::to_string(cost_tokens.size()) + " step sizes, 5 rounds)");
-    const auto samples = static_step ? measure_step_cost(*bench_model.fixed(), calibration,
-                                                         [&](std::int64_t capacity, std::int64_t rows) { return bench_model.empty_store(1, capacity, rows); })
-                                     : measure_step_cost(model, calibration);
-    std::cout << "| tokens per step | ms per step | x one token | roofline one-token step ms |\n|---|---|---|---|\n";
-    nlohmann::json cost = nlohmann::json::array();
-    for (const auto& [n, seconds] : samples) {
-      std::cout << std::setprecision(2) << "| " << n << " | " << 1e3 * seconds << " | " << seconds / samples.front().second
-                << " | " << 1e3 / roofline << " |\n";
-      cost.push_back({n, seconds});
+// Where the static step's time goes: its matrix products alone at one row (the weights as the
+// eager model holds them: seven per layer and the output layer), captured in a graph of their
+// own, against the read of the weights at the measured bandwidth.
+void time_matmuls(Bench& b, const Plain& plain) {
+  const auto& w = b.model.weights();
+  const auto opts = at::TensorOptions().dtype(b.dtype).device(b.device);
+  const auto x = at::randn({1, b.model.config().dim}, opts), h = at::randn({1, b.model.config().hidden_dim}, opts);
+  const auto products = [&] {
+    for (const auto& l : w.layers) {
+      for (const at::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3}) (void)at::linear(x, *t);
+      (void)at::linear(h, l.w2);
+    }
+    return at::linear(x, w.output);
+  };
+  GraphPool pool;
+  StepGraph graph;
+  sync(graph.capture(products, b.device, pool));
+  graph.replay();
+  sync(x);
+  constexpr int kReplays = 20;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kReplays; ++i) graph.replay();
+  sync(x);
+  const double products_seconds = seconds_since(t0) / kReplays;
+  const double weights_seconds = static_cast<double>(b.weight_bytes) / plain.bandwidth;
+  std::cout << "the step's matrix products alone at one row, captured: " << 1e3 * products_seconds
+            << " ms = " << 100.0 * weights_seconds / products_seconds << "% of the weights' read at the measured bandwidth ("
+            << 1e3 * weights_seconds << " ms); the static step: " << 1e3 / plain.tokens_per_s << " ms\n";
+  b.report.json["matmuls_alone_seconds"] = products_seconds;
+  b.report.json["weights_read_seconds"] = weights_seconds;
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// The same steps each right after a short bandwidth measurement: on a machine whose bandwidth
+// moves by tens of percent within a minute, the roofline of the moment a step runs, rather
+// than the better of two measurements a minute apart. The median over the steps of
+// (bytes / bandwidth) / step time.
+void time_paired_steps(Bench& b) {
+  const Options& opt = b.opt;
+  if (opt.paired_steps > 0 && opt.static_step) std::cout << "(--paired-steps: not with --static)\n";
+  if (opt.paired_steps <= 0 || opt.static_step) return;
+  b.report.phase("plain decoding, " + std::to_string(opt.paired_steps) + " steps each after a bandwidth measurement");
+  GenerateOptions paired_opt = b.plain_opt;
+  paired_opt.max_new_tokens = opt.paired_steps;
+  Session paired(b.model, ContiguousKvStore(b.model.kv_layout(), static_cast<std::int64_t>(opt.context) + opt.paired_steps + 1),
+                 paired_opt);
+  paired.add(b.req);
+  paired.step();
+  std::vector<double> fractions, bandwidths;
+  while (!paired.idle()) {
+    const double bw = b.read_bandwidth();
+    const auto t_step = Clock::now();
+    paired.step();
+    fractions.push_back(static_cast<double>(b.weight_bytes + b.kv_bytes) / bw / seconds_since(t_step));
+    bandwidths.push_back(bw);
+  }
+  const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
+  std::cout << "plain decoding, each of " << fractions.size() << " steps right after a bandwidth measurement (" << *low / 1e9 << "-"
+            << *high / 1e9 << " GB/s): median " << 100.0 * median(fractions) << "% of that moment's roofline\n";
+  b.report.json["paired_roofline_fraction"] = median(fractions);
+  b.report.json["paired_bandwidth_range"] = {*low, *high};
+}
+
+AnyDrafter llma_trie_mixture() {
+  std::vector<AnyDrafter> sources;
+  sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
+  sources.emplace_back(NgramTrieDrafter());
+  return AnyDrafter(MixtureDrafter(std::move(sources)));
+}
+
+// B requests at once (their prompts shifted apart), each with its own mixture, timed after each
+// has its first token: the shares of the time outside the forward pass and drafting.
+template <class S>
+std::pair<double, double> time_spec_session(S& spec, const Request& spec_req, std::int64_t B) {
+  for (std::int64_t b = 0; b < B; ++b) {
+    Request r = spec_req;
+    for (Token& t : r.prompt) t = static_cast<Token>((t + b) % 97 + 3);
+    spec.add(r, llma_trie_mixture());
+  }
+  while (spec.stats().tokens < B) spec.step();
+  const GenerateStats before = spec.stats();
+  const auto t_spec = Clock::now();
+  while (!spec.idle()) spec.step();
+  const double spec_wall = seconds_since(t_spec);
+  return std::pair{1.0 - (spec.stats().verify.model - before.verify.model) / spec_wall,
+                   (spec.stats().draft_seconds - before.draft_seconds) / spec_wall};
+}
+
+// The same with drafting: a mixture of LLMA and the n-gram trie over a prompt that repeats
+// itself, budget 16. Random weights accept almost nothing, but every step drafts, plans,
+// verifies 17 tokens, walks and commits as a real one does.
+void time_speculative_outside(Bench& b) {
+  const Options& opt = b.opt;
+  b.report.phase("speculative decoding's share of the step outside the forward pass");
+  GenerateOptions spec_opt = b.plain_opt;
+  spec_opt.budget = 16;
+  Request spec_req;
+  for (std::size_t i = 0; i < opt.context; ++i) spec_req.prompt.push_back(static_cast<Token>(3 + (i * 31) % 97));
+  const std::int64_t spec_capacity = static_cast<std::int64_t>(opt.context) + opt.plain_tokens + 20;
+  for (const std::int64_t B : opt.outside_batches) {
+    const auto [spec_outside, drafting] = in_session(b, opt.static_step, B, spec_capacity, spec_opt,
+                                                     [&](auto& spec) { return time_spec_session(spec, spec_req, B); });
+    std::cout << "speculative decoding (mixture of LLMA and the n-gram trie, budget 16), batch " << B << ": " << 100.0 * spec_outside
+              << "% of the step outside the forward pass (drafting " << 100.0 * drafting << "%)\n";
+    const std::string suffix = B == 1 ? "" : "_batch" + std::to_string(B);
+    b.report.json["speculative_outside_forward_fraction" + suffix] = spec_outside;
+    b.report.json["speculative_drafting_fraction" + suffix] = drafting;
+  }
+  if (opt.static_step) b.bench_model.release_all_but(1);
+  std::cout << "\n";
+}
+
+using CostSamples = std::vector<std::pair<std::size_t, double>>;  // (tokens per step, seconds)
+
+// 3. The step cost curve: one verification step of n tokens after the context, against the
+// roofline's one-token step. refdec-replay --step-cost-file reads "step_cost" back.
+CostSamples measure_step_cost_curve(Bench& b, double roofline) {
+  const Options& opt = b.opt;
+  CalibrationOptions calibration;
+  calibration.tokens = opt.cost_tokens;
+  calibration.context = static_cast<std::int64_t>(opt.context);
+  calibration.repeats = 5;  // rounds over every size (calibrate.hpp): a drift moves the whole curve alike
+  if (opt.static_step) calibration.prefill_chunk = opt.static_rows;
+  b.report.phase("step cost curve (" + std::to_string(opt.cost_tokens.size()) + " step sizes, 5 rounds)");
+  const auto samples = opt.static_step ? measure_step_cost(*b.bench_model.fixed(), calibration,
+                                                           [&](std::int64_t capacity, std::int64_t rows) {
+                                                             return b.bench_model.empty_store(1, capacity, rows);
+                                                           })
+                                       : measure_step_cost(b.model, calibration);
+  std::cout << "| tokens per step | ms per step | x one token | roofline one-token step ms |\n|---|---|---|---|\n";
+  nlohmann::json cost = nlohmann::json::array();
+  for (const auto& [n, seconds] : samples) {
+    std::cout << std::setprecision(2) << "| " << n << " | " << 1e3 * seconds << " | " << seconds / samples.front().second << " | "
+              << 1e3 / roofline << " |\n";
+    cost.push_back({n, seconds});
+  }
+  std::cout << "\n";
+  b.report.json["step_cost"] = cost;
+  b.report.write();
+  return samples;
+}
+
+std::string dataset_name(const std::string& file) { return std::filesystem::path(file).stem().string(); }
+
+std::vector<TrajectorySet> load_sets(const Options& opt) {
+  std::vector<TrajectorySet> sets;
+  for (const auto& f : opt.trajectory_files) sets.push_back(load_trajectories(f));
+  if (sets.empty() && opt.live_datasets.empty()) sets.push_back(synthetic_trajectories());
+  return sets;
+}
+
+std::vector<Trace> load_live_traces(const std::string& file) {
+  auto traces = load_generic_traces<NoTokenizer>(file, nullptr);
+  REFDEC_CHECK(!traces.empty(), "--live: no traces in " << file);
+  for (Trace& t : traces)  // the generic form keeps an id as JSON text: "\"81/1\"" is replay's 81/1
+    if (const auto id = nlohmann::json::parse(t.id, nullptr, false); id.is_string()) t.id = id.get<std::string>();
+  return traces;
+}
+
+// The live rows of a --live dataset. Per prior (this run's calibration, then each --live-prior
+// file's): the budget chosen under it as it is, and under the cost learned online from it.
+std::vector<LiveRow> live_rows_of(const Options& opt, const std::shared_ptr<const Datastore>& datastore, const StepCost& calibrated) {
+  const auto mixture = [&](const StepCost& prior, const std::string& variant = "") { return live_mixture(datastore, prior, variant); };
+  const std::string label = datastore != nullptr ? "mixture" : "mixture (no REST)";
+  std::vector<LiveRow> rows;
+  const auto add_rows = [&](const StepCost& prior, const std::string& source) {
+    rows.push_back({label + " live adaptive, " + source, mixture(prior), std::nullopt});
+    rows.push_back({label + " live adaptive, learned online from " + source, mixture(prior), StepCostTracker(prior)});
+  };
+  add_rows(calibrated, "this run's calibration");
+  if (opt.live_compare) {
+    rows.push_back({label + " (table only) live adaptive, learned online from this run's calibration", mixture(calibrated, "table"),
+                    StepCostTracker(calibrated)});
+    rows.push_back({label + " without the index live adaptive, learned online from this run's calibration", mixture(calibrated, "no-index"),
+                    StepCostTracker(calibrated)});
+    rows.push_back({label + " with history for the index live adaptive, learned online from this run's calibration",
+                    mixture(calibrated, "history"), StepCostTracker(calibrated)});
+  }
+  for (const std::string& f : opt.live_priors)
+    add_rows(read_step_cost(f, "--live-prior"), "the calibration of " + std::filesystem::path(f).filename().string());
+  return rows;
+}
+
+// The rows of part 4's table: the sets, then per --live dataset a mixture at this run's
+// calibration and one that learns the cost online. A row's index in `names` is its key in
+// ForcedTimes::timed.
+struct ForcedRows {
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<std::size_t>> by_dataset;  // row indices
+  std::map<std::string, std::vector<Trace>> live_traces;
+  std::map<std::string, std::vector<LiveRow>> live_rows;
+  std::map<std::string, std::vector<std::size_t>> live_indices;  // per dataset, the rows' indices in `names`
+};
+
+ForcedRows forced_rows(const Options& opt, const std::vector<TrajectorySet>& sets, const std::shared_ptr<const Datastore>& datastore,
+                       const CostSamples& samples) {
+  ForcedRows rows;
+  for (const auto& set : sets) rows.names.push_back(set.name);
+  for (std::size_t i = 0; i < sets.size(); ++i) rows.by_dataset[sets[i].dataset].push_back(i);
+  if (opt.live_datasets.empty()) return rows;
+  const StepCost calibrated = StepCost::calibrated(samples);
+  for (const std::string& file : opt.live_datasets) {
+    const std::string dataset = dataset_name(file);
+    REFDEC_CHECK(rows.live_traces.count(dataset) == 0, "--live: two files named " << dataset);
+    rows.live_traces[dataset] = load_live_traces(file);
+    auto& live = rows.live_rows[dataset] = live_rows_of(opt, datastore, calibrated);
+    for (const auto& row : live) {
+      rows.live_indices[dataset].push_back(rows.names.size());
+      rows.by_dataset[dataset].push_back(rows.names.size());
+      rows.names.push_back(row.name);
+    }
+  }
+  return rows;
+}
+
+// Every step width the sets contain runs once untimed first: oneDNN makes a primitive the
+// first time it sees a row count, and the trace that happened to meet it first would pay.
+void warm_step_widths(BenchModel& bench_model, const std::vector<TrajectorySet>& sets, std::size_t live_widest) {
+  std::vector<std::int32_t> widths{0};
+  for (const auto& set : sets)
+    for (const auto& t : set.traces)
+      for (const auto& step : t.steps) widths.push_back(step.first);
+  for (std::size_t n = 1; n <= live_widest; ++n) widths.push_back(static_cast<std::int32_t>(n));
+  std::sort(widths.begin(), widths.end());
+  widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+  const ForcedDecoder warm(bench_model, 1, 8, 8 + widths.back() + 2, widths.back() + 1);
+  for (const std::int32_t n : widths) {
+    ForcedDecoder d(warm);
+    const std::int32_t none = 0;
+    d.step(std::span(&n, 1), std::span(&none, 1));
+  }
+}
+
+// A dataset's trace: id, category, output and prompt length.
+struct TraceRef {
+  std::string id, category;
+  std::int64_t length = 0;
+  std::size_t context = 0;
+  const Trace* live = nullptr;
+};
+
+// A dataset's traces in order: the live dataset's, or the first set's.
+std::vector<TraceRef> trace_order(const ForcedRows& rows, const std::vector<TrajectorySet>& sets, const std::string& dataset,
+                                  const std::vector<std::size_t>& members, std::size_t context) {
+  std::vector<TraceRef> order;
+  if (const auto it = rows.live_traces.find(dataset); it != rows.live_traces.end()) {
+    for (const Trace& t : it->second)
+      order.push_back({t.id, t.category.empty() ? "all" : t.category, static_cast<std::int64_t>(t.output.size()), t.context.size(), &t});
+  } else {
+    for (const Trajectory& t : sets[members.front()].traces)
+      order.push_back({t.id, t.category, t.length(), t.context > 0 ? t.context : context, nullptr});
+  }
+  return order;
+}
+
+// What part 4 measured.
+struct ForcedTimes {
+  std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (row, category or "overall")
+  std::map<std::string, std::vector<std::string>> categories;  // per dataset, in order
+  double plain_drift = 0.0;                                    // the largest relative difference between a trace's two plain timings
+};
+
+// Plain decoding of plain_after.size() - 1 tokens after `prefilled`: the time after each token,
+// so each set is charged the tokens it emitted. Timed before the sets and again after them, each
+// adding half: this machine's bandwidth drifts within the minutes a trace's sets take, and a
+// drift then cancels to first order. Returns the whole time.
+double time_plain_window(const ForcedDecoder& prefilled, std::vector<double>& plain_after) {
+  ForcedDecoder plain_run(prefilled);
+  const std::int32_t zero = 0;
+  double elapsed = 0.0;
+  for (std::size_t k = 1; k < plain_after.size(); ++k) {
+    elapsed += plain_run.step(std::span(&zero, 1), std::span(&zero, 1));
+    plain_after[k] += elapsed / 2.0;
+  }
+  return elapsed;
+}
+
+Timed time_window(const ForcedDecoder& prefilled, const Trajectory& t, const Window& w) {
+  ForcedDecoder spec(prefilled);
+  Timed run;
+  for (std::size_t k = w.begin; k < w.end; ++k) {
+    const auto [n, a] = t.steps[k];
+    run.spec += spec.step(std::span(&n, 1), std::span(&a, 1));
+    ++run.steps;
+  }
+  run.tokens = w.tokens;
+  return run;
+}
+
+Timed time_live(const ForcedDecoder& prefilled, LiveRow& row, const Trace& trace, std::int64_t offset, const Options& opt) {
+  ForcedDecoder spec(prefilled);
+  LiveSteps steps{row, &spec, static_cast<std::size_t>(offset), static_cast<std::int64_t>(opt.max_tokens)};
+  (void)replay_trace(steps.row.drafter, trace, {.budget = opt.live_budget}, steps);
+  return steps.window;
+}
+
+// A timed trace: every row's steps over its window, between two timings of plain decoding of as
+// many tokens, all from one prefill of the trace's prompt and the output before the window.
+void time_trace(const Options& opt, BenchModel& bench_model, const std::vector<TrajectorySet>& sets, ForcedRows& rows,
+                const std::string& dataset, const std::vector<std::size_t>& members, const TraceRef& first, ForcedTimes& times) {
+  // This trace in every set of the dataset, and the steps that emit its first tokens.
+  std::vector<std::pair<std::size_t, const Trajectory*>> runs;
+  for (const std::size_t i : members)
+    if (i < sets.size())
+      for (const auto& t : sets[i].traces)
+        if (t.id == first.id) runs.emplace_back(i, &t);
+  const std::int64_t offset = std::max<std::int64_t>(0, (first.length - static_cast<std::int64_t>(opt.max_tokens)) / 2);
+  std::int64_t plain_tokens_needed = 0, widest = static_cast<std::int64_t>(opt.live_widest());
+  if (first.live != nullptr)  // a live window ends with a step of at most live_budget + 1 tokens
+    plain_tokens_needed = std::min<std::int64_t>(first.length - offset, static_cast<std::int64_t>(opt.max_tokens + opt.live_budget + 1));
+  std::vector<Window> windows;
+  for (const auto& [i, t] : runs) {
+    const Window& w = windows.emplace_back(window(*t, offset, static_cast<std::int64_t>(opt.max_tokens)));
+    for (std::size_t k = w.begin; k < w.end; ++k) widest = std::max<std::int64_t>(widest, t->steps[k].first);
+    plain_tokens_needed = std::max(plain_tokens_needed, w.tokens);
+  }
+  const std::size_t ctx = std::min(std::min(first.context, opt.context) + static_cast<std::size_t>(offset), opt.context);
+  const ForcedDecoder prefilled(bench_model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2, widest + 1);
+  std::vector<double> plain_after(static_cast<std::size_t>(plain_tokens_needed) + 1, 0.0);
+  const double plain_first = time_plain_window(prefilled, plain_after);
+  std::vector<std::pair<std::size_t, Timed>> spec_runs;  // (row, its window)
+  for (std::size_t r = 0; r < runs.size(); ++r) spec_runs.emplace_back(runs[r].first, time_window(prefilled, *runs[r].second, windows[r]));
+  if (first.live != nullptr)
+    for (std::size_t r = 0; r < rows.live_rows[dataset].size(); ++r)
+      spec_runs.emplace_back(rows.live_indices[dataset][r], time_live(prefilled, rows.live_rows[dataset][r], *first.live, offset, opt));
+  const double plain_second = time_plain_window(prefilled, plain_after);
+  times.plain_drift = std::max(times.plain_drift, std::max(plain_first, plain_second) / std::min(plain_first, plain_second) - 1.0);
+  for (auto& [row, run] : spec_runs) {
+    run.plain = plain_after[static_cast<std::size_t>(run.tokens)];
+    for (const std::string& key : {first.category, std::string("overall")}) {
+      Timed& sum = times.timed[{row, key}];
+      sum.spec += run.spec, sum.plain += run.plain, sum.steps += run.steps, sum.tokens += run.tokens;
+    }
+  }
+}
+
+// Per trace (the first --max-traces of each category); the others only teach the live mixtures,
+// as in a replay of the dataset.
+ForcedTimes time_forced(const Options& opt, BenchModel& bench_model, const std::vector<TrajectorySet>& sets, ForcedRows& rows) {
+  ForcedTimes times;
+  warm_step_widths(bench_model, sets, opt.live_widest());
+  for (const auto& [dataset, members] : rows.by_dataset) {
+    std::map<std::string, std::size_t> taken;  // traces per category so far
+    for (const TraceRef& first : trace_order(rows, sets, dataset, members, opt.context)) {
+      const bool timed_trace = first.length > 0 && taken[first.category]++ < opt.max_traces;
+      if (!timed_trace) {
+        if (first.live != nullptr)
+          for (LiveRow& row : rows.live_rows[dataset])
+            (void)replay_trace(row.drafter, *first.live, {.budget = opt.live_budget}, LiveSteps{row});
+        continue;
+      }
+      if (taken[first.category] == 1) times.categories[dataset].push_back(first.category);
+      time_trace(opt, bench_model, sets, rows, dataset, members, first, times);
+    }
+  }
+  return times;
+}
+
+nlohmann::json print_forced(const Options& opt, const ForcedRows& rows, ForcedTimes& times) {
+  nlohmann::json forced = nlohmann::json::array();
+  for (const auto& [dataset, members] : rows.by_dataset) {
+    auto columns = times.categories[dataset];
+    if (columns.size() > 1) columns.push_back("overall");
+    std::cout << "speedup over plain decoding (tokens per step), " << dataset << ", " << opt.max_tokens
+              << " tokens in the middle of the output of up to " << opt.max_traces << " traces per category:\n\n| trajectories |";
+    for (const auto& c : columns) std::cout << " " << c << " |";
+    std::cout << "\n|---|";
+    for (std::size_t c = 0; c < columns.size(); ++c) std::cout << "---|";
+    std::cout << "\n";
+    for (const std::size_t i : members) {
+      std::cout << "| " << rows.names[i] << " |";
+      for (const auto& c : columns) {
+        const Timed& t = times.timed[{i, c}];
+        const double speedup = t.plain / t.spec, tau = static_cast<double>(t.tokens) / static_cast<double>(t.steps);
+        std::cout << std::setprecision(2) << " " << speedup << " (" << tau << ") |";
+        forced.push_back({{"trajectories", rows.names[i]},
+                          {"dataset", dataset},
+                          {"category", c},
+                          {"steps", t.steps},
+                          {"tokens", t.tokens},
+                          {"speculative_seconds", t.spec},
+                          {"plain_seconds", t.plain},
+                          {"speedup", speedup}});
+      }
+      std::cout << "\n";
     }
     std::cout << "\n";
-    report["step_cost"] = cost;
-    write_json();
+  }
+  return forced;
+}
 
-    // 4. Forced trajectories at batch 1. Per trace (the first --max-traces of each category), a
-    // window of --max-tokens output tokens in the middle of its output (the start of an output
-    // copies less than the rest: a window there would understate every drafter): every set's steps
-    // over it, and plain decoding of as many tokens, all from one prefill of the trace's prompt and
-    // the output before the window (capped at --context). Speedup = plain seconds / speculative
-    // seconds over the same tokens.
-    phase("forced trajectories at batch 1");
-    std::vector<TrajectorySet> sets;
-    for (const auto& f : trajectory_files) sets.push_back(load_trajectories(f));
-    if (sets.empty() && live_datasets.empty()) sets.push_back(synthetic_trajectories());
-    // The rows of the table: the sets, then per --live dataset a mixture at this run's calibration
-    // and one that learns the cost online. A row's index in `names` is its key in `timed`.
-    std::vector<std::string> names;
-    for (const auto& set : sets) names.push_back(set.name);
-    std::map<std::string, std::vector<std::size_t>> by_dataset;  // row indices
-    for (std::size_t i = 0; i < sets.size(); ++i) by_dataset[sets[i].dataset].push_back(i);
-    std::map<std::string, std::vector<Trace>> live_traces;
-    std::map<std::string, std::vector<LiveRow>> live_rows;
-    std::map<std::string, std::vector<std::size_t>> live_indices;  // per dataset, the rows' indices in `names`
-    const auto datastore = live_datastore.empty() ? nullptr : Datastore::open_shared(live_datastore);
-    if (!live_datasets.empty()) {
-      const StepCost calibrated = StepCost::calibrated(samples);
-      for (const std::string& file : live_datasets) {
-        const std::string dataset = std::filesystem::path(file).stem().string();
-        REFDEC_CHECK(live_traces.count(dataset) == 0, "--live: two files named " << dataset);
-        auto& traces = live_traces[dataset] = load_generic_traces<NoTokenizer>(file, nullptr);
-        REFDEC_CHECK(!traces.empty(), "--live: no traces in " << file);
-        for (Trace& t : traces)  // the generic form keeps an id as JSON text: "\"81/1\"" is replay's 81/1
-          if (const auto id = nlohmann::json::parse(t.id, nullptr, false); id.is_string()) t.id = id.get<std::string>();
-        const auto mixture = [&](const StepCost& prior, const std::string& variant = "") { return live_mixture(datastore, prior, variant); };
-        const std::string label = datastore != nullptr ? "mixture" : "mixture (no REST)";
-        auto& rows = live_rows[dataset];
-        // Per prior (this run's calibration, then each --live-prior file's): the budget chosen under
-        // it as it is, and under the cost learned online from it.
-        const auto add_rows = [&](const StepCost& prior, const std::string& source) {
-          rows.push_back({label + " live adaptive, " + source, mixture(prior), std::nullopt});
-          rows.push_back({label + " live adaptive, learned online from " + source, mixture(prior), StepCostTracker(prior)});
-        };
-        add_rows(calibrated, "this run's calibration");
-        if (live_compare) {
-          rows.push_back({label + " (table only) live adaptive, learned online from this run's calibration",
-                          mixture(calibrated, "table"), StepCostTracker(calibrated)});
-          rows.push_back({label + " without the index live adaptive, learned online from this run's calibration",
-                          mixture(calibrated, "no-index"), StepCostTracker(calibrated)});
-          rows.push_back({label + " with history for the index live adaptive, learned online from this run's calibration",
-                          mixture(calibrated, "history"), StepCostTracker(calibrated)});
-        }
-        for (const std::string& f : live_priors)
-          add_rows(read_step_cost(f, "--live-prior"), "the calibration of " + std::filesystem::path(f).filename().string());
-        for (const auto& row : rows) {
-          live_indices[dataset].push_back(names.size());
-          by_dataset[dataset].push_back(names.size());
-          names.push_back(row.name);
-        }
-      }
-    }
-    const std::size_t live_widest = live_datasets.empty() ? 0 : live_budget;
-    std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (row, category or "overall")
-    double plain_drift = 0.0;  // the largest relative difference between a trace's two plain timings
-    {
-      // Every step width the sets contain runs once untimed first: oneDNN makes a primitive the
-      // first time it sees a row count, and the trace that happened to meet it first would pay.
-      std::vector<std::int32_t> widths{0};
-      for (const auto& set : sets)
-        for (const auto& t : set.traces)
-          for (const auto& step : t.steps) widths.push_back(step.first);
-      for (std::size_t n = 1; n <= live_widest; ++n) widths.push_back(static_cast<std::int32_t>(n));
-      std::sort(widths.begin(), widths.end());
-      widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
-      const ForcedDecoder warm(bench_model, 1, 8, 8 + widths.back() + 2, widths.back() + 1);
-      for (const std::int32_t n : widths) {
-        ForcedDecoder d(warm);
-        const std::int32_t none = 0;
-        d.step(std::span(&n, 1), std::span(&none, 1));
-      }
-    }
-    // A dataset's traces in order (the live dataset's, or the first set's): id, category, output
-    // and prompt length.
-    struct TraceRef {
-      std::string id, category;
-      std::int64_t length = 0;
-      std::size_t context = 0;
-      const Trace* live = nullptr;
-    };
-    std::map<std::string, std::vector<std::string>> categories;  // per dataset, in order
-    for (const auto& [dataset, members] : by_dataset) {
-      std::vector<TraceRef> order;
-      if (const auto it = live_traces.find(dataset); it != live_traces.end()) {
-        for (const Trace& t : it->second)
-          order.push_back({t.id, t.category.empty() ? "all" : t.category, static_cast<std::int64_t>(t.output.size()),
-                           t.context.size(), &t});
-      } else {
-        for (const Trajectory& t : sets[members.front()].traces)
-          order.push_back({t.id, t.category, t.length(), t.context > 0 ? t.context : context, nullptr});
-      }
-      std::map<std::string, std::size_t> taken;  // traces per category so far
-      for (const TraceRef& first : order) {
-        const bool timed_trace = first.length > 0 && taken[first.category]++ < max_traces;
-        if (!timed_trace) {  // the live mixtures still learn from it, as in a replay of the dataset
-          if (first.live != nullptr)
-            for (LiveRow& row : live_rows[dataset]) (void)replay_trace(row.drafter, *first.live, {.budget = live_budget}, LiveSteps{row});
-          continue;
-        }
-        if (taken[first.category] == 1) categories[dataset].push_back(first.category);
-        // This trace in every set of the dataset, and the steps that emit its first tokens.
-        std::vector<std::pair<std::size_t, const Trajectory*>> runs;
-        for (const std::size_t i : members)
-          if (i < sets.size())
-            for (const auto& t : sets[i].traces)
-              if (t.id == first.id) runs.emplace_back(i, &t);
-        const std::int64_t offset = std::max<std::int64_t>(0, (first.length - static_cast<std::int64_t>(max_tokens)) / 2);
-        std::int64_t plain_tokens_needed = 0, widest = static_cast<std::int64_t>(live_widest);
-        if (first.live != nullptr)  // a live window ends with a step of at most live_budget + 1 tokens
-          plain_tokens_needed = std::min<std::int64_t>(first.length - offset, static_cast<std::int64_t>(max_tokens + live_budget + 1));
-        std::vector<Window> windows;
-        for (const auto& [i, t] : runs) {
-          const Window& w = windows.emplace_back(window(*t, offset, static_cast<std::int64_t>(max_tokens)));
-          for (std::size_t k = w.begin; k < w.end; ++k) widest = std::max<std::int64_t>(widest, t->steps[k].first);
-          plain_tokens_needed = std::max(plain_tokens_needed, w.tokens);
-        }
-        const std::size_t ctx = std::min(std::min(first.context, context) + static_cast<std::size_t>(offset), context);
-        const ForcedDecoder prefilled(bench_model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2, widest + 1);
-        // Plain decoding: the time after each token, so each set is charged the tokens it emitted.
-        // Timed before the sets and again after them, and averaged: this machine's bandwidth
-        // drifts within the minutes a trace's sets take, and a drift then cancels to first order.
-        std::vector<double> plain_after(static_cast<std::size_t>(plain_tokens_needed) + 1, 0.0);
-        const auto time_plain = [&] {
-          ForcedDecoder plain_run(prefilled);
-          const std::int32_t zero = 0;
-          double elapsed = 0.0;
-          for (std::int64_t k = 0; k < plain_tokens_needed; ++k) {
-            elapsed += plain_run.step(std::span(&zero, 1), std::span(&zero, 1));
-            plain_after[static_cast<std::size_t>(k) + 1] += elapsed / 2.0;
-          }
-          return elapsed;
-        };
-        const double plain_first = time_plain();
-        std::vector<std::pair<std::size_t, Timed>> spec_runs;  // (row, its window)
-        for (std::size_t r = 0; r < runs.size(); ++r) {
-          const auto t = runs[r].second;
-          ForcedDecoder spec(prefilled);
-          Timed run;
-          for (std::size_t k = windows[r].begin; k < windows[r].end; ++k) {
-            const auto [n, a] = t->steps[k];
-            run.spec += spec.step(std::span(&n, 1), std::span(&a, 1));
-            ++run.steps;
-          }
-          run.tokens = windows[r].tokens;
-          spec_runs.emplace_back(runs[r].first, run);
-        }
-        if (first.live != nullptr)
-          for (std::size_t r = 0; r < live_rows[dataset].size(); ++r) {
-            ForcedDecoder spec(prefilled);
-            LiveSteps steps{live_rows[dataset][r], &spec, static_cast<std::size_t>(offset), static_cast<std::int64_t>(max_tokens)};
-            (void)replay_trace(steps.row.drafter, *first.live, {.budget = live_budget}, steps);
-            spec_runs.emplace_back(live_indices[dataset][r], steps.window);
-          }
-        const double plain_second = time_plain();
-        plain_drift = std::max(plain_drift, std::max(plain_first, plain_second) / std::min(plain_first, plain_second) - 1.0);
-        for (auto& [row, run] : spec_runs) {
-          run.plain = plain_after[static_cast<std::size_t>(run.tokens)];
-          for (const std::string& key : {first.category, std::string("overall")}) {
-            Timed& sum = timed[{row, key}];
-            sum.spec += run.spec, sum.plain += run.plain, sum.steps += run.steps, sum.tokens += run.tokens;
-          }
-        }
-      }
-    }
-    nlohmann::json forced = nlohmann::json::array();
-    for (const auto& [dataset, members] : by_dataset) {
-      auto columns = categories[dataset];
-      if (columns.size() > 1) columns.push_back("overall");
-      std::cout << "speedup over plain decoding (tokens per step), " << dataset << ", " << max_tokens
-                << " tokens in the middle of the output of up to " << max_traces << " traces per category:\n\n| trajectories |";
-      for (const auto& c : columns) std::cout << " " << c << " |";
-      std::cout << "\n|---|";
-      for (std::size_t c = 0; c < columns.size(); ++c) std::cout << "---|";
-      std::cout << "\n";
-      for (const std::size_t i : members) {
-        std::cout << "| " << names[i] << " |";
-        for (const auto& c : columns) {
-          const Timed& t = timed[{i, c}];
-          const double speedup = t.plain / t.spec, tau = static_cast<double>(t.tokens) / static_cast<double>(t.steps);
-          std::cout << std::setprecision(2) << " " << speedup << " (" << tau << ") |";
-          forced.push_back({{"trajectories", names[i]}, {"dataset", dataset}, {"category", c}, {"steps", t.steps},
-                            {"tokens", t.tokens}, {"speculative_seconds", t.spec}, {"plain_seconds", t.plain},
-                            {"speedup", speedup}});
-        }
-        std::cout << "\n";
+// What the online rows learned: the cost at the end against their prior.
+void print_learned(const Options& opt, const ForcedRows& rows, Report& report) {
+  for (const auto& [dataset, live] : rows.live_rows)
+    for (const LiveRow& row : live) {
+      if (!row.tracker) continue;
+      std::cout << dataset << ", " << row.name << ", at the end of the timed windows (" << row.tracker->observations()
+                << " steps):\n\n| tokens per step | prior ms | x one token | learned ms | x one token |\n|---|---|---|---|---|\n";
+      const StepCost& learned = row.tracker->current();
+      const StepCost& prior = row.tracker->prior();
+      nlohmann::json curve = nlohmann::json::array();
+      for (const std::size_t n : opt.cost_tokens) {
+        std::cout << std::setprecision(3) << "| " << n << " | " << 1e3 * prior.seconds(n) << " | " << prior.seconds(n) / prior.seconds(1)
+                  << " | " << 1e3 * learned.seconds(n) << " | " << learned.seconds(n) / learned.seconds(1) << " |\n";
+        curve.push_back({n, learned.seconds(n)});
       }
       std::cout << "\n";
+      report.json["live_learned_step_cost"][dataset][row.name] = curve;
     }
-    if (!forced.empty())
-      std::cout << "plain decoding of a window, timed before and after its trace's sets: at most " << std::setprecision(3)
-                << 100.0 * plain_drift << "% apart\n\n";
-    report["forced"] = forced;
-    report["forced_plain_drift"] = plain_drift;
-    // What the online rows learned: the cost at the end against their prior.
-    for (const auto& [dataset, rows] : live_rows)
-      for (const LiveRow& row : rows) {
-        if (!row.tracker) continue;
-        std::cout << dataset << ", " << row.name << ", at the end of the timed windows (" << row.tracker->observations()
-                  << " steps):\n\n| tokens per step | prior ms | x one token | learned ms | x one token |\n|---|---|---|---|---|\n";
-        const StepCost& learned = row.tracker->current();
-        const StepCost& prior = row.tracker->prior();
-        nlohmann::json curve = nlohmann::json::array();
-        for (const std::size_t n : cost_tokens) {
-          std::cout << std::setprecision(3) << "| " << n << " | " << 1e3 * prior.seconds(n) << " | " << prior.seconds(n) / prior.seconds(1)
-                    << " | " << 1e3 * learned.seconds(n) << " | " << learned.seconds(n) / learned.seconds(1) << " |\n";
-          curve.push_back({n, learned.seconds(n)});
-        }
-        std::cout << "\n";
-        report["live_learned_step_cost"][dataset][row.name] = curve;
-      }
-    write_json();
+}
 
-    // 5. Batch sweep: B slots run different traces. The budget adapts to the batch size by
-    // measurement: a short trial of plain decoding and of every trajectory set (one per budget),
-    // then the best of them is timed, so speculation is used only where it pays at that B.
-    if (!batches.empty()) phase("batch sweep");
-    std::cout << "\n| batch | chosen | plain tokens/s | speculative tokens/s | ratio |\n|---|---|---|---|---|\n";
-    nlohmann::json sweep = nlohmann::json::array();
-    // The steps of B slots, [steps][B] (nodes, accepted): slot b replays traces first + b,
-    // first + b + B, ... of `set` back to back (plain decoding, (0, 0), when `set` is null).
-    using Plan = std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>>;
-    const auto plan_slots = [](const TrajectorySet* set, std::size_t B, std::size_t steps, std::size_t first) {
-      Plan plan(steps, std::vector<std::pair<std::int32_t, std::int32_t>>(B, {0, 0}));
-      if (set == nullptr) return plan;
-      const std::size_t n_traces = set->traces.size();
-      std::vector<std::size_t> trace(B), step(B, 0);
-      for (std::size_t b = 0; b < B; ++b) trace[b] = (first + b) % n_traces;
-      for (std::size_t s = 0; s < steps; ++s)
-        for (std::size_t b = 0; b < B; ++b) {
-          if (step[b] == set->traces[trace[b]].steps.size()) trace[b] = (trace[b] + B) % n_traces, step[b] = 0;
-          plan[s][b] = set->traces[trace[b]].steps[step[b]++];  // every trace has a step
-        }
-      return plan;
-    };
-    // Tokens/s of a plan, in a cache sized to what the plan keeps.
-    const auto run_plan = [&](const Plan& plan) {
-      const std::size_t B = plan.front().size();
-      std::vector<std::int64_t> kept(B, 0);
-      std::int64_t widest = 0;
-      for (const auto& row : plan)
-        for (std::size_t b = 0; b < B; ++b) kept[b] += row[b].second + 1, widest = std::max<std::int64_t>(widest, row[b].first);
-      ForcedDecoder dec(bench_model, static_cast<std::int64_t>(B), context,
-                        static_cast<std::int64_t>(context) + *std::max_element(kept.begin(), kept.end()) + widest + 2, widest + 1);
-      std::vector<std::int32_t> nodes(B), accepted(B);
-      double seconds = 0;
-      for (const auto& row : plan) {
-        for (std::size_t b = 0; b < B; ++b) std::tie(nodes[b], accepted[b]) = row[b];
-        seconds += dec.step(nodes, accepted);
-      }
-      return static_cast<double>(std::accumulate(kept.begin(), kept.end(), std::int64_t{0})) / seconds;
-    };
-    for (const std::int64_t B : batches) {
-      REFDEC_CHECK(B > 0 && B <= 4096, "--batches: batch sizes must be in [1, 4096], got " << B);
-      const auto slots = static_cast<std::size_t>(B);
-      const std::size_t trial = std::max<std::size_t>(4, sweep_steps / 4);
-      const TrajectorySet* chosen = nullptr;
-      double best = run_plan(plan_slots(nullptr, slots, trial, 0));
-      for (const auto& set : sets)
-        if (const double rate = run_plan(plan_slots(&set, slots, trial, set.traces.size() / 2)); rate > best)
-          best = rate, chosen = &set;
-      const double plain_tps = run_plan(plan_slots(nullptr, slots, sweep_steps, 0));
-      const double spec_tps = chosen != nullptr ? run_plan(plan_slots(chosen, slots, sweep_steps, 0)) : plain_tps;
-      const std::string name = chosen != nullptr ? chosen->name : "plain (budget 0)";
-      std::cout << std::setprecision(1) << "| " << B << " | " << name << " | " << plain_tps << " | " << spec_tps << " | "
-                << std::setprecision(3) << spec_tps / plain_tps << " |\n";
-      sweep.push_back({{"batch", B}, {"chosen", name}, {"plain_tokens_per_s", plain_tps}, {"speculative_tokens_per_s", spec_tps}});
-    }
-    report["batch_sweep"] = sweep;
-    write_json();
+// 4. Forced trajectories at batch 1. Per trace (the first --max-traces of each category), a
+// window of --max-tokens output tokens in the middle of its output (the start of an output
+// copies less than the rest: a window there would understate every drafter): every set's steps
+// over it, and plain decoding of as many tokens, all from one prefill of the trace's prompt and
+// the output before the window (capped at --context). Speedup = plain seconds / speculative
+// seconds over the same tokens.
+void forced_trajectories(Bench& b, const std::vector<TrajectorySet>& sets, ForcedRows& rows) {
+  ForcedTimes times = time_forced(b.opt, b.bench_model, sets, rows);
+  const nlohmann::json forced = print_forced(b.opt, rows, times);
+  if (!forced.empty())
+    std::cout << "plain decoding of a window, timed before and after its trace's sets: at most " << std::setprecision(3)
+              << 100.0 * times.plain_drift << "% apart\n\n";
+  b.report.json["forced"] = forced;
+  b.report.json["forced_plain_drift"] = times.plain_drift;
+  print_learned(b.opt, rows, b.report);
+  b.report.write();
+}
 
-    // 6. Live batch sweep (LiveBatchRow): per batch size, every row's B slots draft live over a
-    // --live dataset; the rows take their steps in turn, so that the machine's drift (its
-    // bandwidth moves by the minute) falls on all of them alike.
-    if (!live_batches.empty()) {
-      phase("live batch sweep");
-      const StepCost calibrated = StepCost::calibrated(samples);
-      std::vector<std::tuple<std::string, BatchPolicy, std::size_t>> kinds = {{"plain", BatchPolicy::kPlain, 0}};
-      for (const std::size_t b : live_fixed) kinds.emplace_back("fixed @" + std::to_string(b), BatchPolicy::kFixed, b);
-      kinds.emplace_back("per-request adaptive @" + std::to_string(live_budget), BatchPolicy::kPerRequest, live_budget);
-      kinds.emplace_back("batch budget @" + std::to_string(live_budget), BatchPolicy::kAllocator, live_budget);
-      nlohmann::json live_sweep = nlohmann::json::object();
-      for (const std::string& file : live_datasets) {
-        const std::string dataset = std::filesystem::path(file).stem().string();
-        const auto& traces = live_traces.at(dataset);
-        std::cout << "\nlive batch sweep, " << dataset << ", " << live_batch_steps << " steps per row, the rows' steps in turn, after "
-                  << live_warmup << " warm-up traces per slot:\n\n| batch | row | tokens/s | x plain | tokens per step and sequence | "
-                  << "draft nodes per step |\n|---|---|---|---|---|---|\n";
-        std::size_t widest = live_budget;
-        for (const std::size_t b : live_fixed) widest = std::max(widest, b);
-        for (const std::int64_t batch : live_batches) {
-          // One prefill per batch size: each row decodes on from a copy sharing its cache.
-          const ForcedDecoder prefilled(bench_model, batch, context, static_cast<std::int64_t>(context + live_batch_steps * (widest + 1) + widest + 2),
-                                        static_cast<std::int64_t>(widest) + 1);
-          std::vector<std::unique_ptr<LiveBatchRow>> rows;
-          for (const auto& [name, policy, budget] : kinds)
-            rows.push_back(std::make_unique<LiveBatchRow>(name, policy, budget, static_cast<std::size_t>(batch), traces, live_warmup,
-                                                          datastore, calibrated, prefilled));
-          for (std::size_t step = 0; step < live_batch_steps; ++step)
-            for (auto& row : rows) row->step(traces);
-          const double plain_rate = rows.front()->tokens_per_second();
-          for (const auto& row : rows) {
-            const double rate = row->tokens_per_second();
-            const double per_step = static_cast<double>(row->tokens) / static_cast<double>(live_batch_steps * static_cast<std::size_t>(batch));
-            const double nodes_per_step = static_cast<double>(row->drafted) / static_cast<double>(live_batch_steps);
-            std::cout << std::setprecision(2) << "| " << batch << " | " << row->name << " | " << rate << " | " << std::setprecision(3)
-                      << rate / plain_rate << " | " << per_step << " | " << std::setprecision(1) << nodes_per_step << " |\n"
-                      << std::flush;
-            live_sweep[dataset].push_back({{"batch", batch}, {"row", row->name}, {"tokens_per_s", rate}, {"x_plain", rate / plain_rate},
-                                           {"tokens_per_step_per_sequence", per_step}, {"draft_nodes_per_step", nodes_per_step}});
-          }
-        }
-      }
-      report["live_batch_sweep"] = live_sweep;
-      write_json();
+// The steps of B slots, [steps][B] (nodes, accepted).
+using SlotPlan = std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>>;
+
+// Slot b replays traces first + b, first + b + B, ... of `set` back to back (plain decoding,
+// (0, 0), when `set` is null).
+SlotPlan plan_slots(const TrajectorySet* set, std::size_t B, std::size_t steps, std::size_t first) {
+  SlotPlan plan(steps, std::vector<std::pair<std::int32_t, std::int32_t>>(B, {0, 0}));
+  if (set == nullptr) return plan;
+  const std::size_t n_traces = set->traces.size();
+  std::vector<std::size_t> trace(B), step(B, 0);
+  for (std::size_t b = 0; b < B; ++b) trace[b] = (first + b) % n_traces;
+  for (std::size_t s = 0; s < steps; ++s)
+    for (std::size_t b = 0; b < B; ++b) {
+      if (step[b] == set->traces[trace[b]].steps.size()) trace[b] = (trace[b] + B) % n_traces, step[b] = 0;
+      plan[s][b] = set->traces[trace[b]].steps[step[b]++];  // every trace has a step
     }
+  return plan;
+}
+
+// Tokens/s of a plan, in a cache sized to what the plan keeps.
+double run_plan(BenchModel& bench_model, std::size_t context, const SlotPlan& plan) {
+  const std::size_t B = plan.front().size();
+  std::vector<std::int64_t> kept(B, 0);
+  std::int64_t widest = 0;
+  for (const auto& row : plan)
+    for (std::size_t b = 0; b < B; ++b) kept[b] += row[b].second + 1, widest = std::max<std::int64_t>(widest, row[b].first);
+  ForcedDecoder dec(bench_model, static_cast<std::int64_t>(B), context,
+                    static_cast<std::int64_t>(context) + *std::max_element(kept.begin(), kept.end()) + widest + 2, widest + 1);
+  std::vector<std::int32_t> nodes(B), accepted(B);
+  double seconds = 0;
+  for (const auto& row : plan) {
+    for (std::size_t b = 0; b < B; ++b) std::tie(nodes[b], accepted[b]) = row[b];
+    seconds += dec.step(nodes, accepted);
+  }
+  return static_cast<double>(std::accumulate(kept.begin(), kept.end(), std::int64_t{0})) / seconds;
+}
+
+// 5. Batch sweep: B slots run different traces. The budget adapts to the batch size by
+// measurement: a short trial of plain decoding and of every trajectory set (one per budget),
+// then the best of them is timed, so speculation is used only where it pays at that B.
+void batch_sweep(Bench& b, const std::vector<TrajectorySet>& sets) {
+  const Options& opt = b.opt;
+  if (!opt.batches.empty()) b.report.phase("batch sweep");
+  std::cout << "\n| batch | chosen | plain tokens/s | speculative tokens/s | ratio |\n|---|---|---|---|---|\n";
+  nlohmann::json sweep = nlohmann::json::array();
+  const auto rate = [&](const TrajectorySet* set, std::size_t slots, std::size_t steps, std::size_t first) {
+    return run_plan(b.bench_model, opt.context, plan_slots(set, slots, steps, first));
+  };
+  for (const std::int64_t B : opt.batches) {
+    const auto slots = static_cast<std::size_t>(B);
+    const std::size_t trial = std::max<std::size_t>(4, opt.sweep_steps / 4);
+    const TrajectorySet* chosen = nullptr;
+    double best = rate(nullptr, slots, trial, 0);
+    for (const auto& set : sets)
+      if (const double r = rate(&set, slots, trial, set.traces.size() / 2); r > best) best = r, chosen = &set;
+    const double plain_tps = rate(nullptr, slots, opt.sweep_steps, 0);
+    const double spec_tps = chosen != nullptr ? rate(chosen, slots, opt.sweep_steps, 0) : plain_tps;
+    const std::string name = chosen != nullptr ? chosen->name : "plain (budget 0)";
+    std::cout << std::setprecision(1) << "| " << B << " | " << name << " | " << plain_tps << " | " << spec_tps << " | "
+              << std::setprecision(3) << spec_tps / plain_tps << " |\n";
+    sweep.push_back({{"batch", B}, {"chosen", name}, {"plain_tokens_per_s", plain_tps}, {"speculative_tokens_per_s", spec_tps}});
+  }
+  b.report.json["batch_sweep"] = sweep;
+  b.report.write();
+}
+
+// A row of the live batch sweep: name, policy, budget.
+using LiveBatchKind = std::tuple<std::string, BatchPolicy, std::size_t>;
+
+std::vector<LiveBatchKind> live_batch_kinds(const Options& opt) {
+  std::vector<LiveBatchKind> kinds = {{"plain", BatchPolicy::kPlain, 0}};
+  for (const std::size_t b : opt.live_fixed) kinds.emplace_back("fixed @" + std::to_string(b), BatchPolicy::kFixed, b);
+  kinds.emplace_back("per-request adaptive @" + std::to_string(opt.live_budget), BatchPolicy::kPerRequest, opt.live_budget);
+  kinds.emplace_back("batch budget @" + std::to_string(opt.live_budget), BatchPolicy::kAllocator, opt.live_budget);
+  return kinds;
+}
+
+// One batch size of a dataset's live batch sweep: every row timed and printed, each against the
+// first (plain decoding).
+void live_batch_rows(Bench& b, const std::vector<Trace>& traces, std::int64_t batch, const std::vector<LiveBatchKind>& kinds,
+                     const std::shared_ptr<const Datastore>& datastore, const StepCost& calibrated, nlohmann::json& results) {
+  const Options& opt = b.opt;
+  std::size_t widest = opt.live_budget;
+  for (const std::size_t f : opt.live_fixed) widest = std::max(widest, f);
+  // One prefill per batch size: each row decodes on from a copy sharing its cache.
+  const ForcedDecoder prefilled(b.bench_model, batch, opt.context,
+                                static_cast<std::int64_t>(opt.context + opt.live_batch_steps * (widest + 1) + widest + 2),
+                                static_cast<std::int64_t>(widest) + 1);
+  std::vector<std::unique_ptr<LiveBatchRow>> rows;
+  for (const auto& [name, policy, budget] : kinds)
+    rows.push_back(std::make_unique<LiveBatchRow>(name, policy, budget, static_cast<std::size_t>(batch), traces, opt.live_warmup, datastore,
+                                                  calibrated, prefilled));
+  for (std::size_t step = 0; step < opt.live_batch_steps; ++step)
+    for (auto& row : rows) row->step(traces);
+  const double plain_rate = rows.front()->tokens_per_second();
+  for (const auto& row : rows) {
+    const double rate = row->tokens_per_second();
+    const double per_step = static_cast<double>(row->tokens) / static_cast<double>(opt.live_batch_steps * static_cast<std::size_t>(batch));
+    const double nodes_per_step = static_cast<double>(row->drafted) / static_cast<double>(opt.live_batch_steps);
+    std::cout << std::setprecision(2) << "| " << batch << " | " << row->name << " | " << rate << " | " << std::setprecision(3)
+              << rate / plain_rate << " | " << per_step << " | " << std::setprecision(1) << nodes_per_step << " |\n"
+              << std::flush;
+    results.push_back({{"batch", batch},
+                       {"row", row->name},
+                       {"tokens_per_s", rate},
+                       {"x_plain", rate / plain_rate},
+                       {"tokens_per_step_per_sequence", per_step},
+                       {"draft_nodes_per_step", nodes_per_step}});
+  }
+}
+
+// 6. Live batch sweep (LiveBatchRow): per batch size, every row's B slots draft live over a
+// --live dataset; the rows take their steps in turn, so that the machine's drift (its
+// bandwidth moves by the minute) falls on all of them alike.
+void live_batch_sweep(Bench& b, const std::map<std::string, std::vector<Trace>>& live_traces,
+                      const std::shared_ptr<const Datastore>& datastore, const CostSamples& samples) {
+  const Options& opt = b.opt;
+  b.report.phase("live batch sweep");
+  const StepCost calibrated = StepCost::calibrated(samples);
+  const std::vector<LiveBatchKind> kinds = live_batch_kinds(opt);
+  nlohmann::json live_sweep = nlohmann::json::object();
+  for (const std::string& file : opt.live_datasets) {
+    const std::string dataset = dataset_name(file);
+    std::cout << "\nlive batch sweep, " << dataset << ", " << opt.live_batch_steps << " steps per row, the rows' steps in turn, after "
+              << opt.live_warmup << " warm-up traces per slot:\n\n| batch | row | tokens/s | x plain | tokens per step and sequence | "
+              << "draft nodes per step |\n|---|---|---|---|---|---|\n";
+    for (const std::int64_t batch : opt.live_batches)
+      live_batch_rows(b, live_traces.at(dataset), batch, kinds, datastore, calibrated, live_sweep[dataset]);
+  }
+  b.report.json["live_batch_sweep"] = live_sweep;
+  b.report.write();
+}
+
+void run(const Options& opt) {
+  REFDEC_CHECK(opt.live_batches.empty() || !opt.live_datasets.empty(), "--live-batches needs --live traces");
+  const at::Device device(opt.device_name);
+  REFDEC_CHECK(!device.is_cuda() || at::hasCUDA(), "--device cuda, but this libtorch sees no CUDA device");
+  const auto dtype = parse_dtype(opt.dtype_name);
+  const LlamaConfig config = refdec_bench::shape(opt.shape_name);
+  const LinearKernel linear = parse_linear_kernel(opt.linear_name);
+  Report report(opt.json_path);
+  if (opt.threads > 0) at::set_num_threads(static_cast<int>(opt.threads));
+  report.json = nlohmann::json{{"shape", opt.shape_name},
+                               {"device", opt.device_name},
+                               {"dtype", opt.dtype_name},
+                               {"context", opt.context},
+                               {"threads", at::get_num_threads()}};
+
+  // 1. The model and what a step at batch 1 reads: every weight, the KV cache of the context.
+  report.phase("initialising " + opt.shape_name + " " + opt.dtype_name + " weights (CPU: " + cpu_isa().describe() + ")");
+  const auto t_init = Clock::now();
+  const LlamaModel model = LlamaModel::random(config, 1, dtype, device, linear);
+  const double init_seconds = seconds_since(t_init);
+  const std::int64_t kv_bytes = kv_cache_bytes(model, opt.context, dtype);
+  describe_model(opt, model, init_seconds, kv_bytes, report);
+
+  GenerateOptions plain_opt;
+  plain_opt.max_new_tokens = opt.plain_tokens;
+  plain_opt.budget = 0;
+  Request req;
+  req.prompt.assign(opt.context, 1);
+  report.phase("plain decoding: warm-up, prefill, " + std::to_string(opt.plain_tokens) + " tokens between two bandwidth measurements");
+  GenerateOptions warm_up = plain_opt;
+  warm_up.max_new_tokens = 4;
+  (void)generate(model, req, AnyDrafter{}, warm_up);
+  BenchModel bench_model(model, opt.static_step, opt.static_rows);
+  if (opt.static_step) {
+    plain_opt.prefill_chunk = opt.static_rows;  // the prompt in chunks the static step takes
+    report.json["static_rows"] = opt.static_rows;
+  }
+  Bench b{opt, device, dtype, model, bench_model, report, std::move(plain_opt), std::move(req), model.step_weight_bytes(), kv_bytes};
+  const Plain plain = measure_plain(b);
+  if (opt.static_step && device.is_cuda() && StepGraph::available()) time_matmuls(b, plain);
+  if (opt.only_plain) {
+    report.write();
+    return;
+  }
+  time_paired_steps(b);
+  time_speculative_outside(b);
+  report.write();
+  const CostSamples samples = measure_step_cost_curve(b, plain.roofline);
+
+  report.phase("forced trajectories at batch 1");
+  const std::vector<TrajectorySet> sets = load_sets(opt);
+  const auto datastore = opt.live_datastore.empty() ? nullptr : Datastore::open_shared(opt.live_datastore);
+  ForcedRows rows = forced_rows(opt, sets, datastore, samples);
+  forced_trajectories(b, sets, rows);
+  batch_sweep(b, sets);
+  if (!opt.live_batches.empty()) live_batch_sweep(b, rows.live_traces, datastore, samples);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "refdec-speed-bench: plain vs speculative decoding speed of a real-shaped model: roofline, step cost, "
+      "forced trajectories, batch sweep"};
+  Options opt;
+  add_options(app, opt);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    run(opt);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "refdec-speed-bench: " << describe(e) << '\n';  // no libtorch stack trace
