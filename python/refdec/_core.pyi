@@ -435,6 +435,85 @@ class Drafter:
     def __repr__(self: Drafter) -> str:
         ...
 
+class Datastore:
+    """A read-only, memory-mapped suffix-array datastore; one instance serves any number of threads and drafters."""
+    @staticmethod
+    def open(path: Union[str, os.PathLike], verify: bool = True, populate: bool = False, verify_order: bool = False, order_samples: int = 1024) -> Datastore:
+        """Maps and validates the datastore file `path`; raises OSError (refdec.IoError) for a missing or bad file."""
+    @property
+    def path(self) -> Union[str, os.PathLike]:
+        """The file."""
+    @property
+    def size(self) -> int:
+        """Tokens in the array (separators included)."""
+    @property
+    def num_documents(self) -> int:
+        """Documents."""
+    @property
+    def num_corpus_tokens(self) -> int:
+        """Corpus tokens (separators excluded)."""
+    @property
+    def vocab_size(self) -> int:
+        """Vocabulary size it was built for."""
+    def count(self: Datastore, pattern: List[int]) -> int:
+        """Occurrences of `pattern`."""
+    def find(self: Datastore, pattern: List[int]) -> Tuple[int, int]:
+        """Suffix array ranks [begin, end) of the suffixes starting with `pattern`."""
+    def token(self: Datastore, pos: int) -> int:
+        """Token at array position `pos` (-1 for a separator)."""
+    def suffix(self: Datastore, rank: int) -> int:
+        """Array position of the suffix of rank `rank`."""
+
+class DatastoreBuildStats:
+    """What build_datastore did."""
+    @property
+    def num_tokens(self) -> int:
+        """Corpus tokens (separators excluded)."""
+    @property
+    def num_documents(self) -> int:
+        """Documents."""
+    @property
+    def file_bytes(self) -> int:
+        """Size of the file written."""
+    @property
+    def seconds(self) -> float:
+        """Wall time of the build."""
+    @property
+    def sort_seconds(self) -> float:
+        """Of which suffix sorting."""
+    @property
+    def tokens_per_second(self) -> float:
+        """Build throughput."""
+
+class ReferenceIndex:
+    """One index over every finished output (and any document added), shared by IndexDrafters and grown online: suffix-array segments read through snapshots, suffixes ordered by their first depth tokens (2 to 255); at most max_tokens tokens (and max_bytes bytes, when not 0), the oldest documents dropped."""
+    def __init__(self: ReferenceIndex, max_tokens: int = 67108864, depth: int = 64, max_bytes: int = 0) -> None:
+        ...
+    def add(self: ReferenceIndex, document: List[int]) -> None:
+        """Adds one document (an empty one is ignored)."""
+    def add_datastore(self: ReferenceIndex, path: Union[str, os.PathLike], static: bool = True) -> None:
+        """Adds the datastore file at path as a segment read in place: static (never merged or dropped, outside max_tokens) or, with static=False, as the newest grown one."""
+    def save(self: ReferenceIndex, dir: Union[str, os.PathLike], vocab_size: int) -> List[Union[str, os.PathLike]]:
+        """Writes each segment as a datastore file in dir, then a MANIFEST naming them (atomic: a save that fails or is killed leaves the earlier one whole); returns the files."""
+    @staticmethod
+    def open(dir: Union[str, os.PathLike], max_tokens: int = 67108864, depth: int = 64) -> tuple:
+        """An index whose segments are the files the last complete save() wrote in dir, read in place: (index, served paths, refused lines, one per file with its reason). Never rewrite a served file in place (docs/reliability.md)."""
+    @property
+    def tokens(self) -> int:
+        """Tokens indexed."""
+    @property
+    def bytes(self) -> int:
+        """Bytes held (texts, suffix arrays, their common prefixes and samples; mapped files included)."""
+    @property
+    def segments(self) -> int:
+        """Segments now."""
+    @property
+    def max_tokens(self) -> int:
+        """The bound on tokens."""
+    @property
+    def depth(self) -> int:
+        """Tokens by which suffixes are ordered."""
+
 class LlmaIndex:
     """LLMA's index of a document set, built once and shared by the LlmaDrafters of every sequence over those documents (LlmaDrafter(index=...)): immutable, safe from any thread."""
     def __init__(self: LlmaIndex, documents: Iterable) -> None:
@@ -467,35 +546,6 @@ class OutputHistory:
     def __len__(self: OutputHistory) -> int:
         """Outputs held."""
 
-class ReferenceIndex:
-    """One index over every finished output (and any document added), shared by IndexDrafters and grown online: suffix-array segments read through snapshots, suffixes ordered by their first depth tokens (2 to 255); at most max_tokens tokens (and max_bytes bytes, when not 0), the oldest documents dropped."""
-    def __init__(self: ReferenceIndex, max_tokens: int = 67108864, depth: int = 64, max_bytes: int = 0) -> None:
-        ...
-    def add(self: ReferenceIndex, document: List[int]) -> None:
-        """Adds one document (an empty one is ignored)."""
-    def add_datastore(self: ReferenceIndex, path: Union[str, os.PathLike], static: bool = True) -> None:
-        """Adds the datastore file at path as a segment read in place: static (never merged or dropped, outside max_tokens) or, with static=False, as the newest grown one."""
-    def save(self: ReferenceIndex, dir: Union[str, os.PathLike], vocab_size: int) -> List[Union[str, os.PathLike]]:
-        """Writes each segment as a datastore file in dir, then a MANIFEST naming them (atomic: a save that fails or is killed leaves the earlier one whole); returns the files."""
-    @staticmethod
-    def open(dir: Union[str, os.PathLike], max_tokens: int = 67108864, depth: int = 64) -> tuple:
-        """An index whose segments are the files the last complete save() wrote in dir, read in place: (index, served paths, refused lines, one per file with its reason). Never rewrite a served file in place (docs/reliability.md)."""
-    @property
-    def tokens(self) -> int:
-        """Tokens indexed."""
-    @property
-    def bytes(self) -> int:
-        """Bytes held (texts, suffix arrays, their common prefixes and samples; mapped files included)."""
-    @property
-    def segments(self) -> int:
-        """Segments now."""
-    @property
-    def max_tokens(self) -> int:
-        """The bound on tokens."""
-    @property
-    def depth(self) -> int:
-        """Tokens by which suffixes are ordered."""
-
 class SuffixDecodingCache:
     """SuffixDecoding's global tree over earlier responses (the baseline's; ArcticInference's defaults)."""
     def __init__(self: SuffixDecodingCache, max_depth: int = 64, max_spec_factor: float = 1.0, max_spec_offset: float = 0.0, min_token_prob: float = 0.10000000149011612, max_cached_requests: int = 100000, tree: bool = False) -> None:
@@ -503,35 +553,6 @@ class SuffixDecodingCache:
     @property
     def tokens(self) -> int:
         """Tokens of the cached responses."""
-
-class Datastore:
-    """A read-only, memory-mapped suffix-array datastore; one instance serves any number of threads and drafters."""
-    @staticmethod
-    def open(path: Union[str, os.PathLike], verify: bool = True, populate: bool = False, verify_order: bool = False, order_samples: int = 1024) -> Datastore:
-        """Maps and validates the datastore file `path`; raises OSError (refdec.IoError) for a missing or bad file."""
-    @property
-    def path(self) -> Union[str, os.PathLike]:
-        """The file."""
-    @property
-    def size(self) -> int:
-        """Tokens in the array (separators included)."""
-    @property
-    def num_documents(self) -> int:
-        """Documents."""
-    @property
-    def num_corpus_tokens(self) -> int:
-        """Corpus tokens (separators excluded)."""
-    @property
-    def vocab_size(self) -> int:
-        """Vocabulary size it was built for."""
-    def count(self: Datastore, pattern: List[int]) -> int:
-        """Occurrences of `pattern`."""
-    def find(self: Datastore, pattern: List[int]) -> Tuple[int, int]:
-        """Suffix array ranks [begin, end) of the suffixes starting with `pattern`."""
-    def token(self: Datastore, pos: int) -> int:
-        """Token at array position `pos` (-1 for a separator)."""
-    def suffix(self: Datastore, rank: int) -> int:
-        """Array position of the suffix of rank `rank`."""
 
 class MixtureSourceStatistics:
     """Raw counts of one mixture source."""
@@ -573,27 +594,6 @@ class MixtureCombine:
     def value(self) -> int: ...
     @property
     def name(self) -> str: ...
-
-class DatastoreBuildStats:
-    """What build_datastore did."""
-    @property
-    def num_tokens(self) -> int:
-        """Corpus tokens (separators excluded)."""
-    @property
-    def num_documents(self) -> int:
-        """Documents."""
-    @property
-    def file_bytes(self) -> int:
-        """Size of the file written."""
-    @property
-    def seconds(self) -> float:
-        """Wall time of the build."""
-    @property
-    def sort_seconds(self) -> float:
-        """Of which suffix sorting."""
-    @property
-    def tokens_per_second(self) -> float:
-        """Build throughput."""
 
 class FinishReason:
     """Why a request left a Session."""
@@ -866,8 +866,8 @@ def greedy_accept(tree: LinearTree, targets: List[int]) -> Acceptance:
 def keep_accepted(plan: StepPlan, accepted: List[Acceptance], out: Optional[KeepPlan] = None) -> KeepPlan:
     """The keep plan of a step: per sequence its root, then its accepted nodes. Writes into `out` when given."""
 
-def index_sources(index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True, add_output: bool = True) -> List[IndexDrafter]:
-    """The shared index as a MixtureDrafter's sources: an IndexDrafter of the index alone (which adds the outputs) and, with request, one of the request's own text alone (shared=False), so that the mixture learns how far to trust each."""
-
 def build_datastore(documents: List[List[int]], vocab_size: int, path: Union[str, os.PathLike], progress: Optional[Callable[..., Any]] = None, inputs: List[Union[str, os.PathLike]] = []) -> DatastoreBuildStats:
     """Builds the datastore file `path` from token documents (ids in [0, vocab_size)), written to a temporary and renamed. progress(stage, done, total) is called now and then. Raises ValueError for bad input, OSError for a write failure."""
+
+def index_sources(index: ReferenceIndex, max_match: int = 16, continuation: int = 64, request: bool = True, add_output: bool = True) -> List[IndexDrafter]:
+    """The shared index as a MixtureDrafter's sources: an IndexDrafter of the index alone (which adds the outputs) and, with request, one of the request's own text alone (shared=False), so that the mixture learns how far to trust each."""

@@ -1,40 +1,32 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// refdec._torch: the part of the `refdec` package that needs libtorch: refdec's reference model and
-// the continuous-batching Session over it. The types it shares with refdec._core (drafters, the
-// step plan, sampling settings, statistics) are registered there (bindings_common.hpp). One
-// translation unit: libtorch's headers cost most of its build time.
+// refdec._torch's continuous-batching Session over the reference model and one of the two KV
+// stores, with its options and statistics (torch/session.hpp).
 
 #include <ATen/core/ivalue.h>  // first: clang + libtorch 1.13 in C++20 needs it before the rest
 #include <ATen/ATen.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <pybind11/stl/filesystem.h>
-#include <torch/csrc/Dtype.h>
-#include <torch/csrc/DynamicTypes.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "bindings_common.hpp"
+#include "../bindings_common.hpp"
+#include "bind.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
-#include "refdec/torch/errors.hpp"
 #include "refdec/torch/llama.hpp"
-#include "refdec/torch/llama2c_loader.hpp"
 #include "refdec/torch/paged_kv_store.hpp"
 #include "refdec/torch/session.hpp"
 
 using namespace refdec;
-using namespace refdec_python;
 
+namespace refdec_python {
 namespace {
-
-// --- sessions ------------------------------------------------------------------------------------
 
 using ContiguousSession = Session<LlamaModel, ContiguousKvStore>;
 using PagedSession = Session<LlamaModel, PagedKvStore>;
@@ -51,102 +43,7 @@ struct PySession {
   }
 };
 
-// A torch.dtype argument; None is torch.float32.
-at::ScalarType scalar_type_of(const py::handle& dtype) {
-  if (dtype.is_none()) return at::kFloat;
-  REFDEC_CHECK(THPDtype_Check(dtype.ptr()), "expected a torch.dtype, got " << py::str(py::type::of(dtype)).cast<std::string>());
-  return reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
-}
-
-py::object dtype_object(at::ScalarType t) {
-  return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t)));
-}
-
-// Imports torch, which must be the one the module was built against (its Python state must exist
-// before tensors cross the boundary). Anything else is an ImportError that says which interpreter
-// and which torch the module needs: a std::exception thrown here becomes an ImportError carrying
-// its message (an error_already_set would become pybind11's bare "initialization failed").
-void import_the_torch_built_against() {
-  const std::string here = py::str(py::module_::import("sys").attr("executable")).cast<std::string>() + " (Python " +
-                           py::str(py::module_::import("platform").attr("python_version")()).cast<std::string>() + ")";
-  const std::string needed = std::string("refdec._torch was built for ") + REFDEC_PYTHON_BUILT_FOR + " (Python " +
-                             REFDEC_PYTHON_VERSION_BUILT_FOR + ") with torch " + REFDEC_TORCH_BUILT_WITH +
-                             " (Debian 12: /usr/bin/python3 and python3-torch); run it with that interpreter.";
-  py::object torch;
-  try {
-    torch = py::module_::import("torch");
-  } catch (py::error_already_set& e) {
-    throw std::runtime_error("refdec: this interpreter, " + here + ", cannot import torch (" + e.what() + "). " + needed);
-  }
-  const std::string version = py::str(torch.attr("__version__")).cast<std::string>();
-  if (version != REFDEC_TORCH_BUILT_WITH)
-    throw std::runtime_error("refdec: this interpreter, " + here + ", has torch " + version + ". " + needed);
-}
-
-}  // namespace
-
-PYBIND11_MODULE(_torch, m) {
-  import_the_torch_built_against();
-  m.doc() = "refdec's reference model and continuous-batching Session on libtorch (part of the refdec package).";
-
-  // refdec._core registers the shared types and makes the error family; errors raised here are
-  // the same Python exceptions, and libtorch's own become RuntimeErrors without the C++ backtrace.
-  const py::module_ core = py::module_::import("refdec._core");
-  static const ErrorTypes errors{py::object(core.attr("Error")).release().ptr(), py::object(core.attr("ArgumentError")).release().ptr(),
-                                 py::object(core.attr("IoError")).release().ptr()};
-  py::register_local_exception_translator([](std::exception_ptr p) {
-    try {
-      translate_errors(p, errors);
-    } catch (const c10::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, describe(e).c_str());
-    }
-  });
-
-  // --- the reference model and the Session ------------------------------------------------------------
-  py::enum_<RopeStyle>(m, "RopeStyle", "How rotary embeddings pair a head's dimensions.")
-      .value("interleaved", RopeStyle::kInterleaved, "Pairs (2i, 2i+1): llama2.c.")
-      .value("half", RopeStyle::kHalf, "Pairs (i, i + d/2): Hugging Face.");
-  py::class_<LlamaConfig>(m, "LlamaConfig", "Shape and constants of a Llama-family model.")
-      .def(py::init<>())
-      .def_readwrite("dim", &LlamaConfig::dim, "Model width.")
-      .def_readwrite("hidden_dim", &LlamaConfig::hidden_dim, "SwiGLU width.")
-      .def_readwrite("n_layers", &LlamaConfig::n_layers, "Layers.")
-      .def_readwrite("n_heads", &LlamaConfig::n_heads, "Query heads.")
-      .def_readwrite("n_kv_heads", &LlamaConfig::n_kv_heads, "Key/value heads.")
-      .def_readwrite("vocab_size", &LlamaConfig::vocab_size, "Vocabulary size.")
-      .def_readwrite("max_seq_len", &LlamaConfig::max_seq_len, "Trained context length.")
-      .def_readwrite("rope_theta", &LlamaConfig::rope_theta, "Rotary base.")
-      .def_readwrite("norm_eps", &LlamaConfig::norm_eps, "RMSNorm epsilon.")
-      .def_readwrite("tied_embeddings", &LlamaConfig::tied_embeddings, "Output projection shares the embedding.")
-      .def_readwrite("rope_style", &LlamaConfig::rope_style, "RopeStyle.")
-      .def_readwrite("bos_id", &LlamaConfig::bos_id, "Beginning-of-sequence id.")
-      .def_readwrite("eos_id", &LlamaConfig::eos_id, "End-of-sequence id.")
-      .def_property_readonly("head_dim", &LlamaConfig::head_dim, "dim / n_heads.")
-      .def("validate", &LlamaConfig::validate, "Raises ValueError naming the first inconsistent field.");
-
-  static const std::string load_doc =
-      "Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or "
-      "bad file. `linear`: the linear layers' kernel, one of " + std::string(linear_kernels_help()) + "; linear_path says which ran and why.";
-  py::class_<LlamaModel, std::shared_ptr<LlamaModel>>(m, "LlamaModel", "refdec's reference Llama-family model (libtorch).")
-      .def_static("load_llama2c", [](const std::filesystem::path& path, const py::object& dtype, const std::string& linear) {
-             const at::ScalarType t = scalar_type_of(dtype);
-             const LinearKernel kernel = parse_linear_kernel(linear);
-             py::gil_scoped_release release;
-             return std::make_shared<LlamaModel>(load_llama2c(path, t, at::kCPU, kernel));
-           }, py::arg("path"), py::arg("dtype") = py::none(), py::arg("linear") = "auto", load_doc.c_str())
-      .def_static("random", [](const LlamaConfig& config, std::uint64_t seed, const py::object& dtype, const std::string& linear) {
-             return std::make_shared<LlamaModel>(LlamaModel::random(config, seed, scalar_type_of(dtype), at::kCPU, parse_linear_kernel(linear)));
-           }, py::arg("config"), py::arg("seed"), py::arg("dtype") = py::none(), py::arg("linear") = "auto",
-           "A model with seeded random weights; `linear` as load_llama2c takes it.")
-      .def_property_readonly("linear_kernel", [](const LlamaModel& md) { return std::string(linear_kernel_name(md.linear_kernel())); },
-                             "The kernel the linear layers run on: 'aten', 'onednn' or 'stream'.")
-      .def_property_readonly("linear_path", &LlamaModel::linear_path,
-                             "Which kernel the linear layers run on and why it was chosen (what this CPU runs).")
-      .def_property_readonly("config", &LlamaModel::config, "LlamaConfig (a copy).")
-      .def_property_readonly("vocab_size", &LlamaModel::vocab_size, "Vocabulary size.")
-      .def_property_readonly("max_seq_len", &LlamaModel::max_seq_len, "Trained context length.")
-      .def_property_readonly("dtype", [](const LlamaModel& md) { return dtype_object(md.dtype()); }, "torch.dtype of the weights.");
-
+void bind_options(py::module_& m) {
   py::enum_<SamplingPath>(m, "SamplingPath", "Where sampled steps process the logits (same output).")
       .value("auto", SamplingPath::kAuto, "Tensor ops on a GPU, the host elsewhere.")
       .value("host", SamplingPath::kHost, "The host, rows the walk visits only.")
@@ -162,9 +59,10 @@ PYBIND11_MODULE(_torch, m) {
                                     {.half_life = step_cost_half_life}, batch_budget};
            }),
            py::arg("max_new_tokens") = GenerateOptions{}.max_new_tokens, py::arg("budget") = GenerateOptions{}.budget,
-           py::arg("stop_tokens") = Tokens{}, py::arg("max_context") = GenerateOptions{}.max_context, py::arg("sampling") = std::nullopt,
-           py::arg("sampling_path") = GenerateOptions{}.sampling_path, py::arg("prefill_chunk") = GenerateOptions{}.prefill_chunk,
-           py::arg("step_cost") = std::nullopt, py::arg("step_cost_half_life") = StepCostTrackerOptions{}.half_life,
+           py::arg("stop_tokens") = GenerateOptions{}.stop_tokens, py::arg("max_context") = GenerateOptions{}.max_context,
+           py::arg("sampling") = GenerateOptions{}.sampling, py::arg("sampling_path") = GenerateOptions{}.sampling_path,
+           py::arg("prefill_chunk") = GenerateOptions{}.prefill_chunk, py::arg("step_cost") = GenerateOptions{}.step_cost,
+           py::arg("step_cost_half_life") = GenerateOptions{}.step_cost_tracking.half_life,
            py::arg("drafting_threads") = GenerateOptions{}.drafting_threads, py::arg("batch_budget") = GenerateOptions{}.batch_budget)
       .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
       .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
@@ -193,7 +91,9 @@ PYBIND11_MODULE(_torch, m) {
       .def_readonly("forward_passes", &GenerateStats::forward_passes, "Model calls for the whole batch.")
       .def_readonly("verify", &GenerateStats::verify, "StepTimes (no drafter's time).")
       .def_readonly("total_seconds", &GenerateStats::total_seconds, "Wall time of the steps.");
+}
 
+void bind_session_class(py::module_& m) {
   py::class_<PySession>(m, "Session",
                         "Continuous batching over refdec's reference model: requests join (add) and leave between steps; "
                         "each step drafts, verifies every active request in one forward pass and commits the KV store. "
@@ -267,3 +167,12 @@ PYBIND11_MODULE(_torch, m) {
       .def_property_readonly("last_plan", [](PySession& s) { return s.visit([](auto& session) { return session.last_plan(); }); },
                              "A copy of the last step's StepPlan.");
 }
+
+}  // namespace
+
+void bind_session(py::module_& m) {
+  bind_options(m);
+  bind_session_class(m);
+}
+
+}  // namespace refdec_python
