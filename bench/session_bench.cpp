@@ -65,8 +65,8 @@ const NullModel& null_model() {
 // request per step, so that no step holds more than one prompt).
 Session<NullModel, ContiguousKvStore> make_session(std::int64_t batch) {
   GenerateOptions options;
-  options.budget = 64;
-  options.max_new_tokens = kMaxNew;
+  options.limits.budget = 64;
+  options.limits.max_new_tokens = kMaxNew;
   Session session(null_model(), ContiguousKvStore(null_model().kv_layout(), static_cast<std::int64_t>(kContext) + kMaxNew + 128), options);
   for (std::int64_t b = 0; b < batch; ++b) {
     Request r;

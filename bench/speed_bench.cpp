@@ -798,7 +798,7 @@ void time_paired_steps(Bench& b) {
   if (opt.paired_steps <= 0 || opt.static_step) return;
   b.report.phase("plain decoding, " + std::to_string(opt.paired_steps) + " steps each after a bandwidth measurement");
   GenerateOptions paired_opt = b.plain_opt;
-  paired_opt.max_new_tokens = opt.paired_steps;
+  paired_opt.limits.max_new_tokens = opt.paired_steps;
   Session paired(b.model, ContiguousKvStore(b.model.kv_layout(), static_cast<std::int64_t>(opt.context) + opt.paired_steps + 1),
                  paired_opt);
   paired.add(b.req);
@@ -850,7 +850,7 @@ void time_speculative_outside(Bench& b) {
   const Options& opt = b.opt;
   b.report.phase("speculative decoding's share of the step outside the forward pass");
   GenerateOptions spec_opt = b.plain_opt;
-  spec_opt.budget = 16;
+  spec_opt.limits.budget = 16;
   Request spec_req;
   for (std::size_t i = 0; i < opt.context; ++i) spec_req.prompt.push_back(static_cast<Token>(3 + (i * 31) % 97));
   const std::int64_t spec_capacity = static_cast<std::int64_t>(opt.context) + opt.plain_tokens + 20;
@@ -1341,17 +1341,17 @@ void run(const Options& opt) {
   describe_model(opt, model, init_seconds, kv_bytes, report);
 
   GenerateOptions plain_opt;
-  plain_opt.max_new_tokens = opt.plain_tokens;
-  plain_opt.budget = 0;
+  plain_opt.limits.max_new_tokens = opt.plain_tokens;
+  plain_opt.limits.budget = 0;
   Request req;
   req.prompt.assign(opt.context, 1);
   report.phase("plain decoding: warm-up, prefill, " + std::to_string(opt.plain_tokens) + " tokens between two bandwidth measurements");
   GenerateOptions warm_up = plain_opt;
-  warm_up.max_new_tokens = 4;
+  warm_up.limits.max_new_tokens = 4;
   (void)generate(model, req, AnyDrafter{}, warm_up);
   BenchModel bench_model(model, opt.static_step, opt.static_rows);
   if (opt.static_step) {
-    plain_opt.prefill_chunk = opt.static_rows;  // the prompt in chunks the static step takes
+    plain_opt.driver.prefill_chunk = opt.static_rows;  // the prompt in chunks the static step takes
     report.json["static_rows"] = opt.static_rows;
   }
   Bench b{opt, device, dtype, model, bench_model, report, std::move(plain_opt), std::move(req), model.step_weight_bytes(), kv_bytes};

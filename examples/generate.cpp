@@ -257,13 +257,13 @@ struct Comparison {
 Comparison compare(const Options& o, const LlamaModel& model, const Request& request, const GenerateOptions& options,
                    const std::shared_ptr<const Datastore>& datastore) {
   GenerateOptions warm = options;
-  warm.max_new_tokens = std::min<std::int64_t>(8, o.max_new_tokens);
+  warm.limits.max_new_tokens = std::min<std::int64_t>(8, o.max_new_tokens);
   warm.step_cost.reset();
   const Request alone{request.prompt, {}};
   generate(model, alone, AnyDrafter{}, warm);
 
   GenerateOptions plain_options = options;
-  plain_options.budget = 0;
+  plain_options.limits.budget = 0;
   plain_options.step_cost.reset();
   Comparison c;
   c.rows.resize(2);
@@ -374,11 +374,11 @@ int main(int argc, char** argv) {
     const Request request = make_request(o, l);
     const auto datastore = o.datastore_path.empty() ? nullptr : Datastore::open_shared(o.datastore_path);
     GenerateOptions options;
-    options.max_new_tokens = o.max_new_tokens;
-    options.max_context = o.max_context;
-    options.budget = o.budget;
-    options.stop_tokens = {static_cast<Token>(l.model->config().eos_id)};
-    if (l.llama2c) options.stop_tokens.push_back(static_cast<Token>(l.model->config().bos_id));  // as llama2.c's run
+    options.limits.max_new_tokens = o.max_new_tokens;
+    options.driver.max_context = o.max_context;
+    options.limits.budget = o.budget;
+    options.limits.stop_tokens = {static_cast<Token>(l.model->config().eos_id)};
+    if (l.llama2c) options.limits.stop_tokens.push_back(static_cast<Token>(l.model->config().bos_id));  // as llama2.c's run
     const auto cost = measure_cost(o, *l.model, request);
     if (!cost.empty()) options.step_cost = StepCost::calibrated(cost);
     const Comparison c = compare(o, *l.model, request, options, datastore);

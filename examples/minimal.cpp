@@ -18,9 +18,9 @@ int main(int argc, char** argv) try {
   // Token ids of a retrieved document, an earlier answer, ...: here a made-up snippet.
   request.references = {{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426}};
   GenerateOptions options;
-  options.max_new_tokens = 64;
-  options.budget = 16;  // draft tokens verified per step (0: plain decoding)
-  options.stop_tokens = {1, 2};
+  options.limits.max_new_tokens = 64;
+  options.limits.budget = 16;  // draft tokens verified per step (0: plain decoding)
+  options.limits.stop_tokens = {1, 2};
   const GenerateResult result = generate(model, request, LlmaDrafter({.n = 1, .k = 16}), options);
   std::cout << result.tokens[0].size() << " tokens, " << result.stats.tokens_per_step() << " tokens/step\n";
 } catch (const refdec::Error& e) {  // a missing or unreadable model, a bad request: say so

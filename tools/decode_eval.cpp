@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
     const LlamaModel model = load_llama2c(model_path);
     const auto tokenizer = Llama2cTokenizer::load(tokenizer_path, static_cast<std::int32_t>(model.vocab_size()));
     GenerateOptions opt;
-    opt.max_new_tokens = max_new_tokens;
-    opt.budget = budget;
+    opt.limits.max_new_tokens = max_new_tokens;
+    opt.limits.budget = budget;
 
     using Clock = std::chrono::steady_clock;
     std::vector<Request> requests;

@@ -130,7 +130,7 @@ class SamplingPath:
     def name(self) -> str: ...
 
 class GenerateOptions:
-    """Defaults and limits of a Session."""
+    """Defaults and limits of a Session: C++'s GenerateOptions, whose limits (SequenceLimits) and driver settings (StepDriverOptions) appear here as fields of their own."""
     def __init__(self: GenerateOptions, max_new_tokens: int = 256, budget: int = 16, stop_tokens: List[int] = [], max_context: int = 0, sampling: Optional[_core.SamplingOptions] = None, sampling_path: SamplingPath = ..., prefill_chunk: int = 512, step_cost: Optional[_core.StepCost] = None, step_cost_half_life: float = 32.0, drafting_threads: int = 1, batch_budget: bool = True) -> None:
         ...
     @property
@@ -154,16 +154,6 @@ class GenerateOptions:
     @max_context.setter
     def max_context(self, value: int) -> None: ...
     @property
-    def sampling(self) -> Optional[_core.SamplingOptions]:
-        """SamplingOptions for requests without their own; None: greedy."""
-    @sampling.setter
-    def sampling(self, value: Optional[_core.SamplingOptions]) -> None: ...
-    @property
-    def sampling_path(self) -> SamplingPath:
-        """SamplingPath."""
-    @sampling_path.setter
-    def sampling_path(self, value: SamplingPath) -> None: ...
-    @property
     def prefill_chunk(self) -> int:
         """Prompt tokens a step prefills per request at most (0: all)."""
     @prefill_chunk.setter
@@ -173,6 +163,16 @@ class GenerateOptions:
         """Threads that draft a step's requests at once, the stepping thread's among them (>= 1; the GIL is released once per step)."""
     @drafting_threads.setter
     def drafting_threads(self, value: int) -> None: ...
+    @property
+    def sampling(self) -> Optional[_core.SamplingOptions]:
+        """SamplingOptions for requests without their own; None: greedy."""
+    @sampling.setter
+    def sampling(self, value: Optional[_core.SamplingOptions]) -> None: ...
+    @property
+    def sampling_path(self) -> SamplingPath:
+        """SamplingPath."""
+    @sampling_path.setter
+    def sampling_path(self, value: SamplingPath) -> None: ...
     @property
     def step_cost(self) -> Optional[_core.StepCost]:
         """A calibration (StepCost) the session learns around from its own steps: with batch_budget, each step's draft nodes are chosen across the batch under it; without, it is given to a lone request's cost-aware drafter (the mixture). None: drafters keep their own."""

@@ -43,37 +43,56 @@ struct PySession {
   }
 };
 
+// A field of one of Outer's members as a property of Outer's Python class: Python keeps one
+// flat set of keywords where C++ composes options of their parts.
+template <class Outer, class Inner, class T>
+void def_nested(py::class_<Outer>& c, const char* name, Inner Outer::*part, T Inner::*field, const char* doc) {
+  c.def_property(
+      name, [part, field](const Outer& o) { return o.*part.*field; }, [part, field](Outer& o, T v) { (o.*part).*field = std::move(v); },
+      doc);
+}
+
 void bind_options(py::module_& m) {
   py::enum_<SamplingPath>(m, "SamplingPath", "Where sampled steps process the logits (same output).")
       .value("auto", SamplingPath::kAuto, "Tensor ops on a GPU, the host elsewhere.")
       .value("host", SamplingPath::kHost, "The host, rows the walk visits only.")
       .value("tensor", SamplingPath::kTensor, "Every node's draw by tensor ops on the logits' device.");
 
-  py::class_<GenerateOptions>(m, "GenerateOptions", "Defaults and limits of a Session.")
-      .def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
-                       std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk,
-                       std::optional<StepCost> step_cost, double step_cost_half_life, std::int64_t drafting_threads,
-                       bool batch_budget) {
-             return GenerateOptions{max_new_tokens, budget,           std::move(stop_tokens), max_context, sampling,
-                                    sampling_path,  prefill_chunk,    drafting_threads,       std::move(step_cost),
-                                    {.half_life = step_cost_half_life}, batch_budget};
-           }),
-           py::arg("max_new_tokens") = GenerateOptions{}.max_new_tokens, py::arg("budget") = GenerateOptions{}.budget,
-           py::arg("stop_tokens") = GenerateOptions{}.stop_tokens, py::arg("max_context") = GenerateOptions{}.max_context,
-           py::arg("sampling") = GenerateOptions{}.sampling, py::arg("sampling_path") = GenerateOptions{}.sampling_path,
-           py::arg("prefill_chunk") = GenerateOptions{}.prefill_chunk, py::arg("step_cost") = GenerateOptions{}.step_cost,
-           py::arg("step_cost_half_life") = GenerateOptions{}.step_cost_tracking.half_life,
-           py::arg("drafting_threads") = GenerateOptions{}.drafting_threads, py::arg("batch_budget") = GenerateOptions{}.batch_budget)
-      .def_readwrite("max_new_tokens", &GenerateOptions::max_new_tokens, "Tokens to generate at most per request.")
-      .def_readwrite("budget", &GenerateOptions::budget, "Draft nodes verified per step; 0 is plain decoding.")
-      .def_readwrite("stop_tokens", &GenerateOptions::stop_tokens, "Generation stops before any of these.")
-      .def_readwrite("max_context", &GenerateOptions::max_context, "Prompt + output at most; 0: the model's max_seq_len.")
+  py::class_<GenerateOptions> options(m, "GenerateOptions",
+                                      "Defaults and limits of a Session: C++'s GenerateOptions, whose limits (SequenceLimits) and "
+                                      "driver settings (StepDriverOptions) appear here as fields of their own.");
+  const GenerateOptions defaults;
+  options.def(py::init([](std::int64_t max_new_tokens, std::int64_t budget, Tokens stop_tokens, std::int64_t max_context,
+                          std::optional<SamplingOptions> sampling, SamplingPath sampling_path, std::int64_t prefill_chunk,
+                          std::optional<StepCost> step_cost, double step_cost_half_life, std::int64_t drafting_threads,
+                          bool batch_budget) {
+                return GenerateOptions{
+                    .limits = {.max_new_tokens = max_new_tokens, .stop_tokens = std::move(stop_tokens), .budget = budget},
+                    .driver = {.max_context = max_context, .prefill_chunk = prefill_chunk, .drafting_threads = drafting_threads},
+                    .sampling = std::move(sampling),
+                    .sampling_path = sampling_path,
+                    .step_cost = std::move(step_cost),
+                    .step_cost_tracking = {.half_life = step_cost_half_life},
+                    .batch_budget = batch_budget};
+              }),
+              py::arg("max_new_tokens") = defaults.limits.max_new_tokens, py::arg("budget") = defaults.limits.budget,
+              py::arg("stop_tokens") = defaults.limits.stop_tokens, py::arg("max_context") = defaults.driver.max_context,
+              py::arg("sampling") = defaults.sampling, py::arg("sampling_path") = defaults.sampling_path,
+              py::arg("prefill_chunk") = defaults.driver.prefill_chunk, py::arg("step_cost") = defaults.step_cost,
+              py::arg("step_cost_half_life") = defaults.step_cost_tracking.half_life,
+              py::arg("drafting_threads") = defaults.driver.drafting_threads, py::arg("batch_budget") = defaults.batch_budget);
+  def_nested(options, "max_new_tokens", &GenerateOptions::limits, &SequenceLimits::max_new_tokens, "Tokens to generate at most per request.");
+  def_nested(options, "budget", &GenerateOptions::limits, &SequenceLimits::budget, "Draft nodes verified per step; 0 is plain decoding.");
+  def_nested(options, "stop_tokens", &GenerateOptions::limits, &SequenceLimits::stop_tokens, "Generation stops before any of these.");
+  def_nested(options, "max_context", &GenerateOptions::driver, &StepDriverOptions::max_context,
+             "Prompt + output at most; 0: the model's max_seq_len.");
+  def_nested(options, "prefill_chunk", &GenerateOptions::driver, &StepDriverOptions::prefill_chunk,
+             "Prompt tokens a step prefills per request at most (0: all).");
+  def_nested(options, "drafting_threads", &GenerateOptions::driver, &StepDriverOptions::drafting_threads,
+             "Threads that draft a step's requests at once, the stepping thread's among them (>= 1; the GIL is released once per step).");
+  options
       .def_readwrite("sampling", &GenerateOptions::sampling, "SamplingOptions for requests without their own; None: greedy.")
       .def_readwrite("sampling_path", &GenerateOptions::sampling_path, "SamplingPath.")
-      .def_readwrite("prefill_chunk", &GenerateOptions::prefill_chunk, "Prompt tokens a step prefills per request at most (0: all).")
-      .def_readwrite("drafting_threads", &GenerateOptions::drafting_threads,
-                     "Threads that draft a step's requests at once, the stepping thread's among them (>= 1; the GIL is "
-                     "released once per step).")
       .def_readwrite("step_cost", &GenerateOptions::step_cost,
                      "A calibration (StepCost) the session learns around from its own steps: with batch_budget, each "
                      "step's draft nodes are chosen across the batch under it; without, it is given to a lone "
@@ -107,7 +126,7 @@ void bind_session_class(py::module_& m) {
                               << capacity << ", " << num_blocks << ", " << block_size);
              auto s = std::make_unique<PySession>();
              s->model = model;
-             const std::int64_t context = options.max_context > 0 ? options.max_context : model->max_seq_len();
+             const std::int64_t context = model_driver_options(*model, options.driver, "Session").max_context;
              if (kv_store == "contiguous") {
                // Room for the context plus a lookahead window's auxiliary rows.
                const std::int64_t cap = capacity > 0 ? capacity : context + 256;

@@ -23,7 +23,7 @@ TEST(Threads, OneSessionPerThreadOverASharedModel) {
   at::set_num_threads(1);
   const LlamaModel model = LlamaModel::random(refdec_test::tiny_llama_config(2, 97, 64), 3);
   GenerateOptions options;
-  options.max_new_tokens = 24;
+  options.limits.max_new_tokens = 24;
   const auto decode = [&](int t) {
     Session session(model, PagedKvStore(model.kv_layout(), 32, 8), options);
     session.add(Request{{1, static_cast<Token>(5 + t)}, {{static_cast<Token>(5 + t), 7, 8, 9}}},

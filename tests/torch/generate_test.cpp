@@ -49,8 +49,8 @@ class StoriesTest : public ::testing::Test {
 // LLMA with many kinds of references gives exactly the plain output (fp32, CPU).
 TEST_F(StoriesTest, LlmaIsLosslessForManyPromptsAndReferences) {
   GenerateOptions opt;
-  opt.max_new_tokens = 200;
-  opt.budget = 16;
+  opt.limits.max_new_tokens = 200;
+  opt.limits.budget = 16;
   std::mt19937 rng(5);
   std::uniform_int_distribution<Token> tok(3, 511);
   for (const std::string text : {"", "Once upon a time", "The cat sat on the mat. The dog", "Tom and"}) {
@@ -77,7 +77,7 @@ TEST_F(StoriesTest, LlmaIsLosslessForManyPromptsAndReferences) {
 
 TEST_F(StoriesTest, ReferenceFromFirstRunIsFast) {
   GenerateOptions opt;
-  opt.max_new_tokens = 256;
+  opt.limits.max_new_tokens = 256;
   Request req{{1}, {}};
   const auto plain = run(*model_, req, std::nullopt, opt);
   req.references = {plain.tokens[0]};
@@ -96,7 +96,7 @@ TEST_F(StoriesTest, ReferenceFromFirstRunIsFast) {
 // REST datastore of other generations (the "cache of earlier sessions" scenario).
 TEST_F(StoriesTest, NgramTrieAndRestAreLossless) {
   GenerateOptions opt;
-  opt.max_new_tokens = 160;
+  opt.limits.max_new_tokens = 160;
   const std::vector<std::string> prompts = {"", "Once upon a time", "Tom and", "The cat sat on the mat. The dog",
                                             "Lily wanted", "One day, a big"};
   std::vector<std::vector<Token>> prompt_ids, plain;
@@ -138,8 +138,8 @@ TEST_F(StoriesTest, NgramTrieAndRestAreLossless) {
 // lossless alone and batched; its window makes it draft without any reference.
 TEST_F(StoriesTest, LookaheadIsLossless) {
   GenerateOptions opt;
-  opt.max_new_tokens = 160;
-  opt.budget = 32;
+  opt.limits.max_new_tokens = 160;
+  opt.limits.budget = 32;
   const std::vector<LookaheadOptions> settings = {
       {}, {.window = 5, .ngram = 3, .guesses = 5}, {.window = 7, .ngram = 2, .guesses = 7}, {.window = 0, .ngram = 4, .guesses = 8}};
   std::vector<Request> reqs;
@@ -167,8 +167,8 @@ TEST_F(StoriesTest, LookaheadIsLossless) {
 // makes the budget adapt), alone and batched.
 TEST_F(StoriesTest, MixtureWithLookaheadIsLossless) {
   GenerateOptions opt;
-  opt.max_new_tokens = 120;
-  opt.budget = 32;
+  opt.limits.max_new_tokens = 120;
+  opt.limits.budget = 32;
   const std::vector<std::string> prompts = {"", "Once upon a time", "Tom and", "Lily wanted"};
   std::vector<Request> reqs;
   std::vector<std::vector<Token>> plain;
@@ -208,8 +208,8 @@ TEST_F(StoriesTest, MixtureWithLookaheadIsLossless) {
 // the second story on it drafts from the earlier ones: the stories share their phrasing.
 TEST_F(StoriesTest, HistoryDrafterIsLosslessAndDraftsFromEarlierOutputs) {
   GenerateOptions opt;
-  opt.max_new_tokens = 120;
-  opt.budget = 16;
+  opt.limits.max_new_tokens = 120;
+  opt.limits.budget = 16;
   const auto history = std::make_shared<OutputHistory>();
   const std::vector<std::string> prompts = {"Once upon a time", "Tom and", "Lily wanted", "One day"};
   std::int64_t with_history = 0;  // accepted draft tokens after the first story
@@ -239,14 +239,14 @@ TEST_F(StoriesTest, SampledOutputIsDistributedAsPlainSampling) {
   constexpr std::size_t kRuns = 2000;
   const auto prompt = tokenizer_->encode("Lily wanted", true, false);
   GenerateOptions greedy;
-  greedy.max_new_tokens = 64;
+  greedy.limits.max_new_tokens = 64;
   // The reference is the greedy story, prompt included, so that drafts are often right.
   auto reference = prompt;
   const auto story = run(*model_, Request{prompt, {}}, std::nullopt, greedy).tokens[0];
   reference.insert(reference.end(), story.begin(), story.end());
   GenerateOptions opt;
-  opt.max_new_tokens = 3;
-  opt.budget = 16;
+  opt.limits.max_new_tokens = 3;
+  opt.limits.budget = 16;
   const std::vector<SamplingOptions> settings = {
       {.temperature = 0.8f}, {.temperature = 1.0f, .top_k = 30, .top_p = 0.95f, .min_p = 0.02f, .repetition_penalty = 1.2f,
                                .presence_penalty = 0.2f, .frequency_penalty = 0.1f}};
@@ -304,8 +304,8 @@ TEST_F(StoriesTest, SampledOutputIsDistributedAsPlainSampling) {
 // option, with drafters whose trees are wide and deep.
 TEST_F(StoriesTest, TensorSamplingPathEqualsHostPath) {
   GenerateOptions opt;
-  opt.max_new_tokens = 80;
-  opt.budget = 32;
+  opt.limits.max_new_tokens = 80;
+  opt.limits.budget = 32;
   std::vector<Request> reqs;
   for (const std::string text : {"Once upon a time", "Tom and", "Lily wanted", "One day, a big"})
     reqs.push_back(Request{tokenizer_->encode(text, true, false), {}});
@@ -331,7 +331,7 @@ TEST_F(StoriesTest, TensorSamplingPathEqualsHostPath) {
 // are rejected before any work.
 TEST_F(StoriesTest, SamplingSettingsGreedyReproducibleAndChecked) {
   GenerateOptions opt;
-  opt.max_new_tokens = 60;
+  opt.limits.max_new_tokens = 60;
   const Request req{tokenizer_->encode("Tom and", true, false), {}};
   const auto greedy = run(*model_, req, std::nullopt, opt).tokens[0];
   for (const SamplingOptions s : {SamplingOptions{.temperature = 0.0f}, SamplingOptions{.temperature = 1.5f, .top_k = 1}}) {
@@ -353,7 +353,7 @@ TEST_F(StoriesTest, SamplingSettingsGreedyReproducibleAndChecked) {
 // A batch of three prompts of different lengths decodes exactly as each alone.
 TEST_F(StoriesTest, BatchEqualsEachAlone) {
   GenerateOptions opt;
-  opt.max_new_tokens = 120;
+  opt.limits.max_new_tokens = 120;
   std::vector<Request> reqs = {{tokenizer_->encode("Once upon a time", true, false), {}},
                                {{1}, {}},
                                {tokenizer_->encode("Lily and Ben went to the park. They saw", true, false), {}}};
@@ -435,7 +435,7 @@ TEST(Generate, LlmaIsLosslessOnRandomModels) {
     for (const std::uint64_t seed : {1u, 2u}) {
       const auto model = LlamaModel::random(random_config(kv), seed, at::kFloat);
       GenerateOptions opt;
-      opt.max_new_tokens = 96;
+      opt.limits.max_new_tokens = 96;
       auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 9);
       for (auto& r : reqs) r.references.push_back(r.prompt);
       for (auto& r : reqs) {
@@ -457,7 +457,7 @@ TEST(Generate, NgramTrieAndRestAreLosslessOnRandomModels) {
   for (const std::int64_t kv : {6, 2, 1}) {
     const auto model = LlamaModel::random(random_config(kv), 7 + static_cast<std::uint64_t>(kv), at::kFloat);
     GenerateOptions opt;
-    opt.max_new_tokens = 80;
+    opt.limits.max_new_tokens = 80;
     auto [reqs, alone] = random_requests(model, rng, opt, 2, 4, 7);
     // A datastore of perturbed copies of the outputs and random text.
     std::vector<std::vector<Token>> docs;
@@ -490,7 +490,7 @@ TEST(Generate, LookaheadIsLosslessOnRandomModels) {
   for (const std::int64_t kv : {6, 2, 1}) {
     const auto model = LlamaModel::random(random_config(kv), 40 + static_cast<std::uint64_t>(kv), at::kFloat);
     GenerateOptions opt;
-    opt.max_new_tokens = 60;
+    opt.limits.max_new_tokens = 60;
     const auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 0);
     const std::vector<LookaheadOptions> settings = {{}, {.window = 4, .ngram = 3, .guesses = 4}, {.window = 0, .ngram = 3}};
     expect_lossless_alone_and_batched(
@@ -505,7 +505,7 @@ TEST(Generate, MixtureIsLosslessOnRandomModels) {
   for (const std::int64_t kv : {6, 2, 1}) {
     const auto model = LlamaModel::random(random_config(kv), 60 + static_cast<std::uint64_t>(kv), at::kFloat);
     GenerateOptions opt;
-    opt.max_new_tokens = 60;
+    opt.limits.max_new_tokens = 60;
     const auto [reqs, alone] = random_requests(model, rng, opt, 2, 3, 6);
     const auto mixture = [](std::size_t) {
       std::vector<AnyDrafter> sources;
@@ -538,13 +538,13 @@ struct BadAuxDrafter {
 TEST(Generate, AuxiliaryBlocksAreCheckedAndKeptInsideTheContext) {
   const auto model = LlamaModel::random(random_config(2), 8);
   GenerateOptions opt;
-  opt.max_new_tokens = 10;
+  opt.limits.max_new_tokens = 10;
   const Request req{{1, 5, 6}, {}};
   EXPECT_THROW(generate(model, req, AnyDrafter(BadAuxDrafter{0}), opt), Error);
   EXPECT_THROW(generate(model, req, AnyDrafter(BadAuxDrafter{1}), opt), Error);
   // A context of 24 tokens: the default window (offsets up to 18) fits only in the first steps.
-  opt.max_new_tokens = 100;
-  opt.max_context = 24;
+  opt.limits.max_new_tokens = 100;
+  opt.driver.max_context = 24;
   const auto plain = run(model, req, std::nullopt, opt);
   const auto spec = generate(model, req, AnyDrafter(LookaheadDrafter{}), opt);
   EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
@@ -556,9 +556,9 @@ TEST(Generate, BudgetZeroIsPlainDecoding) {
   const auto model = LlamaModel::random(random_config(2), 3);
   Request req{{1, 5, 6}, {{5, 6, 7, 8, 9, 10}}};
   GenerateOptions opt;
-  opt.max_new_tokens = 40;
+  opt.limits.max_new_tokens = 40;
   const auto plain = run(model, req, std::nullopt, opt);
-  opt.budget = 0;
+  opt.limits.budget = 0;
   const auto zero = run(model, req, LlmaOptions{}, opt);
   EXPECT_EQ(zero.tokens[0], plain.tokens[0]);
   EXPECT_EQ(zero.stats.steps, 40);
@@ -569,23 +569,23 @@ TEST(Generate, StopsOnStopTokenMaxTokensAndContext) {
   const auto model = LlamaModel::random(random_config(2), 4);
   Request req{{1, 7, 8}, {}};
   GenerateOptions opt;
-  opt.max_new_tokens = 30;
+  opt.limits.max_new_tokens = 30;
   const auto full = run(model, req, std::nullopt, opt);
   ASSERT_EQ(full.tokens[0].size(), 30u);
   EXPECT_EQ(full.finish[0], FinishReason::kMaxNewTokens);
   // Stop at the 10th token's value: output ends just before its first occurrence.
   const Token stop = full.tokens[0][9];
-  opt.stop_tokens = {stop};
+  opt.limits.stop_tokens = {stop};
   const auto stopped = run(model, req, LlmaOptions{.self_reference = true}, opt);
   const auto first = std::find(full.tokens[0].begin(), full.tokens[0].end(), stop) - full.tokens[0].begin();
   EXPECT_EQ(stopped.tokens[0], std::vector<Token>(full.tokens[0].begin(), full.tokens[0].begin() + first));
   EXPECT_EQ(stopped.finish[0], FinishReason::kStopToken);
-  opt.stop_tokens.clear();
-  opt.max_context = 20;
+  opt.limits.stop_tokens.clear();
+  opt.driver.max_context = 20;
   const auto ctx = run(model, req, LlmaOptions{.self_reference = true}, opt);
   EXPECT_EQ(ctx.tokens[0], std::vector<Token>(full.tokens[0].begin(), full.tokens[0].begin() + 17));
   EXPECT_EQ(ctx.finish[0], FinishReason::kMaxContext);
-  opt.max_new_tokens = 0;
+  opt.limits.max_new_tokens = 0;
   EXPECT_TRUE(run(model, req, std::nullopt, opt).tokens[0].empty());
 }
 
@@ -597,7 +597,7 @@ TEST(Generate, RejectsBadInput) {
   EXPECT_THROW(run(model, Request{{}, {}}, std::nullopt, opt), Error);        // empty prompt
   EXPECT_THROW(run(model, Request{std::vector<Token>(256, 5), {}}, std::nullopt, opt), Error);  // fills the context
   GenerateOptions neg;
-  neg.budget = -1;
+  neg.limits.budget = -1;
   EXPECT_THROW(run(model, Request{{1}, {}}, std::nullopt, neg), Error);
   EXPECT_THROW(LlmaDrafter({.n = 0}), Error);
   EXPECT_THROW(LlmaDrafter({.k = 0}), Error);

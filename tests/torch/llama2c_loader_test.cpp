@@ -21,8 +21,8 @@ TEST(Llama2cLoader, StoriesGreedyOutputMatchesPublishedText) {
   EXPECT_EQ(model.vocab_size(), 512);
   const auto tokenizer = Llama2cTokenizer::load(tok_path, 512);
   GenerateOptions opt;
-  opt.max_new_tokens = 255;  // llama2.c's run: 256 positions, BOS first
-  opt.stop_tokens = {1};     // llama2.c stops when it samples BOS again
+  opt.limits.max_new_tokens = 255;  // llama2.c's run: 256 positions, BOS first
+  opt.limits.stop_tokens = {1};     // llama2.c stops when it samples BOS again
   const auto result = generate(model, Request{{1}, {}}, AnyDrafter{}, opt);
   const std::string text = tokenizer.decode(result.tokens[0]);
   const std::string published =

@@ -142,9 +142,9 @@ void SessionSchedules::run_schedules(MakeSession make_session, int first, int co
     std::mt19937 rng(1000 + static_cast<unsigned>(schedule));
     const LlamaModel& model = *models_[static_cast<std::size_t>(schedule % 3)];
     GenerateOptions defaults;
-    defaults.budget = 12;
+    defaults.limits.budget = 12;
     // Chunked prefill in a third of the schedules: prompts take several steps, beside decoding.
-    if (schedule % 3 == 0) defaults.prefill_chunk = 1 + static_cast<std::int64_t>(rng() % 4);
+    if (schedule % 3 == 0) defaults.driver.prefill_chunk = 1 + static_cast<std::int64_t>(rng() % 4);
     // One budget across the batch (BatchBudget) in half the schedules, rows priced from cheap to
     // dear. The tracker's fallback weight makes its learning a uniform rescaling of the prior,
     // which leaves every choice as the prior's shape makes it: the cuts do not depend on timing.
@@ -163,8 +163,8 @@ void SessionSchedules::run_schedules(MakeSession make_session, int first, int co
       if (rng() % 5 == 0) r.budget = static_cast<std::int64_t>(rng() % 4);
       p.drafter = static_cast<int>(rng() % kDrafterKinds);
       GenerateOptions plain = defaults;
-      plain.budget = 0;
-      plain.prefill_chunk = 0;  // the whole prompt in one pass
+      plain.limits.budget = 0;
+      plain.driver.prefill_chunk = 0;  // the whole prompt in one pass
       const auto alone = generate(model, r, AnyDrafter{}, plain);
       p.want = alone.tokens[0];
       p.want_finish = alone.finish[0];
@@ -291,10 +291,10 @@ LlamaModel small_model() { return LlamaModel::random(session_config(2), 5, at::k
 TEST(Session, RejectsBadRequestsAndTheOthersGoOn) {
   const auto model = small_model();
   GenerateOptions opt;
-  opt.max_new_tokens = 20;
+  opt.limits.max_new_tokens = 20;
   const Request good{{1, 5, 9}, {}};
   GenerateOptions plain = opt;
-  plain.budget = 0;
+  plain.limits.budget = 0;
   const auto want = generate(model, good, AnyDrafter{}, plain).tokens[0];
   Session session(model, PagedKvStore(model.kv_layout(), 64, 8), opt);
   const RequestId id = session.add(good, AnyDrafter(LlmaDrafter({.self_reference = true})));
@@ -383,7 +383,7 @@ struct SlowCountingDrafter {
 TEST(Session, TellsDraftersWhenRequestsEndAndKeepsCallerStatistics) {
   const auto model = small_model();
   GenerateOptions opt;
-  opt.max_new_tokens = 3;
+  opt.limits.max_new_tokens = 3;
   Session session(model, ContiguousKvStore(model.kv_layout(), 64), opt);
   SlowCountingDrafter counting;
   AnyDrafter drafter(counting);
@@ -415,7 +415,7 @@ TEST(Session, TellsDraftersWhenRequestsEndAndKeepsCallerStatistics) {
 TEST(Session, CountsDraftersTimeOnceInTheStepParts) {
   const auto model = small_model();
   GenerateOptions opt;
-  opt.max_new_tokens = 4;
+  opt.limits.max_new_tokens = 4;
   Session session(model, ContiguousKvStore(model.kv_layout(), 64), opt);
   AnyDrafter drafter(SlowCountingDrafter{});
   session.add(Request{{1}, {}}, &drafter);
@@ -432,7 +432,7 @@ TEST(Session, CountsDraftersTimeOnceInTheStepParts) {
 TEST(Session, ReportsUpdatesAsRequestsJoinAndLeave) {
   const auto model = small_model();
   GenerateOptions opt;
-  opt.max_new_tokens = 5;
+  opt.limits.max_new_tokens = 5;
   Session session(model, ContiguousKvStore(model.kv_layout(), 128), opt);
   EXPECT_TRUE(session.idle());
   EXPECT_TRUE(session.step().empty());
@@ -472,13 +472,13 @@ TEST(Session, ReportsUpdatesAsRequestsJoinAndLeave) {
 TEST(Session, PrefillsLongPromptsInChunks) {
   const auto model = small_model();
   GenerateOptions opt;
-  opt.max_new_tokens = 6;
-  opt.prefill_chunk = 4;
+  opt.limits.max_new_tokens = 6;
+  opt.driver.prefill_chunk = 4;
   Request long_prompt{{1}, {}};
   for (Token t = 0; t < 10; ++t) long_prompt.prompt.push_back(static_cast<Token>(3 + t));  // 11 tokens: 10 to prefill
   const Request short_prompt{{1}, {}};
   GenerateOptions whole = opt;
-  whole.prefill_chunk = 0;
+  whole.driver.prefill_chunk = 0;
   const auto want_long = generate(model, long_prompt, AnyDrafter{}, whole).tokens[0];
   const auto want_short = generate(model, short_prompt, AnyDrafter{}, whole).tokens[0];
   Session session(model, ContiguousKvStore(model.kv_layout(), 128), opt);
@@ -495,7 +495,7 @@ TEST(Session, PrefillsLongPromptsInChunks) {
   EXPECT_EQ(std::vector<std::int32_t>(rows.begin(), rows.begin() + 3), (std::vector<std::int32_t>{4, 4, 2}));
   EXPECT_EQ(session.stats().prefill_tokens, 10);
   GenerateOptions negative;
-  negative.prefill_chunk = -1;
+  negative.driver.prefill_chunk = -1;
   refdec_test::expect_error([&] { Session s(model, ContiguousKvStore(model.kv_layout(), 8), negative); }, "prefill_chunk must be >= 0, got -1");
 }
 
@@ -518,8 +518,8 @@ struct CostRecorder {
 TEST(Session, LearnsTheStepCostFromItsOwnStepsAndGivesItToTheDrafter) {
   const auto model = small_model();
   GenerateOptions opt;
-  opt.max_new_tokens = 8;
-  opt.budget = 3;
+  opt.limits.max_new_tokens = 8;
+  opt.limits.budget = 3;
   const Request request{{1, 4, 5, 6}, {}};  // one prefill step first
   const auto want = generate(model, request, AnyDrafter{}, opt).tokens[0];
   opt.step_cost = StepCost::affine(1e-3, 1e-4);
@@ -565,8 +565,8 @@ TEST(Session, LearnsTheStepCostFromItsOwnStepsAndGivesItToTheDrafter) {
 TEST(Session, BatchBudgetLearnsFromEveryStepAndStaysLossless) {
   const auto model = small_model();
   GenerateOptions opt;
-  opt.max_new_tokens = 10;
-  opt.budget = 3;
+  opt.limits.max_new_tokens = 10;
+  opt.limits.budget = 3;
   const std::vector<Request> requests = {{{1, 4, 5}, {}}, {{1}, {}}, {{1, 7}, {}}};
   std::vector<std::vector<Token>> want;
   for (const Request& r : requests) want.push_back(generate(model, r, AnyDrafter{}, opt).tokens[0]);
@@ -731,9 +731,9 @@ static_assert(CausalLM<TwoLayerAttention, ListKvStore>);
 TEST(Session, RunsAnEnginesOwnModelOverItsOwnStoreLosslessly) {
   const TwoLayerAttention model;
   GenerateOptions opt;
-  opt.max_new_tokens = 24;
-  opt.budget = 8;
-  opt.prefill_chunk = 3;
+  opt.limits.max_new_tokens = 24;
+  opt.limits.budget = 8;
+  opt.driver.prefill_chunk = 3;
   Session session(model, ListKvStore(model.kv_layout()), opt);
   const std::vector<std::vector<Token>> prompts = {{1, 5, 9, 5, 9, 5}, {1, 7}, {1, 2, 3, 4, 2, 3, 4, 2, 3}};
   std::map<RequestId, std::size_t> index;
@@ -775,8 +775,8 @@ TEST(EngineWithoutTorch, OutputEqualsTorchGreedyDecoding) {
   };
   const auto model = load_llama2c(path);
   GenerateOptions opt;
-  opt.max_new_tokens = 200;
-  opt.stop_tokens = {1, 2};
+  opt.limits.max_new_tokens = 200;
+  opt.limits.stop_tokens = {1, 2};
   std::istringstream lines(out);
   int sequences = 0;
   for (std::string prompt_line, ids_line; std::getline(lines, prompt_line) && std::getline(lines, ids_line); ++sequences) {

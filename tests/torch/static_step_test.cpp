@@ -246,8 +246,8 @@ TEST(StaticStep, BucketsArePowersOfTwoAndTheirMidpointsUpToTheLimit) {
 TEST(StaticStep, StoresServeTheEagerModelAsTheContiguousStoreDoes) {
   const LlamaModel model = LlamaModel::random(refdec_test::tiny_llama_config(2, kVocab, 128), 9, at::kDouble);
   GenerateOptions options;
-  options.budget = 8;
-  options.max_new_tokens = 24;
+  options.limits.budget = 8;
+  options.limits.max_new_tokens = 24;
   std::vector<Request> requests(4);
   std::mt19937 rng(4);
   for (auto& r : requests) {
@@ -375,8 +375,8 @@ TEST(StaticStep, CapturedGraphsEqualEagerStepsOnTheGpu) {
   EXPECT_EQ(graphs, captured.state().buckets.size());
   // Sampled sessions: the captured path draws the same tokens as the eager one.
   GenerateOptions options;
-  options.max_new_tokens = 32;
-  options.budget = 8;
+  options.limits.max_new_tokens = 32;
+  options.limits.budget = 8;
   options.sampling = SamplingOptions{.temperature = 0.8f, .top_k = 30, .seed = 17};
   Request request;
   request.prompt = {1, 5, 9, 5, 9, 5};

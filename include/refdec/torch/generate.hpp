@@ -39,8 +39,7 @@ GenerateResult generate(const M& model, std::span<const Request> requests, std::
   const auto B = requests.size();
   REFDEC_CHECK(B > 0, "generate: no requests");
   REFDEC_CHECK(drafters.empty() || drafters.size() == B, "generate: " << drafters.size() << " drafters for " << B << " requests");
-  REFDEC_CHECK(options.max_context >= 0, "generate: max_context must be >= 0, got " << options.max_context);
-  const std::int64_t max_context = options.max_context > 0 ? options.max_context : model.max_seq_len();
+  const std::int64_t max_context = model_driver_options(model, options.driver, "generate").max_context;
   std::vector<AnyDrafter> plain(drafters.empty() ? B : 0);
   if (drafters.empty()) drafters = plain;
   std::size_t max_aux = 0;

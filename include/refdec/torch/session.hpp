@@ -8,7 +8,7 @@
 //   drafters -> trees -> plan_step -> model.forward -> walk -> store.commit(keep) -> drafters
 //
 // A request's prompt is prefilled by the steps after it joins, in chunks of at most
-// GenerateOptions::prefill_chunk tokens, in the same forward passes as the other requests'
+// GenerateOptions::driver.prefill_chunk tokens, in the same forward passes as the other requests'
 // verification (chunked prefill: a long prompt never stalls the batch, and no step's attention
 // grows with the square of a whole prompt).
 
@@ -40,27 +40,27 @@
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
-/// One sequence to decode. Unset limits take the session's defaults (GenerateOptions).
+/// One sequence to decode. Each limit it leaves unset is the session's (GenerateOptions::limits).
 struct Request {
   std::vector<Token> prompt;                                     ///< at least one token (e.g. BOS)
   std::vector<std::vector<Token>> references;                    ///< given to the drafter's begin()
   std::optional<SamplingOptions> sampling = std::nullopt;        ///< this request's sampling (seed included); unset: the default
-  std::optional<std::int64_t> max_new_tokens = std::nullopt;     ///< unset: GenerateOptions::max_new_tokens
-  std::optional<std::vector<Token>> stop_tokens = std::nullopt;  ///< unset: GenerateOptions::stop_tokens
-  std::optional<std::int64_t> budget = std::nullopt;             ///< draft nodes per step; unset: GenerateOptions::budget
+  std::optional<std::int64_t> max_new_tokens = std::nullopt;     ///< overrides SequenceLimits::max_new_tokens
+  std::optional<std::vector<Token>> stop_tokens = std::nullopt;  ///< overrides SequenceLimits::stop_tokens
+  std::optional<std::int64_t> budget = std::nullopt;             ///< overrides SequenceLimits::budget (draft nodes per step)
 };
 
 /// Defaults and limits of a Session (and of generate()).
 struct GenerateOptions {
-  std::int64_t max_new_tokens = 256;                 ///< tokens to generate at most per sequence
-  std::int64_t budget = 16;                          ///< draft nodes verified per step; 0 is plain decoding (auxiliary tokens still run)
-  std::vector<Token> stop_tokens;                    ///< generation stops before any of these (not emitted)
-  std::int64_t max_context = 0;                      ///< prompt + output at most; 0 means the model's max_seq_len()
+  /// Each request's limits (tokens to generate, stop tokens, draft budget; 0 is plain decoding,
+  /// auxiliary tokens still run), where the request sets none of its own.
+  SequenceLimits limits;
+  /// The step driver's settings: prompt tokens a step prefills per request, drafting threads,
+  /// the context. Their 0s mean the model's: vocab_size is model.vocab_size() (another value is
+  /// refused), max_context (prompt + output at most) its max_seq_len().
+  StepDriverOptions driver;
   std::optional<SamplingOptions> sampling;           ///< for requests without their own; unset: greedy decoding
   SamplingPath sampling_path = SamplingPath::kAuto;  ///< where sampled steps process the logits (same output)
-  std::int64_t prefill_chunk = 512;                  ///< prompt tokens a step prefills per request at most; 0: the whole prompt at once
-  /// Threads that draft a step's requests at once (StepDriverOptions::drafting_threads); >= 1.
-  std::int64_t drafting_threads = 1;
   /// A measured step cost (measure_step_cost()) that the session keeps current by timing its own
   /// steps (StepCostTracker): a calibration from another minute mis-sizes drafts when the machine's
   /// memory bandwidth moves. With batch_budget, every step's draft nodes are chosen across the
@@ -84,6 +84,18 @@ struct GenerateStats : StepDriverStats {
   double total_seconds = 0;         ///< wall time of the steps (generate(): of the whole call)
 };
 
+/// `options` with the model's vocabulary and, where it is 0, its context (max_seq_len()). Throws
+/// refdec::ArgumentError, naming `who`, for another vocabulary size or a negative context.
+template <class M>
+StepDriverOptions model_driver_options(const M& model, StepDriverOptions options, const char* who) {
+  REFDEC_CHECK(options.vocab_size == 0 || options.vocab_size == model.vocab_size(),
+               who << ": vocab_size " << options.vocab_size << " is not the model's " << model.vocab_size() << " (0 takes the model's)");
+  REFDEC_CHECK(options.max_context >= 0, who << ": max_context must be >= 0, got " << options.max_context);
+  options.vocab_size = model.vocab_size();
+  if (options.max_context == 0) options.max_context = model.max_seq_len();
+  return options;
+}
+
 /// Not thread-safe: one thread drives a session (run one session per thread; they may share a
 /// const model). A decoding session over `model` and a KV store (KvStore) it owns: requests join with add(),
 /// step() advances every active request by one verification step, finished requests leave.
@@ -101,7 +113,7 @@ class Session {
   Session(const M& model, S store, GenerateOptions defaults = {})
       : model_(&model), store_(std::move(store)), defaults_(std::move(defaults)), driver_(driver_options(model, defaults_)) {
     REFDEC_CHECK(store_.batch() == 0, "Session: the store must start empty, it holds " << store_.batch() << " sequences");
-    SequenceLimits{.max_new_tokens = defaults_.max_new_tokens, .budget = defaults_.budget}.validate("Session defaults");
+    defaults_.limits.validate("Session defaults");
     if (defaults_.sampling) defaults_.sampling->validate();
     if (defaults_.step_cost) tracker_.emplace(*defaults_.step_cost, defaults_.step_cost_tracking);
   }
@@ -197,17 +209,13 @@ class Session {
 
  private:
   static StepDriverOptions driver_options(const M& model, const GenerateOptions& defaults) {
-    REFDEC_CHECK(defaults.max_context >= 0, "Session: max_context must be >= 0, got " << defaults.max_context);
-    return {.vocab_size = model.vocab_size(),
-            .max_context = defaults.max_context > 0 ? defaults.max_context : model.max_seq_len(),
-            .prefill_chunk = defaults.prefill_chunk,
-            .drafting_threads = defaults.drafting_threads};
+    return model_driver_options(model, defaults.driver, "Session");
   }
 
   SequenceLimits limits_of(const Request& request) const {
-    return {.max_new_tokens = request.max_new_tokens.value_or(defaults_.max_new_tokens),
-            .stop_tokens = request.stop_tokens.value_or(defaults_.stop_tokens),
-            .budget = request.budget.value_or(defaults_.budget)};
+    return {.max_new_tokens = request.max_new_tokens.value_or(defaults_.limits.max_new_tokens),
+            .stop_tokens = request.stop_tokens.value_or(defaults_.limits.stop_tokens),
+            .budget = request.budget.value_or(defaults_.limits.budget)};
   }
 
   // The request's sampling settings (null: greedy), checked before the driver takes the request.

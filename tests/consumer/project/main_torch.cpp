@@ -23,7 +23,7 @@ int main() {
   config.max_seq_len = 64;
   const LlamaModel model = LlamaModel::random(config, 3);
   GenerateOptions options;
-  options.max_new_tokens = 24;
+  options.limits.max_new_tokens = 24;
   const std::vector<Request> requests = {{{1, 5, 6}, {}}, {{1}, {{7, 8, 9, 7, 8, 9}}}};
   std::map<RequestId, std::vector<Token>> outputs;
   Session session(model, PagedKvStore(model.kv_layout(), 32, 8), options);
