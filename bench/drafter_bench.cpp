@@ -88,7 +88,7 @@ BENCHMARK(BM_LlmaBegin)
 void BM_LlmaPropose(benchmark::State& state) {
   const Workload& w = workload(kContext);
   const auto budget = static_cast<std::size_t>(state.range(0));
-  LlmaDrafter d(LlmaOptions{.n = 1, .k = budget, .m = static_cast<std::size_t>(state.range(1)),
+  LlmaDrafter d(LlmaOptions{.min_match = 1, .continuation = budget, .spans = static_cast<std::size_t>(state.range(1)),
                             .self_reference = state.range(2) != 0});
   d.begin(w.prompt, w.references);
   d.accept(std::span<const Token>(w.output).first(512));

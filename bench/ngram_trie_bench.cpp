@@ -41,7 +41,7 @@ void BM_NgramTrieBuild(benchmark::State& state) {
   const Tokens short_prompt(output_text().begin(), output_text().begin() + 64);
   const std::vector<Tokens> references = {text};
   const bool as_reference = state.range(1) != 0;
-  NgramTrieDrafter d(NgramTrieOptions{.n = static_cast<std::size_t>(state.range(2))});
+  NgramTrieDrafter d(NgramTrieOptions{.ngram = static_cast<std::size_t>(state.range(2))});
   for (auto _ : state) {
     if (as_reference)
       d.begin(short_prompt, references);
@@ -66,7 +66,7 @@ BENCHMARK(BM_NgramTrieBuild)
 // frequent word (a shallow match that branches widely).
 void BM_NgramTriePropose(benchmark::State& state) {
   const auto num_draft = static_cast<std::size_t>(state.range(0));
-  NgramTrieDrafter d(NgramTrieOptions{.num_draft = num_draft});
+  NgramTrieDrafter d(NgramTrieOptions{.max_nodes = num_draft});
   d.begin(std::span<const Token>(prompt_text()).first(kContext), {});
   d.accept(std::span<const Token>(output_text()).first(512));
   if (state.range(1) == 0) {

@@ -63,7 +63,7 @@ struct Sequences {
   explicit Sequences(std::int64_t batch) {
     for (std::int64_t b = 0; b < batch; ++b) {
       truth.push_back(lcg_text(kText, 100 + static_cast<std::uint64_t>(b)));
-      drafters.emplace_back(LlmaDrafter({.n = 1, .k = 32, .m = 8, .self_reference = true}));
+      drafters.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 32, .spans = 8, .self_reference = true}));
     }
     restart();
   }

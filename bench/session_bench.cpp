@@ -71,7 +71,7 @@ Session<NullModel, ContiguousKvStore> make_session(std::int64_t batch) {
   for (std::int64_t b = 0; b < batch; ++b) {
     Request r;
     r.prompt = refdec_bench::make_text(kContext, {}, 100 + static_cast<std::uint32_t>(b), kVocab);
-    session.add(r, AnyDrafter(LlmaDrafter({.n = 1, .k = 32, .m = 8, .self_reference = true})));
+    session.add(r, AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 32, .spans = 8, .self_reference = true})));
     session.step();
   }
   return session;

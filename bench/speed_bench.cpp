@@ -349,7 +349,7 @@ struct Timed {
 // through HistoryDrafter instead ("history").
 AnyDrafter live_mixture(const std::shared_ptr<const Datastore>& datastore, const StepCost& prior, const std::string& variant = "") {
   std::vector<AnyDrafter> sources;
-  sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
+  sources.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 16, .spans = 4, .self_reference = true}));
   sources.emplace_back(NgramTrieDrafter());
   if (datastore != nullptr) sources.emplace_back(RestDrafter(datastore));
   if (variant == "history")
@@ -820,7 +820,7 @@ void time_paired_steps(Bench& b) {
 
 AnyDrafter llma_trie_mixture() {
   std::vector<AnyDrafter> sources;
-  sources.emplace_back(LlmaDrafter({.n = 1, .k = 16, .m = 4, .self_reference = true}));
+  sources.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 16, .spans = 4, .self_reference = true}));
   sources.emplace_back(NgramTrieDrafter());
   return AnyDrafter(MixtureDrafter(std::move(sources)));
 }

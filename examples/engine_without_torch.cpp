@@ -160,7 +160,7 @@ int run(const Options& options) {
   const refdec::SequenceLimits limits{.max_new_tokens = options.max_new_tokens, .stop_tokens = {kBos, kEos}, .budget = options.budget};
   std::vector<plain_engine::Cache> caches;
   for (const Sequence& seq : sequences) {
-    refdec::AnyDrafter drafter(refdec::LlmaDrafter({.n = 1, .k = 16, .self_reference = true}));
+    refdec::AnyDrafter drafter(refdec::LlmaDrafter({.min_match = 1, .continuation = 16, .self_reference = true}));
     // Room for the whole context plus the auxiliary rows a step may add after it.
     const auto capacity = model.max_seq_len() + static_cast<std::int64_t>(drafter.max_auxiliary());
     driver.add(seq.prompt, {}, limits, std::move(drafter));  // ids 0, 1, 2

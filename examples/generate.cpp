@@ -91,8 +91,8 @@ struct Options {
   std::string model_path, tokenizer_path, prompt, prompt_ids, drafter = "mixture", dtype = "fp32", device = "cpu", linear = "auto";
   std::string data_dir, datastore_path;
   std::vector<std::string> reference_files;
-  bool from_first_run = false, json = false, self_reference = true, fixed_budget = false;
-  std::size_t n = 1, k = 16, m = 1;
+  bool from_first_run = false, json = false, fixed_budget = false;
+  LlmaOptions llma;
   std::int64_t budget = 32, max_new_tokens = 256, max_context = 0, repeats = 3;
   std::uint64_t seed = 1;
   CLI::Option* budget_option = nullptr;  // whether --budget was given
@@ -115,10 +115,10 @@ void add_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--datastore", o.datastore_path, "REST datastore (refdec-datastore build): the rest drafter's, and a source of the mixture")
       ->check(CLI::ExistingFile);
-  app.add_option("-n", o.n, "LLMA: shortest suffix match that triggers a copy")->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("-k", o.k, "LLMA: tokens copied per span")->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("-m", o.m, "LLMA: spans proposed as a tree")->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_flag("--self-reference,!--no-self-reference", o.self_reference,
+  app.add_option("--llma-min-match", o.llma.min_match, "LLMA: shortest suffix match that triggers a copy (LLMA's n)")->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("--llma-continuation", o.llma.continuation, "LLMA: tokens copied per span (LLMA's k)")->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_option("--llma-spans", o.llma.spans, "LLMA: spans proposed as a tree")->transform(cli::integer_in(1, cli::kMaxSpan));
+  app.add_flag("--self-reference,!--no-self-reference", o.llma.self_reference,
                "LLMA: also copy from the prompt and output so far (default on)");
   o.budget_option = app.add_option("--budget", o.budget,
                                    "draft tokens verified per step at most (default 32; --drafter llma: k * m); 0 = plain decoding")
@@ -148,8 +148,8 @@ void settle(Options& o) {
   REFDEC_CHECK(o.drafter != "rest" || !o.datastore_path.empty(), "--drafter rest needs --datastore");
   // k, m <= kMaxSpan: their product cannot overflow, but may exceed the budget bound.
   if (o.drafter == "llma" && o.budget_option->count() == 0) {
-    const auto default_budget = static_cast<std::int64_t>(o.k * o.m);
-    REFDEC_CHECK(default_budget <= cli::kMaxBudget, "the default budget k * m = " << o.k << " * " << o.m << " = " << default_budget
+    const auto default_budget = static_cast<std::int64_t>(o.llma.continuation * o.llma.spans);
+    REFDEC_CHECK(default_budget <= cli::kMaxBudget, "the default budget continuation * spans = " << o.llma.continuation << " * " << o.llma.spans << " = " << default_budget
                                                                                  << " exceeds " << cli::kMaxBudget << ": give --budget");
     o.budget = default_budget;
   }
@@ -225,7 +225,7 @@ std::vector<std::pair<std::size_t, double>> measure_cost(const Options& o, const
 // A new drafter of --drafter: nothing one row learned (the shared index's documents included)
 // helps the other.
 AnyDrafter make_drafter(const Options& o, const std::shared_ptr<const Datastore>& datastore) {
-  const LlmaOptions llma{.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference};
+  const LlmaOptions& llma = o.llma;
   if (o.drafter == "none") return AnyDrafter{};
   if (o.drafter == "llma") return AnyDrafter(LlmaDrafter(llma));
   if (o.drafter == "prompt-lookup") return AnyDrafter(PromptLookupDrafter{});

@@ -21,7 +21,7 @@ int main(int argc, char** argv) try {
   options.limits.max_new_tokens = 64;
   options.limits.budget = 16;  // draft tokens verified per step (0: plain decoding)
   options.limits.stop_tokens = {1, 2};
-  const GenerateResult result = generate(model, request, LlmaDrafter({.n = 1, .k = 16}), options);
+  const GenerateResult result = generate(model, request, LlmaDrafter({.min_match = 1, .continuation = 16}), options);
   std::cout << result.tokens[0].size() << " tokens, " << result.stats.tokens_per_step() << " tokens/step\n";
 } catch (const refdec::Error& e) {  // a missing or unreadable model, a bad request: say so
   std::cerr << e.what() << "\n";

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const refdec::SequenceLimits limits{.max_new_tokens = in.byte() % 12, .stop_tokens = {token(in)}, .budget = in.byte() % 9};
         refdec::AnyDrafter drafter;
         switch (in.byte() % 4) {
-          case 1: drafter = refdec::AnyDrafter(refdec::LlmaDrafter({.n = 1, .k = 4, .self_reference = true})); break;
+          case 1: drafter = refdec::AnyDrafter(refdec::LlmaDrafter({.min_match = 1, .continuation = 4, .self_reference = true})); break;
           case 2: drafter = refdec::AnyDrafter(refdec::NgramTrieDrafter()); break;
           case 3: drafter = refdec::AnyDrafter(refdec::LookaheadDrafter({.window = 2, .ngram = 3, .guesses = 2})); break;
           default: break;

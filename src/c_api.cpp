@@ -187,7 +187,7 @@ C options_of(const C* given, void (*init)(C*), const char* who, const char* what
 
 refdec::LlmaOptions llma_options_of(const refdec_llma_options* options, const char* who) {
   const auto o = options_of(options, refdec_llma_options_init, who, "options");
-  return {.n = o.n, .k = o.k, .m = o.m, .self_reference = o.self_reference};
+  return {.min_match = o.min_match, .continuation = o.continuation, .spans = o.spans, .self_reference = o.self_reference};
 }
 
 // The drafter a by-hand call may use: not borrowed by a driver, and (`begun`) with a sequence.
@@ -208,17 +208,17 @@ const char* refdec_last_error(void) { return last_error.c_str(); }
 void refdec_llma_options_init(refdec_llma_options* options) {
   if (options == nullptr) return;
   const refdec::LlmaOptions d;
-  *options = {sizeof(*options), d.n, d.k, d.m, d.self_reference};
+  *options = {sizeof(*options), d.min_match, d.continuation, d.spans, d.self_reference};
 }
 void refdec_prompt_lookup_options_init(refdec_prompt_lookup_options* options) {
   if (options == nullptr) return;
   const refdec::PromptLookupOptions d;
-  *options = {sizeof(*options), d.max_ngram, d.min_ngram, d.k, d.full_span_only};
+  *options = {sizeof(*options), d.max_match, d.min_match, d.continuation, d.full_span_only};
 }
 void refdec_ngram_trie_options_init(refdec_ngram_trie_options* options) {
   if (options == nullptr) return;
   const refdec::NgramTrieOptions d;
-  *options = {sizeof(*options), d.n, d.prefix_len, d.num_draft, d.grow};
+  *options = {sizeof(*options), d.ngram, d.max_match, d.max_nodes, d.grow};
 }
 void refdec_index_drafter_options_init(refdec_index_drafter_options* options) {
   if (options == nullptr) return;
@@ -228,7 +228,7 @@ void refdec_index_drafter_options_init(refdec_index_drafter_options* options) {
 void refdec_rest_options_init(refdec_rest_options* options) {
   if (options == nullptr) return;
   const refdec::RestOptions d;
-  *options = {sizeof(*options), d.n_max, d.m, d.c, d.max_occurrences};
+  *options = {sizeof(*options), d.max_match, d.continuation, d.max_nodes, d.max_occurrences};
 }
 void refdec_lookahead_options_init(refdec_lookahead_options* options) {
   if (options == nullptr) return;
@@ -261,14 +261,14 @@ refdec_status refdec_drafter_create_prompt_lookup(const refdec_prompt_lookup_opt
   constexpr const char* who = "refdec_drafter_create_prompt_lookup";
   return create(out, who, [&] {
     const auto o = options_of(options, refdec_prompt_lookup_options_init, who, "options");
-    return refdec::PromptLookupDrafter({.max_ngram = o.max_ngram, .min_ngram = o.min_ngram, .k = o.k, .full_span_only = o.full_span_only});
+    return refdec::PromptLookupDrafter({.max_match = o.max_match, .min_match = o.min_match, .continuation = o.continuation, .full_span_only = o.full_span_only});
   });
 }
 refdec_status refdec_drafter_create_ngram_trie(const refdec_ngram_trie_options* options, refdec_drafter** out) {
   constexpr const char* who = "refdec_drafter_create_ngram_trie";
   return create(out, who, [&] {
     const auto o = options_of(options, refdec_ngram_trie_options_init, who, "options");
-    return refdec::NgramTrieDrafter({.n = o.n, .prefix_len = o.prefix_len, .num_draft = o.num_draft, .grow = o.grow});
+    return refdec::NgramTrieDrafter({.ngram = o.ngram, .max_match = o.max_match, .max_nodes = o.max_nodes, .grow = o.grow});
   });
 }
 refdec_status refdec_drafter_create_rest(const refdec_datastore* datastore, const refdec_rest_options* options, refdec_drafter** out) {
@@ -276,7 +276,7 @@ refdec_status refdec_drafter_create_rest(const refdec_datastore* datastore, cons
   return create(out, who, [&] {
     const auto o = options_of(options, refdec_rest_options_init, who, "options");
     return refdec::RestDrafter(deref(datastore, who, "datastore").datastore,
-                               {.n_max = o.n_max, .m = o.m, .c = o.c, .max_occurrences = o.max_occurrences});
+                               {.max_match = o.max_match, .continuation = o.continuation, .max_nodes = o.max_nodes, .max_occurrences = o.max_occurrences});
   });
 }
 refdec_status refdec_drafter_create_lookahead(const refdec_lookahead_options* options, refdec_drafter** out) {

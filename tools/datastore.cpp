@@ -277,7 +277,7 @@ int run_query(const QueryArgs& a) {
   }
   REFDEC_CHECK(!context.empty(), "the query is empty: give --ids or --text");
   DraftTree tree;
-  const RetrievalOptions r{a.rest.n_max, a.rest.m, a.rest.c, a.rest.max_occurrences};
+  const RetrievalOptions r{a.rest.max_match, a.rest.continuation, a.rest.max_nodes, a.rest.max_occurrences};
   const auto t0 = std::chrono::steady_clock::now();
   const auto res = retrieve(ds, context, r, a.budget, tree);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -346,13 +346,13 @@ int main(int argc, char** argv) {
   auto* text_opt = query->add_option("--text", text, "context text (tokenised with --tokenizer)");
   ids_opt->excludes(text_opt);
   query->add_option("--tokenizer", q.tokenizer, "SentencePiece model for --text");
-  query->add_option("--n-max", q.rest.n_max, "longest context suffix searched")->capture_default_str()
+  query->add_option("--rest-max-match", q.rest.max_match, "longest context suffix searched (REST's n_max)")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalMatch));
-  query->add_option("-m", q.rest.m, "continuation length")->capture_default_str()
+  query->add_option("--rest-continuation", q.rest.continuation, "tokens read after each occurrence (REST's m)")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalContinuation));
-  query->add_option("-c", q.rest.c, "draft nodes kept")->capture_default_str()
+  query->add_option("--rest-max-nodes", q.rest.max_nodes, "draft nodes kept (REST's c)")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalNodes));
-  query->add_option("-k,--max-occurrences", q.rest.max_occurrences, "occurrences read")->capture_default_str()
+  query->add_option("--rest-max-occurrences", q.rest.max_occurrences, "occurrences read (K)")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalOccurrences));
   query->add_option("--budget", q.budget, "draft node budget")->capture_default_str()
       ->transform(cli::integer_in(0, cli::kMaxBudget));

@@ -119,8 +119,8 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
                "drafter '" << s.name << "' takes no options");
   if (s.name == "prompt-lookup") return AnyDrafter(PromptLookupDrafter{});
   if (s.name == "llma")
-    return AnyDrafter(LlmaDrafter(LlmaOptions{.n = 1, .k = static_cast<std::size_t>(arg(s, "k", 16, {"k", "m"})),
-                                              .m = static_cast<std::size_t>(arg(s, "m", 4, {"k", "m"})),
+    return AnyDrafter(LlmaDrafter(LlmaOptions{.min_match = 1, .continuation = static_cast<std::size_t>(arg(s, "continuation", 16, {"continuation", "spans"})),
+                                              .spans = static_cast<std::size_t>(arg(s, "spans", 4, {"continuation", "spans"})),
                                               .self_reference = true}));
   if (s.name == "ngram-trie") return AnyDrafter(NgramTrieDrafter{});
   if (s.name == "rest") {
@@ -130,9 +130,9 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
   if (s.name == "history") return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter{}), history));
   if (s.name == "index") return AnyDrafter(IndexDrafter(index));
   if (s.name == "lookahead")
-    return AnyDrafter(LookaheadDrafter({.window = arg(s, "W", 15, {"W", "N", "G"}, 0),
-                                        .ngram = arg(s, "N", 5, {"W", "N", "G"}, 2),
-                                        .guesses = arg(s, "G", 15, {"W", "N", "G"})}));
+    return AnyDrafter(LookaheadDrafter({.window = arg(s, "window", 15, {"window", "ngram", "guesses"}, 0),
+                                        .ngram = arg(s, "ngram", 5, {"window", "ngram", "guesses"}, 2),
+                                        .guesses = arg(s, "guesses", 15, {"window", "ngram", "guesses"})}));
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
     std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");
@@ -165,9 +165,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer_path, "llama2.c tokenizer (default: tok512.bin beside stories260K)");
   app.add_option("--data-dir", data_dir, "data directory (default: $REFDEC_DATA_DIR or ../shared)");
   app.add_option("--drafter", drafters,
-                 "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:k,m], ngram-trie, rest "
+                 "drafters to compare, each 'name[:key=value,...]': prompt-lookup, llma[:continuation,spans], ngram-trie, rest "
                  "(datastore of the other prompts' outputs), history (n-gram trie over the outputs of the prompts this drafter "
-                 "decoded before), index (the shared reference index over the same outputs; in a mixture it and the request's own text are two sources), lookahead[:W,N,G], mixture:a+b+c; repeatable")
+                 "decoded before), index (the shared reference index over the same outputs; in a mixture it and the request's own text are two sources), lookahead[:window,ngram,guesses], mixture:a+b+c; repeatable")
       ->capture_default_str();
   app.add_option("--prompts", num_prompts, "how many of the built-in prompts to decode")
       ->transform(cli::integer_in(1, static_cast<std::int64_t>(kPrompts.size())));

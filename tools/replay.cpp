@@ -55,7 +55,7 @@ struct Settings {
   bool calibration = false;  // print the estimates' calibration per decile
   std::string trajectories;  // file for the per-step log; empty: none
   std::string dump_traces;   // file for the traces as token ids (the generic JSONL form); empty: none
-  LlmaOptions llma{.n = 1, .k = 16, .m = 1, .self_reference = true};
+  LlmaOptions llma{.min_match = 1, .continuation = 16, .spans = 1, .self_reference = true};
   PromptLookupOptions lookup;
   NgramTrieOptions trie;
   RestOptions rest;
@@ -138,15 +138,15 @@ AnyDrafter make_drafter(const Settings& s, std::shared_ptr<const MixtureStatisti
 // One drafter's settings.
 nlohmann::json drafter_json(const std::string& name, const Settings& s) {
   if (name == "prompt-lookup")
-    return {{"max_ngram", s.lookup.max_ngram}, {"min_ngram", s.lookup.min_ngram}, {"k", s.lookup.k},
+    return {{"max_match", s.lookup.max_match}, {"min_match", s.lookup.min_match}, {"continuation", s.lookup.continuation},
             {"full_span_only", s.lookup.full_span_only}};
-  if (name == "llma") return {{"n", s.llma.n}, {"k", s.llma.k}, {"m", s.llma.m}, {"self_reference", s.llma.self_reference}};
+  if (name == "llma") return {{"min_match", s.llma.min_match}, {"continuation", s.llma.continuation}, {"spans", s.llma.spans}, {"self_reference", s.llma.self_reference}};
   if (name == "ngram-trie")
-    return {{"n", s.trie.n}, {"prefix_len", s.trie.prefix_len}, {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
+    return {{"ngram", s.trie.ngram}, {"max_match", s.trie.max_match}, {"max_nodes", s.trie.max_nodes}, {"grow", s.trie.grow}};
   if (name == "ngram-pool") return {{"ngram", s.pool.ngram}, {"guesses", s.pool.guesses}};
   if (name == "history")
-    return {{"history_tokens", s.history_tokens}, {"n", s.trie.n}, {"prefix_len", s.trie.prefix_len},
-            {"num_draft", s.trie.num_draft}, {"grow", s.trie.grow}};
+    return {{"history_tokens", s.history_tokens}, {"ngram", s.trie.ngram}, {"max_match", s.trie.max_match},
+            {"max_nodes", s.trie.max_nodes}, {"grow", s.trie.grow}};
   if (name == "index")
     return {{"index_max_tokens", s.index.max_tokens}, {"index_depth", s.index.depth}, {"max_match", s.index_drafter.max_match}, {"request", s.index_drafter.request}, {"pooled", s.index_pooled},
             {"static", fs::path(s.index_static).filename().string()},
@@ -156,8 +156,8 @@ nlohmann::json drafter_json(const std::string& name, const Settings& s) {
             {"max_spec_offset", s.suffix.max_spec_offset}, {"min_token_prob", s.suffix.min_token_prob},
             {"max_cached_requests", s.suffix.max_cached_requests}, {"tree", s.suffix.tree}};
   if (name == "rest")
-    return {{"datastore", fs::path(s.datastore).filename().string()}, {"n_max", s.rest.n_max}, {"m", s.rest.m},
-            {"c", s.rest.c}, {"max_occurrences", s.rest.max_occurrences}};
+    return {{"datastore", fs::path(s.datastore).filename().string()}, {"max_match", s.rest.max_match}, {"continuation", s.rest.continuation},
+            {"max_nodes", s.rest.max_nodes}, {"max_occurrences", s.rest.max_occurrences}};
   return nlohmann::json::object();
 }
 
@@ -435,43 +435,43 @@ void add_options(CLI::App& app, Settings& s) {
                  "(refdec-speed-bench --live reads it: it cannot load SentencePiece next to libtorch)");
   app.add_option("--trajectories", s.trajectories,
                  "also write FILE: JSON of each trace's steps as [draft nodes, accepted draft tokens] (forced trajectories)");
-  app.add_option("--max-ngram", s.lookup.max_ngram, "prompt lookup: longest suffix looked up")->capture_default_str()
+  app.add_option("--lookup-max-match", s.lookup.max_match, "prompt lookup: longest suffix looked up")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("--min-ngram", s.lookup.min_ngram, "prompt lookup: shortest suffix looked up")->capture_default_str()
+  app.add_option("--lookup-min-match", s.lookup.min_match, "prompt lookup: shortest suffix looked up")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_flag("--full-span-only,!--partial-spans", s.lookup.full_span_only,
                "prompt lookup: skip matches whose continuation runs past the end")->capture_default_str();
-  app.add_option("--lookup-k", s.lookup.k, "prompt lookup: tokens copied")->capture_default_str()
+  app.add_option("--lookup-continuation", s.lookup.continuation, "prompt lookup: tokens copied")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("-n", s.llma.n, "llma: shortest match")->capture_default_str()
+  app.add_option("--llma-min-match", s.llma.min_match, "llma: shortest match (LLMA's n)")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("-k", s.llma.k, "llma: tokens copied per span")->capture_default_str()
+  app.add_option("--llma-continuation", s.llma.continuation, "llma: tokens copied per span (LLMA's k)")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("-m", s.llma.m, "llma: spans per step")->capture_default_str()
+  app.add_option("--llma-spans", s.llma.spans, "llma: spans per step")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_flag("--self-reference,!--no-self-reference", s.llma.self_reference,
                "llma: also copy from the context and output so far")->capture_default_str();
-  app.add_option("--trie-n", s.trie.n, "ngram-trie: window length")->capture_default_str()
+  app.add_option("--trie-ngram", s.trie.ngram, "ngram-trie: window length N")->capture_default_str()
       ->transform(cli::integer_in(2, cli::kMaxSpan));
-  app.add_option("--prefix-len", s.trie.prefix_len, "ngram-trie: window prefix length L_p")->capture_default_str()
+  app.add_option("--trie-max-match", s.trie.max_match, "ngram-trie: window prefix length L_p")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
-  app.add_option("--num-draft", s.trie.num_draft, "ngram-trie: draft nodes per step")->capture_default_str()
+  app.add_option("--trie-max-nodes", s.trie.max_nodes, "ngram-trie: draft nodes per step (num_draft)")->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxBudget));
   app.add_flag("--grow,!--frozen", s.trie.grow, "ngram-trie: index accepted tokens too (--frozen: the paper's trie)")
       ->capture_default_str();
-  app.add_option("--pool-n", s.pool.ngram, "ngram-pool: n-gram size N (candidates are N-1 tokens)")->capture_default_str()
+  app.add_option("--pool-ngram", s.pool.ngram, "ngram-pool: n-gram size N (candidates are N-1 tokens)")->capture_default_str()
       ->transform(cli::integer_in(2, cli::kMaxSpan));
-  app.add_option("--pool-g", s.pool.guesses, "ngram-pool: n-grams kept per first token and verified per step")
+  app.add_option("--pool-guesses", s.pool.guesses, "ngram-pool: n-grams kept per first token and verified per step")
       ->capture_default_str()
       ->transform(cli::integer_in(1, cli::kMaxSpan));
   app.add_option("--datastore", s.datastore, "rest: datastore file (refdec-datastore build)");
-  app.add_option("--n-max", s.rest.n_max, "rest: longest context suffix searched")->capture_default_str()
+  app.add_option("--rest-max-match", s.rest.max_match, "rest: longest context suffix searched (REST's n_max)")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalMatch));
-  app.add_option("--rest-m", s.rest.m, "rest: continuation length")->capture_default_str()
+  app.add_option("--rest-continuation", s.rest.continuation, "rest: tokens read after each occurrence (REST's m)")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalContinuation));
-  app.add_option("--rest-c", s.rest.c, "rest: draft nodes kept")->capture_default_str()
+  app.add_option("--rest-max-nodes", s.rest.max_nodes, "rest: draft nodes kept (REST's c)")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalNodes));
-  app.add_option("--max-occurrences", s.rest.max_occurrences, "rest: occurrences read per step")->capture_default_str()
+  app.add_option("--rest-max-occurrences", s.rest.max_occurrences, "rest: occurrences read per step")->capture_default_str()
       ->transform(cli::integer_in(1, kMaxRetrievalOccurrences));
   app.add_option("--history-tokens", s.history_tokens, "history: tokens of earlier outputs kept at most")
       ->capture_default_str()

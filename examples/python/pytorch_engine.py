@@ -244,7 +244,7 @@ def main() -> int:
     first = decode(model, [[1]], [refdec.NoDrafter()], 0, args.max_new_tokens)[0]
     prompts = [[1], [1] + first[:5], [1] + first[10:14]]
     references = [[], [first], [first]]
-    drafters = [refdec.LlmaDrafter(n=1, k=16, self_reference=True) for _ in prompts]
+    drafters = [refdec.LlmaDrafter(min_match=1, continuation=16, self_reference=True) for _ in prompts]
 
     plain = decode(model, prompts, [refdec.NoDrafter() for _ in prompts], 0, args.max_new_tokens)
     spec = decode(model, prompts, drafters, args.budget, args.max_new_tokens, references=references)
@@ -255,7 +255,7 @@ def main() -> int:
     print(f"identical to plain greedy decoding: {spec == plain == cxx}")
 
     sampling = [refdec.SamplingOptions(temperature=1.0, top_p=0.9, seed=args.seed + b) for b in range(len(prompts))]
-    sampled = decode(model, prompts, [refdec.LlmaDrafter(n=1, k=16, self_reference=True) for _ in prompts],
+    sampled = decode(model, prompts, [refdec.LlmaDrafter(min_match=1, continuation=16, self_reference=True) for _ in prompts],
                      args.budget, args.max_new_tokens, references=references, sampling=sampling)
     cxx_sampled = session_decode(path, prompts, args.max_new_tokens, sampling=sampling)
     print(f"sampled (seeds {args.seed}..): same tokens as refdec's C++ plain sampling: {sampled == cxx_sampled}")

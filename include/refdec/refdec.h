@@ -154,25 +154,25 @@ typedef struct refdec_drafter refdec_drafter;
 /** LLMA span copy from the references and the sequence itself. */
 typedef struct refdec_llma_options {
   size_t struct_size;  /**< sizeof(refdec_llma_options), set by the init function */
-  size_t n;            /**< default 1: shortest suffix match that may trigger a copy */
-  size_t k;            /**< default 16: tokens copied per span */
-  size_t m;            /**< default 1: spans proposed as a tree */
+  size_t min_match;    /**< default 1: LLMA's n, the shortest suffix match that may trigger a copy */
+  size_t continuation; /**< default 16: LLMA's k, tokens copied per span */
+  size_t spans;        /**< default 1: spans proposed as a tree */
   bool self_reference; /**< default true: also copy from the sequence itself (without references, prompt-lookup decoding) */
 } refdec_llma_options;
 /** Prompt lookup: the sequence's last n-gram found earlier in it. References are not read. */
 typedef struct refdec_prompt_lookup_options {
   size_t struct_size;  /**< sizeof(refdec_prompt_lookup_options), set by the init function */
-  size_t max_ngram;    /**< default 3: longest suffix looked up */
-  size_t min_ngram;    /**< default 1: shortest one */
-  size_t k;            /**< default 10: tokens copied after the match */
-  bool full_span_only; /**< default false: skip a match whose k tokens would run past the sequence's end */
+  size_t max_match;    /**< default 3: longest suffix looked up */
+  size_t min_match;    /**< default 1: shortest one */
+  size_t continuation; /**< default 10: tokens copied after the match */
+  bool full_span_only; /**< default false: skip a match whose continuation would run past the sequence's end */
 } refdec_prompt_lookup_options;
 /** The n-gram trie over the references and the sequence. */
 typedef struct refdec_ngram_trie_options {
   size_t struct_size; /**< sizeof(refdec_ngram_trie_options), set by the init function */
-  size_t n;           /**< default 13: window length in tokens (the trie's depth) */
-  size_t prefix_len;  /**< default 3: longest suffix matched */
-  size_t num_draft;   /**< default 32: most draft nodes per proposal */
+  size_t ngram;       /**< default 13: the paper's N, window length in tokens (the trie's depth) */
+  size_t max_match;   /**< default 3: the paper's L_p, the longest suffix matched */
+  size_t max_nodes;   /**< default 32: draft nodes per proposal at most */
   bool grow;          /**< default true: also index every accepted token */
 } refdec_ngram_trie_options;
 /** A drafter over a shared refdec_reference_index: the sequence's longest suffix found there (and,
@@ -189,9 +189,9 @@ typedef struct refdec_index_drafter_options {
 /** REST: the sequence's longest suffix in a datastore, the continuations of its occurrences. References are not read. */
 typedef struct refdec_rest_options {
   size_t struct_size;     /**< sizeof(refdec_rest_options), set by the init function */
-  size_t n_max;           /**< default 16: longest sequence suffix searched, 1 to 1024 */
-  size_t m;               /**< default 10: continuation length read after each occurrence, 1 to 1024 */
-  size_t c;               /**< default 64: draft nodes kept (the most frequent prefixes), 1 to 65536 */
+  size_t max_match;       /**< default 16: REST's n_max, the longest sequence suffix searched, 1 to 1024 */
+  size_t continuation;    /**< default 10: REST's m, tokens read after each occurrence, 1 to 1024 */
+  size_t max_nodes;       /**< default 64: REST's c, draft nodes kept (the most frequent prefixes), 1 to 65536 */
   size_t max_occurrences; /**< default 256: occurrences read, sampled evenly when there are more, 1 to 2^31 */
 } refdec_rest_options;
 /** Lookahead decoding: n-grams pooled from the references, the sequence and (through a driver)

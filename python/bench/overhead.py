@@ -52,7 +52,7 @@ def python_loop(batch: int, steps: int) -> tuple[float, float, float]:
     """Microseconds per step of the binding path (stand-in excluded), rows and tokens per step."""
     truth = [lcg_text(TEXT, 100 + b) for b in range(batch)]
     truth_a = np.array(truth, dtype=np.int64)  # [B, TEXT]
-    drafters = [refdec.LlmaDrafter(n=1, k=32, m=8, self_reference=True) for _ in range(batch)]
+    drafters = [refdec.LlmaDrafter(min_match=1, continuation=32, spans=8, self_reference=True) for _ in range(batch)]
     trees = [refdec.LinearTree() for _ in range(batch)]
     plan, keep = refdec.StepPlan(), refdec.KeepPlan()
 

@@ -115,19 +115,24 @@ void bind_llma(py::module_& m) {
 
   py::class_<PyLlmaDrafter, PyDrafter>(m, "LlmaDrafter",
                                        "LLMA span copy: the longest suffix match of the sequence in the references (and, with "
-                                       "self_reference, the sequence itself), copying the k tokens that follow; m spans as a tree.")
-      .def(py::init([](std::size_t n, std::size_t k, std::size_t mm, bool self_reference, std::optional<std::shared_ptr<LlmaIndex>> index) {
-             return std::make_unique<PyLlmaDrafter>(LlmaOptions{n, k, mm, self_reference}, index.value_or(nullptr));
+                                       "self_reference, the sequence itself), copying the `continuation` tokens that follow; `spans` spans as a "
+                                       "tree.")
+      .def(py::init([](std::size_t min_match, std::size_t continuation, std::size_t spans, bool self_reference,
+                       std::optional<std::shared_ptr<LlmaIndex>> index) {
+             return std::make_unique<PyLlmaDrafter>(LlmaOptions{min_match, continuation, spans, self_reference}, index.value_or(nullptr));
            }),
-           py::arg("n") = LlmaOptions{}.n, py::arg("k") = LlmaOptions{}.k, py::arg("m") = LlmaOptions{}.m,
+           py::arg("min_match") = LlmaOptions{}.min_match, py::arg("continuation") = LlmaOptions{}.continuation,
+           py::arg("spans") = LlmaOptions{}.spans,
            py::arg("self_reference") = LlmaOptions{}.self_reference, py::arg("index") = py::none(),
            "With `index` (an LlmaIndex), drafts from that shared index of its references: begin() then indexes nothing "
            "(its references are not read).")
       .def_property_readonly("index", [](const PyLlmaDrafter& d) { return std::const_pointer_cast<LlmaIndex>(d.index); },
                              "The shared LlmaIndex, or None.")
-      .def_property_readonly("n", [](const PyLlmaDrafter& d) { return d.options.n; }, "Shortest suffix match that triggers a copy.")
-      .def_property_readonly("k", [](const PyLlmaDrafter& d) { return d.options.k; }, "Tokens copied per span.")
-      .def_property_readonly("m", [](const PyLlmaDrafter& d) { return d.options.m; }, "Spans proposed as a tree.")
+      .def_property_readonly("min_match", [](const PyLlmaDrafter& d) { return d.options.min_match; },
+                             "LLMA's n: the shortest suffix match that triggers a copy.")
+      .def_property_readonly("continuation", [](const PyLlmaDrafter& d) { return d.options.continuation; },
+                             "LLMA's k: tokens copied per span.")
+      .def_property_readonly("spans", [](const PyLlmaDrafter& d) { return d.options.spans; }, "Spans proposed as a tree.")
       .def_property_readonly("self_reference", [](const PyLlmaDrafter& d) { return d.options.self_reference; },
                              "Also search the sequence itself.");
 }
@@ -135,31 +140,33 @@ void bind_llma(py::module_& m) {
 void bind_prompt_lookup(py::module_& m) {
   py::class_<PyPromptLookupDrafter, PyDrafter>(m, "PromptLookupDrafter",
                                                "Prompt-lookup decoding as Spec-Bench runs it: the earliest match of the sequence's "
-                                               "last max_ngram..min_ngram tokens in the sequence, copying k tokens.")
-      .def(py::init([](std::size_t max_ngram, std::size_t min_ngram, std::size_t k, bool full_span_only) {
-             return std::make_unique<PyPromptLookupDrafter>(PromptLookupOptions{max_ngram, min_ngram, k, full_span_only});
+                                               "last max_match..min_match tokens in the sequence, copying `continuation` tokens.")
+      .def(py::init([](std::size_t max_match, std::size_t min_match, std::size_t continuation, bool full_span_only) {
+             return std::make_unique<PyPromptLookupDrafter>(PromptLookupOptions{max_match, min_match, continuation, full_span_only});
            }),
-           py::arg("max_ngram") = PromptLookupOptions{}.max_ngram, py::arg("min_ngram") = PromptLookupOptions{}.min_ngram,
-           py::arg("k") = PromptLookupOptions{}.k, py::arg("full_span_only") = PromptLookupOptions{}.full_span_only)
-      .def_property_readonly("max_ngram", [](const PyPromptLookupDrafter& d) { return d.options.max_ngram; }, "Longest suffix looked up.")
-      .def_property_readonly("min_ngram", [](const PyPromptLookupDrafter& d) { return d.options.min_ngram; }, "Shortest suffix looked up.")
-      .def_property_readonly("k", [](const PyPromptLookupDrafter& d) { return d.options.k; }, "Tokens copied after the match.")
+           py::arg("max_match") = PromptLookupOptions{}.max_match, py::arg("min_match") = PromptLookupOptions{}.min_match,
+           py::arg("continuation") = PromptLookupOptions{}.continuation, py::arg("full_span_only") = PromptLookupOptions{}.full_span_only)
+      .def_property_readonly("max_match", [](const PyPromptLookupDrafter& d) { return d.options.max_match; }, "Longest suffix looked up.")
+      .def_property_readonly("min_match", [](const PyPromptLookupDrafter& d) { return d.options.min_match; }, "Shortest suffix looked up.")
+      .def_property_readonly("continuation", [](const PyPromptLookupDrafter& d) { return d.options.continuation; },
+                             "Tokens copied after the match.")
       .def_property_readonly("full_span_only", [](const PyPromptLookupDrafter& d) { return d.options.full_span_only; },
-                             "Skip matches whose k-token continuation runs past the sequence.");
+                             "Skip matches whose continuation runs past the sequence.");
 }
 
 void bind_ngram_trie(py::module_& m) {
   py::class_<PyNgramTrieDrafter, PyDrafter>(m, "NgramTrieDrafter",
                                             "The N-gram trie of Chen et al. 2025: a frequency trie of the context's n-token "
                                             "windows; the most frequent subtree below the matched suffix is the draft tree.")
-      .def(py::init([](std::size_t n, std::size_t prefix_len, std::size_t num_draft, bool grow) {
-             return std::make_unique<PyNgramTrieDrafter>(NgramTrieOptions{n, prefix_len, num_draft, grow});
+      .def(py::init([](std::size_t ngram, std::size_t max_match, std::size_t max_nodes, bool grow) {
+             return std::make_unique<PyNgramTrieDrafter>(NgramTrieOptions{ngram, max_match, max_nodes, grow});
            }),
-           py::arg("n") = NgramTrieOptions{}.n, py::arg("prefix_len") = NgramTrieOptions{}.prefix_len,
-           py::arg("num_draft") = NgramTrieOptions{}.num_draft, py::arg("grow") = NgramTrieOptions{}.grow)
-      .def_property_readonly("n", [](const PyNgramTrieDrafter& d) { return d.options.n; }, "Window length (trie depth).")
-      .def_property_readonly("prefix_len", [](const PyNgramTrieDrafter& d) { return d.options.prefix_len; }, "Longest suffix matched.")
-      .def_property_readonly("num_draft", [](const PyNgramTrieDrafter& d) { return d.options.num_draft; }, "Most draft nodes per proposal.")
+           py::arg("ngram") = NgramTrieOptions{}.ngram, py::arg("max_match") = NgramTrieOptions{}.max_match,
+           py::arg("max_nodes") = NgramTrieOptions{}.max_nodes, py::arg("grow") = NgramTrieOptions{}.grow)
+      .def_property_readonly("ngram", [](const PyNgramTrieDrafter& d) { return d.options.ngram; }, "The paper's N: window length (trie depth).")
+      .def_property_readonly("max_match", [](const PyNgramTrieDrafter& d) { return d.options.max_match; },
+                             "The paper's L_p: the longest suffix matched.")
+      .def_property_readonly("max_nodes", [](const PyNgramTrieDrafter& d) { return d.options.max_nodes; }, "Draft nodes per proposal at most.")
       .def_property_readonly("grow", [](const PyNgramTrieDrafter& d) { return d.options.grow; }, "Also index accepted tokens.");
 }
 
@@ -261,18 +268,21 @@ void bind_suffix_decoding(py::module_& m) {
 
 void bind_rest(py::module_& m) {
   py::class_<PyRestDrafter, PyDrafter>(m, "RestDrafter",
-                                       "REST retrieval from a shared Datastore: the longest suffix of the sequence (n_max down to "
-                                       "1 tokens) found in the datastore, the c most frequent m-token continuation prefixes.")
-      .def(py::init([](std::shared_ptr<Datastore> store, std::size_t n_max, std::size_t mm, std::size_t c, std::size_t max_occurrences) {
-             return std::make_unique<PyRestDrafter>(std::move(store), RestOptions{n_max, mm, c, max_occurrences});
+                                       "REST retrieval from a shared Datastore: the longest suffix of the sequence (max_match down "
+                                       "to 1 tokens) found in the datastore, the max_nodes most frequent prefixes of its "
+                                       "continuations.")
+      .def(py::init([](std::shared_ptr<Datastore> store, std::size_t max_match, std::size_t continuation, std::size_t max_nodes,
+                       std::size_t max_occurrences) {
+             return std::make_unique<PyRestDrafter>(std::move(store), RestOptions{max_match, continuation, max_nodes, max_occurrences});
            }),
-           py::arg("datastore"), py::arg("n_max") = RestOptions{}.n_max, py::arg("m") = RestOptions{}.m, py::arg("c") = RestOptions{}.c,
-           py::arg("max_occurrences") = RestOptions{}.max_occurrences)
+           py::arg("datastore"), py::arg("max_match") = RestOptions{}.max_match, py::arg("continuation") = RestOptions{}.continuation,
+           py::arg("max_nodes") = RestOptions{}.max_nodes, py::arg("max_occurrences") = RestOptions{}.max_occurrences)
       .def_property_readonly("datastore", [](const PyRestDrafter& d) { return std::const_pointer_cast<Datastore>(d.datastore); },
                              "The datastore it reads.")
-      .def_property_readonly("n_max", [](const PyRestDrafter& d) { return d.options.n_max; }, "Longest suffix searched.")
-      .def_property_readonly("m", [](const PyRestDrafter& d) { return d.options.m; }, "Continuation length.")
-      .def_property_readonly("c", [](const PyRestDrafter& d) { return d.options.c; }, "Draft nodes kept.")
+      .def_property_readonly("max_match", [](const PyRestDrafter& d) { return d.options.max_match; }, "REST's n_max: the longest suffix searched.")
+      .def_property_readonly("continuation", [](const PyRestDrafter& d) { return d.options.continuation; },
+                             "REST's m: tokens read after each occurrence.")
+      .def_property_readonly("max_nodes", [](const PyRestDrafter& d) { return d.options.max_nodes; }, "REST's c: draft nodes kept.")
       .def_property_readonly("max_occurrences", [](const PyRestDrafter& d) { return d.options.max_occurrences; }, "Occurrences read.");
 }
 

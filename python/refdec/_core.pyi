@@ -702,55 +702,55 @@ class NoDrafter(Drafter):
         ...
 
 class LlmaDrafter(Drafter):
-    """LLMA span copy: the longest suffix match of the sequence in the references (and, with self_reference, the sequence itself), copying the k tokens that follow; m spans as a tree."""
-    def __init__(self: LlmaDrafter, n: int = 1, k: int = 16, m: int = 1, self_reference: bool = True, index: Optional[LlmaIndex] = None) -> None:
+    """LLMA span copy: the longest suffix match of the sequence in the references (and, with self_reference, the sequence itself), copying the `continuation` tokens that follow; `spans` spans as a tree."""
+    def __init__(self: LlmaDrafter, min_match: int = 1, continuation: int = 16, spans: int = 1, self_reference: bool = True, index: Optional[LlmaIndex] = None) -> None:
         """With `index` (an LlmaIndex), drafts from that shared index of its references: begin() then indexes nothing (its references are not read)."""
     @property
     def index(self) -> LlmaIndex:
         """The shared LlmaIndex, or None."""
     @property
-    def n(self) -> int:
-        """Shortest suffix match that triggers a copy."""
+    def min_match(self) -> int:
+        """LLMA's n: the shortest suffix match that triggers a copy."""
     @property
-    def k(self) -> int:
-        """Tokens copied per span."""
+    def continuation(self) -> int:
+        """LLMA's k: tokens copied per span."""
     @property
-    def m(self) -> int:
+    def spans(self) -> int:
         """Spans proposed as a tree."""
     @property
     def self_reference(self) -> bool:
         """Also search the sequence itself."""
 
 class PromptLookupDrafter(Drafter):
-    """Prompt-lookup decoding as Spec-Bench runs it: the earliest match of the sequence's last max_ngram..min_ngram tokens in the sequence, copying k tokens."""
-    def __init__(self: PromptLookupDrafter, max_ngram: int = 3, min_ngram: int = 1, k: int = 10, full_span_only: bool = False) -> None:
+    """Prompt-lookup decoding as Spec-Bench runs it: the earliest match of the sequence's last max_match..min_match tokens in the sequence, copying `continuation` tokens."""
+    def __init__(self: PromptLookupDrafter, max_match: int = 3, min_match: int = 1, continuation: int = 10, full_span_only: bool = False) -> None:
         ...
     @property
-    def max_ngram(self) -> int:
+    def max_match(self) -> int:
         """Longest suffix looked up."""
     @property
-    def min_ngram(self) -> int:
+    def min_match(self) -> int:
         """Shortest suffix looked up."""
     @property
-    def k(self) -> int:
+    def continuation(self) -> int:
         """Tokens copied after the match."""
     @property
     def full_span_only(self) -> bool:
-        """Skip matches whose k-token continuation runs past the sequence."""
+        """Skip matches whose continuation runs past the sequence."""
 
 class NgramTrieDrafter(Drafter):
     """The N-gram trie of Chen et al. 2025: a frequency trie of the context's n-token windows; the most frequent subtree below the matched suffix is the draft tree."""
-    def __init__(self: NgramTrieDrafter, n: int = 13, prefix_len: int = 3, num_draft: int = 32, grow: bool = True) -> None:
+    def __init__(self: NgramTrieDrafter, ngram: int = 13, max_match: int = 3, max_nodes: int = 32, grow: bool = True) -> None:
         ...
     @property
-    def n(self) -> int:
-        """Window length (trie depth)."""
+    def ngram(self) -> int:
+        """The paper's N: window length (trie depth)."""
     @property
-    def prefix_len(self) -> int:
-        """Longest suffix matched."""
+    def max_match(self) -> int:
+        """The paper's L_p: the longest suffix matched."""
     @property
-    def num_draft(self) -> int:
-        """Most draft nodes per proposal."""
+    def max_nodes(self) -> int:
+        """Draft nodes per proposal at most."""
     @property
     def grow(self) -> bool:
         """Also index accepted tokens."""
@@ -795,21 +795,21 @@ class SuffixDecodingDrafter(Drafter):
         """The shared global tree."""
 
 class RestDrafter(Drafter):
-    """REST retrieval from a shared Datastore: the longest suffix of the sequence (n_max down to 1 tokens) found in the datastore, the c most frequent m-token continuation prefixes."""
-    def __init__(self: RestDrafter, datastore: Datastore, n_max: int = 16, m: int = 10, c: int = 64, max_occurrences: int = 256) -> None:
+    """REST retrieval from a shared Datastore: the longest suffix of the sequence (max_match down to 1 tokens) found in the datastore, the max_nodes most frequent prefixes of its continuations."""
+    def __init__(self: RestDrafter, datastore: Datastore, max_match: int = 16, continuation: int = 10, max_nodes: int = 64, max_occurrences: int = 256) -> None:
         ...
     @property
     def datastore(self) -> Datastore:
         """The datastore it reads."""
     @property
-    def n_max(self) -> int:
-        """Longest suffix searched."""
+    def max_match(self) -> int:
+        """REST's n_max: the longest suffix searched."""
     @property
-    def m(self) -> int:
-        """Continuation length."""
+    def continuation(self) -> int:
+        """REST's m: tokens read after each occurrence."""
     @property
-    def c(self) -> int:
-        """Draft nodes kept."""
+    def max_nodes(self) -> int:
+        """REST's c: draft nodes kept."""
     @property
     def max_occurrences(self) -> int:
         """Occurrences read."""

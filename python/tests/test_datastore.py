@@ -28,8 +28,8 @@ def test_datastore_queries(store):
 
 
 def test_rest_drafter_proposes_frequent_continuations(store):
-    d = refdec.RestDrafter(store, n_max=4, m=3, c=8)
-    assert (d.n_max, d.m, d.c, d.max_occurrences, d.name) == (4, 3, 8, 256, "rest")
+    d = refdec.RestDrafter(store, max_match=4, continuation=3, max_nodes=8)
+    assert (d.max_match, d.continuation, d.max_nodes, d.max_occurrences, d.name) == (4, 3, 8, 256, "rest")
     assert d.datastore.num_documents == 4
     d.begin([0, 1, 2])
     tree = d.draft(2, 8, 16)

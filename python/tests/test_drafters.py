@@ -46,10 +46,10 @@ def replay(drafter, prompt, truth, references=(), budget=64):
 
 
 def all_drafters(store=None):
-    drafters = [refdec.LlmaDrafter(n=1, k=16, m=2, self_reference=True), refdec.PromptLookupDrafter(),
-                refdec.NgramTrieDrafter(n=8, prefix_len=3, num_draft=32), refdec.LookaheadDrafter(window=0, ngram=4, guesses=8)]
+    drafters = [refdec.LlmaDrafter(min_match=1, continuation=16, spans=2, self_reference=True), refdec.PromptLookupDrafter(),
+                refdec.NgramTrieDrafter(ngram=8, max_match=3, max_nodes=32), refdec.LookaheadDrafter(window=0, ngram=4, guesses=8)]
     if store is not None:
-        drafters.append(refdec.RestDrafter(store, n_max=8, m=8, c=32))
+        drafters.append(refdec.RestDrafter(store, max_match=8, continuation=8, max_nodes=32))
     return drafters
 
 
@@ -69,8 +69,8 @@ def test_each_drafter_replays_above_one_token_per_step(index):
 
 
 def test_llma_copies_from_references_and_propose_is_not_recorded():
-    d = refdec.LlmaDrafter(n=2, k=5)
-    assert (d.n, d.k, d.m, d.self_reference, d.name) == (2, 5, 1, True, "llma")
+    d = refdec.LlmaDrafter(min_match=2, continuation=5)
+    assert (d.min_match, d.continuation, d.spans, d.self_reference, d.name) == (2, 5, 1, True, "llma")
     d.begin([7, 8, 1, 2], [[9, 1, 2, 3, 4, 5, 6, 7, 8]])
     tree = d.propose(16)
     assert len(tree) == 5 and tree.node(1).token == 3
@@ -87,16 +87,16 @@ def test_llma_index_is_built_once_and_shared():
     docs = [np.array([7, 5, 6, 9, 10, 11], dtype=np.int32), [3, 5, 6, 12]]
     index = refdec.LlmaIndex(docs)
     assert (index.tokens, index.documents) == (10, 2) and index.bytes > 0
-    a, b = refdec.LlmaDrafter(k=4, index=index), refdec.LlmaDrafter(k=4, index=index)
+    a, b = refdec.LlmaDrafter(continuation=4, index=index), refdec.LlmaDrafter(continuation=4, index=index)
     assert a.index.tokens == 10 and refdec.LlmaDrafter().index is None
     a.begin([1, 5, 6])
     b.begin([2, 5, 6], [[5, 6, 99]])  # not read: the index holds b's references
-    own = refdec.LlmaDrafter(k=4)
+    own = refdec.LlmaDrafter(continuation=4)
     own.begin([1, 5, 6], docs)
     want = own.propose(8).linearize(6, 8).tokens
     assert want == [6, 9, 10, 11]  # the earliest "5 6", up to its document's end
     assert a.propose(8).linearize(6, 8).tokens == want and b.propose(8).linearize(6, 8).tokens == want
-    mixture = refdec.MixtureDrafter([refdec.LlmaDrafter(k=4, index=index)])  # its copy shares the index
+    mixture = refdec.MixtureDrafter([refdec.LlmaDrafter(continuation=4, index=index)])  # its copy shares the index
     mixture.begin([1, 5, 6])
     assert 9 in mixture.draft(6, 8, VOCAB).tokens
     with pytest.raises(ValueError, match="non-negative"):
@@ -104,10 +104,10 @@ def test_llma_index_is_built_once_and_shared():
 
 
 def test_prompt_lookup_and_ngram_trie_settings():
-    p = refdec.PromptLookupDrafter(max_ngram=4, min_ngram=2, k=7, full_span_only=True)
-    assert (p.max_ngram, p.min_ngram, p.k, p.full_span_only, p.name) == (4, 2, 7, True, "prompt-lookup")
-    t = refdec.NgramTrieDrafter(n=6, prefix_len=2, num_draft=9, grow=False)
-    assert (t.n, t.prefix_len, t.num_draft, t.grow, t.name) == (6, 2, 9, False, "ngram-trie")
+    p = refdec.PromptLookupDrafter(max_match=4, min_match=2, continuation=7, full_span_only=True)
+    assert (p.max_match, p.min_match, p.continuation, p.full_span_only, p.name) == (4, 2, 7, True, "prompt-lookup")
+    t = refdec.NgramTrieDrafter(ngram=6, max_match=2, max_nodes=9, grow=False)
+    assert (t.ngram, t.max_match, t.max_nodes, t.grow, t.name) == (6, 2, 9, False, "ngram-trie")
     t.begin(text(200, 2))
     assert len(t.propose(64)) <= 9
 
@@ -151,7 +151,7 @@ def test_mixture_over_every_drafter_learns_and_leaves_its_sources_alone():
 def test_history_drafter_drafts_from_earlier_outputs():
     history = refdec.OutputHistory(max_tokens=1000)
     assert len(history) == 0 and history.max_tokens == 1000
-    d = refdec.HistoryDrafter(refdec.NgramTrieDrafter(n=8, prefix_len=2, num_draft=16), history)
+    d = refdec.HistoryDrafter(refdec.NgramTrieDrafter(ngram=8, max_match=2, max_nodes=16), history)
     assert d.name == "history(ngram-trie)" and d.history is history
     answer = text(200, 7, vocab=150)
     first = replay(d, [1, 2, 3], answer)  # nothing to copy from but the answer itself
@@ -240,12 +240,12 @@ def test_mixture_takes_the_small_budget_settings():
 
 
 def test_drafter_argument_errors():
-    with pytest.raises(ValueError, match="LLMA: k"):
-        refdec.LlmaDrafter(k=0)
-    with pytest.raises(ValueError, match="prompt lookup: max_ngram"):
-        refdec.PromptLookupDrafter(max_ngram=1, min_ngram=2)
-    with pytest.raises(ValueError, match="n-gram trie: prefix_len"):
-        refdec.NgramTrieDrafter(n=4, prefix_len=4)
+    with pytest.raises(ValueError, match="LLMA: continuation"):
+        refdec.LlmaDrafter(continuation=0)
+    with pytest.raises(ValueError, match="prompt lookup: max_match"):
+        refdec.PromptLookupDrafter(max_match=1, min_match=2)
+    with pytest.raises(ValueError, match="n-gram trie: max_match"):
+        refdec.NgramTrieDrafter(ngram=4, max_match=4)
     with pytest.raises(ValueError, match="lookahead: n-gram size"):
         refdec.LookaheadDrafter(ngram=1)
     with pytest.raises(ValueError, match="mixture: needs at least one source"):
@@ -270,7 +270,7 @@ def test_drafter_argument_errors():
 
 def propose_from(make):
     """LLMA's proposal after `make` turned the prompt and the reference into token ids."""
-    d = refdec.LlmaDrafter(k=4)
+    d = refdec.LlmaDrafter(continuation=4)
     d.begin(make([1, 5, 6]), [make([7, 5, 6, 9, 10, 11])])
     return d.propose(8).linearize(6, 8).tokens
 
@@ -283,7 +283,7 @@ def test_token_ids_come_as_lists_or_arrays_alike():
                  lambda x: array.array("i", x), lambda x: memoryview(array.array("q", x)),
                  lambda x: np.array([v for v in x for _ in (0, 1)], dtype=np.int64)[::2]):  # a strided view
         assert propose_from(make) == want
-    d = refdec.LlmaDrafter(k=4)
+    d = refdec.LlmaDrafter(continuation=4)
     for bad in (np.array([1.0, 2.0]), np.array([[1, 2]]), np.array([True, False]), np.array([1, 2], dtype=">i4")):
         with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array"):
             d.begin(bad, [])
@@ -298,7 +298,7 @@ def test_token_ids_come_as_torch_tensors(torch):
     want = propose_from(list)
     assert propose_from(torch.tensor) == want and propose_from(lambda x: torch.tensor(x, dtype=torch.int32)) == want
     assert propose_from(lambda x: torch.tensor(x).repeat_interleave(2)[::2]) == want  # a strided view
-    d = refdec.LlmaDrafter(k=4)
+    d = refdec.LlmaDrafter(continuation=4)
     with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array"):
         d.begin(torch.tensor([1.0, 2.0]), [])
     with pytest.raises(ValueError, match="expected a 1-D integer CPU tensor or array"):

@@ -28,10 +28,10 @@ def test_hierarchy():
 
 def test_argument_errors_are_value_errors_with_the_cpp_message():
     with pytest.raises(refdec.ArgumentError) as info:
-        refdec.LlmaDrafter(n=0)
+        refdec.LlmaDrafter(min_match=0)
     assert isinstance(info.value, ValueError)
     message = str(info.value)
-    assert message.startswith("refdec: LLMA: n (match length) must be at least 1, got 0 (") and "llma.hpp:" in message
+    assert message.startswith("refdec: LLMA: min_match must be at least 1, got 0 (") and "llma.hpp:" in message
 
 
 def test_io_errors_are_os_errors(tmp_path):

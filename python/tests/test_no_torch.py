@@ -50,16 +50,16 @@ def test_torch_is_blocked():
 @without_torch
 def test_drafters_draft_with_numpy_arrays():
     # LLMA copies what follows the match of the last token (6) in the reference: 9 10 11 12.
-    llma = refdec.LlmaDrafter(n=1, k=4)
+    llma = refdec.LlmaDrafter(min_match=1, continuation=4)
     llma.begin(np.array([1, 5, 6], dtype=np.int64), [np.array([7, 5, 6, 9, 10, 11, 12], dtype=np.int32)])
     assert llma.draft(6, 8, 20).tokens == [6, 9, 10, 11, 12]
     # The trie of the prompt's 4-token windows continues "4 5" with 6 (twice) before 7 (once), each then with 3.
-    trie = refdec.NgramTrieDrafter(n=4, prefix_len=2, num_draft=8)
+    trie = refdec.NgramTrieDrafter(ngram=4, max_match=2, max_nodes=8)
     trie.begin(np.array([3, 4, 5, 6, 3, 4, 5, 6, 3, 4, 5, 7, 3, 4, 5]), [])
     tree = trie.draft(5, 8, 20)
     assert tree.tokens == [5, 6, 7, 3, 3] and tree.parent == [-1, 0, 0, 1, 2]
     # A mixture of both drafts the reference's continuation after 6.
-    mixture = refdec.MixtureDrafter([refdec.LlmaDrafter(k=4), refdec.NgramTrieDrafter(n=4)])
+    mixture = refdec.MixtureDrafter([refdec.LlmaDrafter(continuation=4), refdec.NgramTrieDrafter(ngram=4)])
     mixture.begin(np.array([1, 5, 6]), [np.array([7, 5, 6, 9, 10, 11, 12])])
     assert mixture.draft(6, 8, 20).tokens == [6, 9, 10, 11, 12]
 

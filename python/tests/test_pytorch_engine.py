@@ -27,8 +27,8 @@ def check(path, max_new_tokens, drafters, references=None, prompts=None):
 
 
 def every_drafter():
-    return [refdec.LlmaDrafter(k=8, m=2, self_reference=True), refdec.LookaheadDrafter(window=4, ngram=3, guesses=4),
-            refdec.MixtureDrafter([refdec.LlmaDrafter(self_reference=True), refdec.NgramTrieDrafter(n=6)])]
+    return [refdec.LlmaDrafter(continuation=8, spans=2, self_reference=True), refdec.LookaheadDrafter(window=4, ngram=3, guesses=4),
+            refdec.MixtureDrafter([refdec.LlmaDrafter(self_reference=True), refdec.NgramTrieDrafter(ngram=6)])]
 
 
 def test_random_checkpoint_is_lossless(tiny_checkpoint):
@@ -53,6 +53,6 @@ def test_stories260k_is_lossless(stories_path):
     plain = check(stories_path, 128, every_drafter, references=[[first], [first], []],
                   prompts=[[1], [1] + first[:5], [1] + first[20:23]])
     assert plain[0] == first
-    drafters = [refdec.LlmaDrafter(k=16, self_reference=True)]
+    drafters = [refdec.LlmaDrafter(continuation=16, self_reference=True)]
     assert engine.decode(model, [[1]], drafters, 16, 128, references=[[first]])[0] == first
     assert drafters[0].stats.steps < 40  # a cached answer: most of it accepted per step

@@ -53,7 +53,7 @@ def test_continuous_batching_equals_each_request_alone(model, kv_store):
     options = refdec.GenerateOptions(max_new_tokens=24, budget=8, prefill_chunk=4)
     assert refdec.GenerateOptions(drafting_threads=2).drafting_threads == 2
     session = refdec.Session(model, options, kv_store=kv_store)
-    drafters = [refdec.LlmaDrafter(n=1, k=8, self_reference=True), refdec.NgramTrieDrafter(n=6),
+    drafters = [refdec.LlmaDrafter(min_match=1, continuation=8, self_reference=True), refdec.NgramTrieDrafter(ngram=6),
                 refdec.LookaheadDrafter(window=3, ngram=3, guesses=4), None]
     ids, outputs, finished = [], {}, {}
     # Requests join at different steps; one leaves early (cancelled).
@@ -155,7 +155,7 @@ def test_stories260k_speculative_equals_plain(stories_path):
     model = refdec.LlamaModel.load_llama2c(stories_path, torch.float64)
     plain = alone(model, [1], 96)
     session = refdec.Session(model, refdec.GenerateOptions(max_new_tokens=96, budget=16, stop_tokens=[]))
-    i = session.add([1], references=[plain[:40]], drafter=refdec.LlmaDrafter(k=16, self_reference=True))
+    i = session.add([1], references=[plain[:40]], drafter=refdec.LlmaDrafter(continuation=16, self_reference=True))
     outputs, _ = run(session, [i])
     assert outputs[i] == plain and session.stats.tokens_per_step > 1.2
 
@@ -167,7 +167,7 @@ def test_session_learns_the_step_cost_from_its_own_steps(model):
     options = refdec.GenerateOptions(max_new_tokens=20, budget=8, step_cost=prior, step_cost_half_life=8.0)
     assert options.step_cost.seconds(4) == prior.seconds(4)
     session = refdec.Session(model, options)
-    mix = refdec.MixtureDrafter([refdec.LlmaDrafter(n=1, k=8, self_reference=True), refdec.NgramTrieDrafter(n=6)],
+    mix = refdec.MixtureDrafter([refdec.LlmaDrafter(min_match=1, continuation=8, self_reference=True), refdec.NgramTrieDrafter(ngram=6)],
                                 cost=prior)
     i = session.add(prompt, drafter=mix)
     tracker = session.step_cost_tracker
@@ -187,7 +187,7 @@ def test_batch_budget_chooses_across_requests_losslessly(model):
     for batch_budget in (True, False):
         session = refdec.Session(model, refdec.GenerateOptions(max_new_tokens=16, budget=8, step_cost=prior,
                                                                batch_budget=batch_budget))
-        ids = [session.add(p, drafter=refdec.MixtureDrafter([refdec.LlmaDrafter(n=1, k=8, self_reference=True)]))
+        ids = [session.add(p, drafter=refdec.MixtureDrafter([refdec.LlmaDrafter(min_match=1, continuation=8, self_reference=True)]))
                for p in PROMPTS[:3]]
         outputs, _ = run(session, ids)
         for i, p in zip(ids, PROMPTS[:3]):

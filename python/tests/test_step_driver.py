@@ -41,7 +41,7 @@ def drive(driver, forward=None):
 
 def test_step_driver_decodes_like_plain_decoding():
     driver = refdec.StepDriver(VOCAB, 64, prefill_chunk=2)
-    drafter = refdec.LlmaDrafter(n=1, k=8, self_reference=True)
+    drafter = refdec.LlmaDrafter(min_match=1, continuation=8, self_reference=True)
     a = driver.add([1, 4, 5, 6, 7], drafter=drafter, max_new_tokens=30, budget=8)
     b = driver.add([1], max_new_tokens=15)
     c = driver.add([1], max_new_tokens=0)  # takes no slot, reported by the next prepare()
@@ -65,7 +65,7 @@ def test_step_driver_drafts_on_threads_as_on_one():
     results = []
     for threads in (1, 3):
         driver = refdec.StepDriver(VOCAB, 64, prefill_chunk=2, drafting_threads=threads)
-        drafters = [refdec.LlmaDrafter(n=1, k=8, self_reference=True) for _ in prompts]
+        drafters = [refdec.LlmaDrafter(min_match=1, continuation=8, self_reference=True) for _ in prompts]
         ids = [driver.add(p, drafter=d, max_new_tokens=12, budget=8) for p, d in zip(prompts, drafters)]
         outputs, _ = drive(driver)
         assert [outputs[i] for i in ids] == [plain(p, 12) for p in prompts]

@@ -30,9 +30,9 @@ def drive(drafter, prompt, steps=40):
 
 
 def make(kind):
-    return {"llma": lambda: refdec.LlmaDrafter(k=16, m=4, self_reference=True),
-            "trie": lambda: refdec.NgramTrieDrafter(n=8, num_draft=64),
-            "mixture": lambda: refdec.MixtureDrafter([refdec.LlmaDrafter(k=16), refdec.NgramTrieDrafter()])}[kind]()
+    return {"llma": lambda: refdec.LlmaDrafter(continuation=16, spans=4, self_reference=True),
+            "trie": lambda: refdec.NgramTrieDrafter(ngram=8, max_nodes=64),
+            "mixture": lambda: refdec.MixtureDrafter([refdec.LlmaDrafter(continuation=16), refdec.NgramTrieDrafter()])}[kind]()
 
 
 def test_thread_pool_drafting_equals_sequential():
@@ -44,7 +44,7 @@ def test_thread_pool_drafting_equals_sequential():
 
 
 def test_one_drafter_shared_by_threads_serialises_its_calls():
-    d = refdec.LlmaDrafter(k=16, self_reference=True)
+    d = refdec.LlmaDrafter(continuation=16, self_reference=True)
     prompt = workload(1)
     d.begin(prompt)
     with ThreadPoolExecutor(max_workers=4) as pool:

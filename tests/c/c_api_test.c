@@ -64,8 +64,8 @@ static void test_drafting_and_exports(void) {
   int32_t i;
 
   refdec_llma_options_init(&o);
-  CHECK(o.k == 16 && o.n == 1);
-  o.k = 4;
+  CHECK(o.continuation == 16 && o.min_match == 1);
+  o.continuation = 4;
   CHECK_OK(refdec_drafter_create_llma(&o, &d));
   CHECK(strcmp(refdec_drafter_name(d), "llma") == 0);
   CHECK_OK(refdec_drafter_begin(d, prompt, 3, refs, 1));
@@ -229,7 +229,7 @@ static void test_options(void) {
   refdec_token chain[8];
   size_t n = 0;
   refdec_llma_options_init(&lo);
-  CHECK(lo.struct_size == sizeof lo && lo.n == 1 && lo.k == 16 && lo.m == 1 && lo.self_reference);
+  CHECK(lo.struct_size == sizeof lo && lo.min_match == 1 && lo.continuation == 16 && lo.spans == 1 && lo.self_reference);
   refdec_mixture_options_init(&mo);
   CHECK(mo.struct_size == sizeof mo && mo.combine == REFDEC_MIXTURE_MAX && mo.source_budget == 64 && mo.match_context);
   refdec_lookahead_options_init(&la);
@@ -258,7 +258,7 @@ static void test_options(void) {
   CHECK(strstr(refdec_last_error(), "a header newer than the library") != NULL);
   /* A caller built with an older header, which knew the fields before self_reference: the rest keep their defaults. */
   refdec_llma_options_init(&lo);
-  lo.k = 2, lo.self_reference = false;
+  lo.continuation = 2, lo.self_reference = false;
   lo.struct_size = offsetof(refdec_llma_options, self_reference);
   CHECK_OK(refdec_drafter_create_llma(&lo, &d));
   CHECK_OK(refdec_drafter_begin(d, seq, 6, NULL, 0));
@@ -385,7 +385,7 @@ static void test_rest(void) {
   CHECK_OK(refdec_datastore_open(path, &ds));
   CHECK(refdec_datastore_tokens(ds) > 0);
   refdec_rest_options_init(&ro);
-  CHECK(ro.n_max == 16 && ro.m == 10 && ro.c == 64);
+  CHECK(ro.max_match == 16 && ro.continuation == 10 && ro.max_nodes == 64);
   CHECK_OK(refdec_drafter_create_rest(ds, &ro, &d));
   refdec_datastore_destroy(ds); /* the drafter keeps it open */
   CHECK_OK(refdec_drafter_begin(d, seq, 3, NULL, 0));

@@ -200,10 +200,10 @@ TEST(Branches, AnEngineWithoutMasksDecodesTreesLosslessly) {
   int plain_steps = 0, branched = 0;
   const std::vector<Token> plain = decode(prompt, AnyDrafter(), 0, kNew, plain_steps, branched);
   EXPECT_EQ(plain_steps, static_cast<int>(kNew));
-  const auto llma = [] { return AnyDrafter(LlmaDrafter({.k = 8, .m = 4})); };
+  const auto llma = [] { return AnyDrafter(LlmaDrafter({.continuation = 8, .spans = 4})); };
   const auto mixture = [] {
     std::vector<AnyDrafter> sources;
-    sources.emplace_back(LlmaDrafter({.k = 8, .m = 2}));
+    sources.emplace_back(LlmaDrafter({.continuation = 8, .spans = 2}));
     sources.emplace_back(NgramTrieDrafter());
     return AnyDrafter(MixtureDrafter(std::move(sources)));
   };

@@ -110,7 +110,7 @@ TEST(StepDriver, CompleteWalkAsksEachRowOnceAndGivesPlainGreedyDecoding) {
   StepDriver driver({.vocab_size = kVocab, .max_context = 64, .prefill_chunk = 2});
   ToyEngine engine;
   const std::vector<std::vector<Token>> prompts = {{1, 4, 5, 6, 4, 5}, {1, 9, 9}};
-  driver.add(prompts[0], {}, {.max_new_tokens = 24, .budget = 8}, LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+  driver.add(prompts[0], {}, {.max_new_tokens = 24, .budget = 8}, LlmaDrafter({.min_match = 1, .continuation = 8, .self_reference = true}));
   driver.add(prompts[1], {}, {.max_new_tokens = 24, .budget = 8}, LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}));
   engine.caches.resize(2);
   Outcome out;
@@ -152,7 +152,7 @@ TEST(StepDriver, EveryDrafterGivesPlainGreedyDecoding) {
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       AnyDrafter drafter = i == 2 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
                          : i == 3 ? AnyDrafter{}
-                                  : AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+                                  : AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8, .self_reference = true}));
       const RequestId id = driver.add(prompts[i], {}, {.max_new_tokens = 20 + 5 * static_cast<std::int64_t>(i), .budget = 8}, std::move(drafter));
       EXPECT_EQ(id, static_cast<RequestId>(i));
       engine.caches.emplace_back();
@@ -254,7 +254,7 @@ TEST(StepDriver, DraftsOnThreadsAsOnOne) {
     ToyEngine engine;
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       AnyDrafter drafter = i % 3 == 0 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
-                                      : AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+                                      : AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8, .self_reference = true}));
       driver.add(prompts[i], {}, {.max_new_tokens = 10 + static_cast<std::int64_t>(i % 5) * 4, .budget = 8}, std::move(drafter));
       engine.caches.emplace_back();
     }
@@ -287,7 +287,7 @@ TEST(StepDriver, DraftsOnThreadsAsOnOne) {
 TEST(StepDriver, ReportsADrafterErrorFromAThread) {
   StepDriver driver({.vocab_size = kVocab, .max_context = 64, .drafting_threads = 3});
   // One-token prompts: the first step drafts (a longer prompt's first step prefills).
-  for (int i = 0; i < 5; ++i) driver.add({1}, {}, {.max_new_tokens = 20}, AnyDrafter(LlmaDrafter({.n = 1, .k = 4, .self_reference = true})));
+  for (int i = 0; i < 5; ++i) driver.add({1}, {}, {.max_new_tokens = 20}, AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 4, .self_reference = true})));
   driver.add({1}, {}, {.max_new_tokens = 20}, AnyDrafter(FailingDrafter{.fail_after = 0}));
   refdec_test::expect_error([&] { driver.prepare(); }, "request 5: failing drafter: out of ideas");
   EXPECT_TRUE(driver.cancel(5).has_value());
@@ -357,7 +357,7 @@ TEST(StepDriver, BatchBudgetGivesPlainGreedyDecoding) {
     const std::vector<std::vector<Token>> prompts = {{1}, {1, 4, 5, 6, 7, 8, 9}, {1, 9, 9}, {1, 3, 4, 3, 4, 3}};
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       AnyDrafter drafter = i == 2 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
-                                  : AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true}));
+                                  : AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8, .self_reference = true}));
       driver.add(prompts[i], {}, {.max_new_tokens = 24, .budget = 8}, std::move(drafter));
       engine.caches.emplace_back();
     }
@@ -462,7 +462,7 @@ TEST(StepDriver, APreparedStepCompletesOnceAndHoldsItsSequences) {
 // prepared: no tokens, the wrong node tokens, a node outside the draft.
 TEST(StepDriver, RefusesAnAcceptanceItsTreeCannotGive) {
   StepDriver driver({.vocab_size = kVocab, .max_context = 32});
-  const RequestId id = driver.add({1, 4, 5, 6, 4, 5}, {}, {.max_new_tokens = 8, .budget = 4}, LlmaDrafter({.n = 1, .k = 4, .self_reference = true}));
+  const RequestId id = driver.add({1, 4, 5, 6, 4, 5}, {}, {.max_new_tokens = 8, .budget = 4}, LlmaDrafter({.min_match = 1, .continuation = 4, .self_reference = true}));
   ToyEngine engine;
   engine.caches.resize(1);
   ASSERT_TRUE(driver.prepare());  // the prompt's prefill
@@ -491,7 +491,7 @@ TEST(StepDriver, RefusesAnAcceptanceItsTreeCannotGive) {
 // leave, whether it ends by its limit or by cancel().
 TEST(StepDriver, ADrafterThatThrowsEndsOnlyItsOwnSequence) {
   StepDriver driver({.vocab_size = kVocab, .max_context = 64});
-  const RequestId good = driver.add({1}, {}, {.max_new_tokens = 12}, LlmaDrafter({.n = 1, .k = 4, .self_reference = true}));
+  const RequestId good = driver.add({1}, {}, {.max_new_tokens = 12}, LlmaDrafter({.min_match = 1, .continuation = 4, .self_reference = true}));
   const RequestId bad_accept = driver.add({1}, {}, {.max_new_tokens = 12}, ThrowingDrafter{.accept_fails_after = 3});
   const RequestId bad_finish = driver.add({1}, {}, {.max_new_tokens = 5}, ThrowingDrafter{.finish_fails = true});
   const RequestId cancelled = driver.add({1}, {}, {.max_new_tokens = 12}, ThrowingDrafter{.finish_fails = true});

@@ -158,8 +158,8 @@ TEST(AnyDrafter, ForwardsTheStepCostToCostAwareDraftersOnly) {
 TEST(RewindableDrafters, DraftAfterTruncateAsIfBegunOnTheTokensKept) {
   using Make = std::function<AnyDrafter()>;
   const std::vector<std::pair<std::string, Make>> makers = {
-      {"llma", [] { return AnyDrafter(LlmaDrafter({.k = 6, .m = 3})); }},
-      {"llma without self reference", [] { return AnyDrafter(LlmaDrafter({.k = 6, .self_reference = false})); }},
+      {"llma", [] { return AnyDrafter(LlmaDrafter({.continuation = 6, .spans = 3})); }},
+      {"llma without self reference", [] { return AnyDrafter(LlmaDrafter({.continuation = 6, .self_reference = false})); }},
       {"prompt lookup", [] { return AnyDrafter(PromptLookupDrafter()); }},
       {"index, the request's text", [] {
          return AnyDrafter(IndexDrafter(std::make_shared<ReferenceIndex>(), {.continuation = 6, .shared = false}));

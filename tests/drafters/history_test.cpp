@@ -243,7 +243,7 @@ TEST(HistoryDrafter, StoresItsOutputWhenTheMixtureAroundItFinishes) {
 
 TEST(HistoryDrafter, DraftsAnEarlierSequencesPhraseWithAnNgramTrie) {
   const auto history = std::make_shared<OutputHistory>();
-  HistoryDrafter d(AnyDrafter(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 8})), history);
+  HistoryDrafter d(AnyDrafter(NgramTrieDrafter({.ngram = 6, .max_match = 2, .max_nodes = 8})), history);
   d.begin(std::vector<Token>{1, 2}, {});
   d.accept(std::vector<Token>{30, 31, 32, 33, 34});
   d.begin(std::vector<Token>{3, 30}, {});
@@ -252,7 +252,7 @@ TEST(HistoryDrafter, DraftsAnEarlierSequencesPhraseWithAnNgramTrie) {
   const std::int32_t first = out.find_child(0, 31);
   ASSERT_GE(first, 0);
   EXPECT_GE(out.find_child(first, 32), 0);
-  NgramTrieDrafter alone({.n = 6, .prefix_len = 2, .num_draft = 8});
+  NgramTrieDrafter alone({.ngram = 6, .max_match = 2, .max_nodes = 8});
   alone.begin(std::vector<Token>{3, 30}, {});
   DraftTree none;
   alone.propose(8, none);

@@ -81,7 +81,7 @@ class BruteLlma {
         len = common[e];
         earliest = static_cast<std::int64_t>(e);
       }
-    const std::int64_t lookup = len >= opt_.n ? earliest + 1 : -1;
+    const std::int64_t lookup = len >= opt_.min_match ? earliest + 1 : -1;
     if (cont_pos_ >= 0) {
       // Continuing a fully accepted span must land where a fresh lookup would: the matched
       // suffix grew by exactly the accepted tokens, so its earliest occurrence moved with them.
@@ -92,17 +92,17 @@ class BruteLlma {
     }
     const std::int64_t pos = cont_pos_ >= 0 ? cont_pos_ : lookup;
     if (pos < 0) return out;
-    out.primary = copy(text, static_cast<std::size_t>(pos), {}, std::min(opt_.k, budget));
+    out.primary = copy(text, static_cast<std::size_t>(pos), {}, std::min(opt_.continuation, budget));
     if (out.primary.empty()) return out;  // extra spans only come beside a primary one
     span_pos_ = pos;
     span_len_ = static_cast<std::int64_t>(out.primary.size());
-    if (opt_.m > 1 && len >= opt_.n) {
+    if (opt_.spans > 1 && len >= opt_.min_match) {
       for (std::size_t e = 0; e + 1 < text.size(); ++e) {  // ascending: the first hit is the earliest
         const Token c = text[e + 1];
         if (common[e] < len || c < 0 || c == out.primary.front() || out.branches.contains(c)) continue;
-        out.branches[c] = copy(text, e + 2, {c}, opt_.k);
+        out.branches[c] = copy(text, e + 2, {c}, opt_.continuation);
       }
-      out.num_extra = std::min(opt_.m - 1, out.branches.size());
+      out.num_extra = std::min(opt_.spans - 1, out.branches.size());
     }
     return out;
   }
@@ -177,7 +177,7 @@ std::string show(const Tokens& t) {
 // scored 0.5, 0.25, ... in some order: which extras are kept when more are admissible, and which
 // gets which score, follows the automaton's edge order and is left unspecified.
 void expect_same_proposal(const LinearTree& lin, const BruteProposal& want, const LlmaOptions& opt, Token root) {
-  if (opt.m == 1) {
+  if (opt.spans == 1) {
     DraftTree expected;
     if (!want.primary.empty()) expected.insert(want.primary, 1.0f);
     EXPECT_EQ(to_string(lin), to_string(expected.linearize(root, std::size_t{1} << 20)));
@@ -256,7 +256,7 @@ DecodeCounts decode(const LlmaOptions& opt, const Scenario& s, std::mt19937& rng
     case Given::kSharedIndex: drafter.begin(s.prompt, {}); break;
   }
   brute.begin(s.prompt, s.references);
-  const std::size_t budgets[] = {0, 1, 2, opt.k > 1 ? opt.k - 1 : 1, opt.k, opt.k + 3, 64};
+  const std::size_t budgets[] = {0, 1, 2, opt.continuation > 1 ? opt.continuation - 1 : 1, opt.continuation, opt.continuation + 3, 64};
   DecodeCounts counts;
   std::size_t pos = 0;  // tokens of the truth decoded so far
   DraftTree tree;
@@ -297,7 +297,7 @@ class LlmaVersusBruteForce : public ::testing::TestWithParam<Config> {};
 
 TEST_P(LlmaVersusBruteForce, SameProposalsWhileDecoding) {
   const auto [vocab, n, k, m, self_reference] = GetParam();
-  const LlmaOptions opt{.n = n, .k = k, .m = m, .self_reference = self_reference};
+  const LlmaOptions opt{.min_match = n, .continuation = k, .spans = m, .self_reference = self_reference};
   std::mt19937 rng(1000 * vocab + 100 * static_cast<unsigned>(n) + 10 * static_cast<unsigned>(k) +
                    static_cast<unsigned>(m) + (self_reference ? 7 : 0));
   DecodeCounts total;
@@ -347,10 +347,10 @@ Tokens primary(LlmaDrafter& d, std::size_t budget = 64) {
 }
 
 TEST(LlmaDrafter, RejectsInvalidOptionsAndNegativeTokens) {
-  EXPECT_THROW(LlmaDrafter(LlmaOptions{.n = 0}), Error);
-  EXPECT_THROW(LlmaDrafter(LlmaOptions{.k = 0}), Error);
-  EXPECT_THROW(LlmaDrafter(LlmaOptions{.m = 0}), Error);
-  EXPECT_NO_THROW(LlmaDrafter(LlmaOptions{.n = 1, .k = 1, .m = 1}));
+  EXPECT_THROW(LlmaDrafter(LlmaOptions{.min_match = 0}), Error);
+  EXPECT_THROW(LlmaDrafter(LlmaOptions{.continuation = 0}), Error);
+  EXPECT_THROW(LlmaDrafter(LlmaOptions{.spans = 0}), Error);
+  EXPECT_NO_THROW(LlmaDrafter(LlmaOptions{.min_match = 1, .continuation = 1, .spans = 1}));
   for (const bool self : {false, true}) {
     LlmaDrafter d(LlmaOptions{.self_reference = self});
     EXPECT_THROW(d.begin(Tokens{1, -2}, std::vector<Tokens>{{1, 2}}), Error);
@@ -363,7 +363,7 @@ TEST(LlmaDrafter, RejectsInvalidOptionsAndNegativeTokens) {
 
 TEST(LlmaDrafter, CopiesAfterEarliestLongestMatch) {
   // [7 1] occurs in both references; the longest suffix [8 7 1] only in the second.
-  LlmaDrafter d(LlmaOptions{.n = 1, .k = 3});
+  LlmaDrafter d(LlmaOptions{.min_match = 1, .continuation = 3});
   const std::vector<Tokens> refs = {{7, 1, 4, 4, 4}, {0, 8, 7, 1, 5, 6}, {8, 7, 1, 9}};
   d.begin(Tokens{3, 8, 7, 1}, refs);
   EXPECT_EQ(primary(d), (Tokens{5, 6}));  // stops at the separator, not in the next reference
@@ -373,7 +373,7 @@ TEST(LlmaDrafter, CopiesAfterEarliestLongestMatch) {
   EXPECT_EQ(d.last_match(), 2u);
   EXPECT_EQ(primary(d, 2), (Tokens{4, 4}));  // budget < k
   // n: a two-token match does not trigger a copy that needs three.
-  LlmaDrafter strict(LlmaOptions{.n = 3, .k = 3});
+  LlmaDrafter strict(LlmaOptions{.min_match = 3, .continuation = 3});
   strict.begin(Tokens{3, 7, 1}, refs);
   EXPECT_TRUE(primary(strict).empty());
   strict.begin(Tokens{3, 8, 7, 1}, refs);
@@ -401,7 +401,7 @@ TEST(LlmaDrafter, NoMatchOrNoBudgetProposesNothing) {
 }
 
 TEST(LlmaDrafter, ContinuesFullyAcceptedSpans) {
-  LlmaDrafter d(LlmaOptions{.n = 1, .k = 3});
+  LlmaDrafter d(LlmaOptions{.min_match = 1, .continuation = 3});
   const std::vector<Tokens> refs = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}};
   d.begin(Tokens{1}, refs);
   EXPECT_EQ(primary(d), (Tokens{2, 3, 4}));
@@ -432,7 +432,7 @@ TEST(LlmaDrafter, ContinuesFullyAcceptedSpans) {
 TEST(LlmaDrafter, PromptLookup) {
   // The prompt as the only reference.
   const Tokens prompt = {10, 11, 12, 13, 20, 10, 11};
-  LlmaDrafter d(LlmaOptions{.n = 2, .k = 4});
+  LlmaDrafter d(LlmaOptions{.min_match = 2, .continuation = 4});
   d.begin(prompt, std::vector<Tokens>{prompt});
   // The whole prompt matches itself at the reference's end, where nothing follows.
   EXPECT_TRUE(primary(d).empty());
@@ -442,7 +442,7 @@ TEST(LlmaDrafter, PromptLookup) {
   EXPECT_TRUE(primary(d).empty());       // [11 11] is found nowhere, [11] is shorter than n
 
   // Self reference and no references: the sequence searches its own past.
-  LlmaDrafter self(LlmaOptions{.n = 2, .k = 4, .self_reference = true});
+  LlmaDrafter self(LlmaOptions{.min_match = 2, .continuation = 4, .self_reference = true});
   self.begin(prompt, {});
   EXPECT_EQ(primary(self), (Tokens{12, 13, 20, 10}));
   self.accept(Tokens{12, 13, 20, 10, 11});  // fully accepted; continues into its own output
@@ -457,7 +457,7 @@ TEST(LlmaDrafter, PromptLookup) {
 
 TEST(LlmaDrafter, TreeOfSpans) {
   const std::vector<Tokens> refs = {{1, 2, 3}, {1, 4, 5, 6}, {1, 6, 7}, {1, 2, 8}, {1}};
-  LlmaDrafter d(LlmaOptions{.n = 1, .k = 3, .m = 3});
+  LlmaDrafter d(LlmaOptions{.min_match = 1, .continuation = 3, .spans = 3});
   d.begin(Tokens{9, 1}, refs);
   auto got = propose(d, 2);  // the budget cuts the primary span only
   std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -469,28 +469,28 @@ TEST(LlmaDrafter, TreeOfSpans) {
   EXPECT_EQ(extras, (std::map<Token, Tokens>{{4, {4, 5, 6}}, {6, {6, 7}}}));
   // Room for more spans than there are: the primary's first token is never repeated in an extra
   // span (that would merge into the primary and inflate its score).
-  LlmaDrafter wide(LlmaOptions{.n = 1, .k = 3, .m = 8});
+  LlmaDrafter wide(LlmaOptions{.min_match = 1, .continuation = 3, .spans = 8});
   wide.begin(Tokens{9, 1}, refs);
   const auto all = propose(wide);
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0], (std::pair<float, Tokens>{1.0f, {2, 3}}));
   EXPECT_EQ(all[1].first + all[2].first, 0.75f);
   // m == 2 keeps one of the two admissible extras.
-  LlmaDrafter two(LlmaOptions{.n = 1, .k = 3, .m = 2});
+  LlmaDrafter two(LlmaOptions{.min_match = 1, .continuation = 3, .spans = 2});
   two.begin(Tokens{9, 1}, refs);
   got = propose(two);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1].first, 0.5f);
   EXPECT_TRUE(got[1].second == (Tokens{4, 5, 6}) || got[1].second == (Tokens{6, 7})) << show(got[1].second);
   // Below n nothing is proposed, extras included.
-  LlmaDrafter strict(LlmaOptions{.n = 2, .k = 3, .m = 3});
+  LlmaDrafter strict(LlmaOptions{.min_match = 2, .continuation = 3, .spans = 3});
   strict.begin(Tokens{9, 1}, refs);
   EXPECT_TRUE(propose(strict).empty());
 }
 
 TEST(LlmaDrafter, BeginResetsEverything) {
   std::mt19937 rng(5);
-  const LlmaOptions opt{.n = 1, .k = 4, .m = 2, .self_reference = true};
+  const LlmaOptions opt{.min_match = 1, .continuation = 4, .spans = 2, .self_reference = true};
   const Scenario a = make_scenario(3, 120, rng);
   const Scenario b = make_scenario(3, 120, rng);
   // A drafter reused after another sequence behaves exactly like a fresh one.
@@ -519,8 +519,8 @@ TEST(LlmaDrafter, SharedIndexServesManyDraftersAndIgnoresBeginsReferences) {
   const auto index = std::make_shared<const LlmaIndex>(docs);
   EXPECT_EQ(index->tokens(), 11u);
   EXPECT_EQ(index->documents(), 2u);
-  LlmaDrafter a(index, LlmaOptions{.n = 1, .k = 3});
-  LlmaDrafter b(index, LlmaOptions{.n = 1, .k = 3});
+  LlmaDrafter a(index, LlmaOptions{.min_match = 1, .continuation = 3});
+  LlmaDrafter b(index, LlmaOptions{.min_match = 1, .continuation = 3});
   EXPECT_EQ(a.shared_index(), index);
   EXPECT_EQ(LlmaDrafter().shared_index(), nullptr);
   a.begin(Tokens{3, 8, 7, 1}, {});
@@ -528,7 +528,7 @@ TEST(LlmaDrafter, SharedIndexServesManyDraftersAndIgnoresBeginsReferences) {
   EXPECT_EQ(primary(a), (Tokens{5, 6}));
   EXPECT_EQ(primary(b), (Tokens{4, 4, 4}));
   // A shared index with self reference: the sequence's own past joins the index's documents.
-  LlmaDrafter self(index, LlmaOptions{.n = 2, .k = 3, .self_reference = true});
+  LlmaDrafter self(index, LlmaOptions{.min_match = 2, .continuation = 3, .self_reference = true});
   self.begin(Tokens{20, 21, 22, 20, 21}, {});
   EXPECT_EQ(primary(self), (Tokens{22, 20, 21}));
   self.accept(Tokens{8});  // [.. 21 8] nowhere; [8] is shorter than n

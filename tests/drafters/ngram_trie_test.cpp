@@ -59,8 +59,8 @@ class ReferenceNgramTrie {
     texts.emplace_back(seq_.begin(), seq_.begin() + static_cast<std::ptrdiff_t>(opt_.grow ? seq_.size() : prompt_len_));
     for (const Tokens& text : texts) {
       for (std::size_t i = 0; i < text.size(); ++i) {
-        const std::size_t end = std::min(i + opt_.n, text.size());  // the window is text[i, end)
-        for (std::size_t j = 0; j < opt_.prefix_len && i + j < end; ++j) {
+        const std::size_t end = std::min(i + opt_.ngram, text.size());  // the window is text[i, end)
+        for (std::size_t j = 0; j < opt_.max_match && i + j < end; ++j) {
           std::size_t v = 0;
           for (std::size_t k = i + j; k < end; ++k) {  // the path window[j:]
             auto [it, fresh] = nodes_[v].children.emplace(text[k], nodes_.size());
@@ -80,10 +80,10 @@ class ReferenceNgramTrie {
   // Rebuilds the trie and proposes. Also checks that the tree's scores are the trie frequencies.
   void propose(std::size_t budget, DraftTree& out) {
     rebuild();
-    const std::size_t limit = std::min(opt_.num_draft, budget);
+    const std::size_t limit = std::min(opt_.max_nodes, budget);
     if (limit == 0) return;
     std::optional<std::size_t> start;
-    for (std::size_t j = std::min(opt_.prefix_len, seq_.size()); j >= 1 && !start; --j) {
+    for (std::size_t j = std::min(opt_.max_match, seq_.size()); j >= 1 && !start; --j) {
       std::optional<std::size_t> v = 0;
       for (std::size_t k = seq_.size() - j; k < seq_.size() && v; ++k) {
         const auto it = nodes_[*v].children.find(seq_[k]);
@@ -170,7 +170,7 @@ DecodeCounts decode(const NgramTrieOptions& opt, const Scenario& s, std::mt19937
   ReferenceNgramTrie reference(opt);
   drafter.begin(s.prompt, s.references);
   reference.begin(s.prompt, s.references);
-  const std::size_t budgets[] = {0, 1, 2, 5, opt.num_draft, 64};
+  const std::size_t budgets[] = {0, 1, 2, 5, opt.max_nodes, 64};
   DecodeCounts counts;
   std::size_t pos = 0;  // tokens of the truth decoded so far
   DraftTree mine;
@@ -186,7 +186,7 @@ DecodeCounts decode(const NgramTrieOptions& opt, const Scenario& s, std::mt19937
     SCOPED_TRACE("step " + std::to_string(counts.steps) + ", budget " + std::to_string(budget));
     const LinearTree lin = mine.linearize(root, budget);
     EXPECT_EQ(to_string(lin), to_string(want.linearize(root, budget)));
-    EXPECT_LE(mine.size(), std::min(opt.num_draft, budget));
+    EXPECT_LE(mine.size(), std::min(opt.max_nodes, budget));
     EXPECT_EQ(drafter.num_nodes(), reference.rebuild());
     if (::testing::Test::HasFailure()) return counts;  // one diagnosis is enough
     std::vector<Token> target(static_cast<std::size_t>(lin.size()));
@@ -211,7 +211,7 @@ class NgramTrieVersusReference : public ::testing::TestWithParam<Config> {};
 TEST_P(NgramTrieVersusReference, SameDraftsWhileDecoding) {
   const auto [vocab, window, num_draft, with_references, grow] = GetParam();
   const auto [n, prefix_len] = window;
-  const NgramTrieOptions opt{.n = n, .prefix_len = prefix_len, .num_draft = num_draft, .grow = grow};
+  const NgramTrieOptions opt{.ngram = n, .max_match = prefix_len, .max_nodes = num_draft, .grow = grow};
   std::mt19937 rng(static_cast<unsigned>(1000 * vocab + 100 * n + 10 * prefix_len + num_draft) +
                    (with_references ? 7u : 0u) + (grow ? 0u : 13u));
   DecodeCounts total;
@@ -349,10 +349,10 @@ class NgramTrieRealText : public ::testing::Test {
 TEST_F(NgramTrieRealText, SameDraftsAsReferenceOnVicunaAnswers) {
   std::mt19937 rng(7);
   DecodeCounts total;
-  const NgramTrieOptions configs[] = {{}, {.n = 5, .prefix_len = 2, .num_draft = 8}, {.n = 13, .prefix_len = 3, .num_draft = 32, .grow = false}};
+  const NgramTrieOptions configs[] = {{}, {.ngram = 5, .max_match = 2, .max_nodes = 8}, {.ngram = 13, .max_match = 3, .max_nodes = 32, .grow = false}};
   for (std::size_t k = 0; k < streams_.size(); ++k) {
     for (const NgramTrieOptions& opt : configs) {
-      SCOPED_TRACE("answer " + std::to_string(k) + ", n " + std::to_string(opt.n) + ", grow " + std::to_string(opt.grow));
+      SCOPED_TRACE("answer " + std::to_string(k) + ", n " + std::to_string(opt.ngram) + ", grow " + std::to_string(opt.grow));
       Scenario s;
       s.prompt.assign(streams_[k].begin(), streams_[k].begin() + 40);
       s.truth.assign(streams_[k].begin() + 40, streams_[k].end());
@@ -380,7 +380,7 @@ std::string draft(NgramTrieDrafter& d, std::size_t budget = 64) {
 TEST(NgramTrieDrafter, GoldenTreeWithOneTokenPrefix) {
   // n 3, L_p 1: each window is inserted whole. Below [2]: [2 3 1] once, [2 4 1] once; [2 4] is
   // the more recent of the tied pair.
-  NgramTrieDrafter d(NgramTrieOptions{.n = 3, .prefix_len = 1, .num_draft = 8});
+  NgramTrieDrafter d(NgramTrieOptions{.ngram = 3, .max_match = 1, .max_nodes = 8});
   d.begin(Tokens{1, 2, 3, 1, 2, 4, 1, 2}, {});
   EXPECT_EQ(draft(d),
             "[0] 7\n"
@@ -398,7 +398,7 @@ TEST(NgramTrieDrafter, GoldenTreeWithOneTokenPrefix) {
 TEST(NgramTrieDrafter, GoldenTreeWithSubPrefixesAndFallback) {
   // n 3, L_p 2: windows W[0:] and W[1:], so an occurrence at p >= 1 weighs 2 at depths 1-2 and 1
   // at depth 3. [9 2] has no continuation, so the match falls back to [2].
-  NgramTrieDrafter d(NgramTrieOptions{.n = 3, .prefix_len = 2, .num_draft = 8});
+  NgramTrieDrafter d(NgramTrieOptions{.ngram = 3, .max_match = 2, .max_nodes = 8});
   d.begin(Tokens{1, 2, 3, 4, 2, 5, 9, 2}, {});
   EXPECT_EQ(draft(d),
             "[0] 7\n"
@@ -416,14 +416,14 @@ TEST(NgramTrieDrafter, GoldenTreeWithSubPrefixesAndFallback) {
 }
 
 TEST(NgramTrieDrafter, TieRuleFrequencyThenRecencyThenDepth) {
-  NgramTrieDrafter d(NgramTrieOptions{.n = 2, .prefix_len = 1, .num_draft = 1});
+  NgramTrieDrafter d(NgramTrieOptions{.ngram = 2, .max_match = 1, .max_nodes = 1});
   d.begin(Tokens{1, 2, 1, 3, 1}, {});
   EXPECT_EQ(draft(d), "[0] 7\n  [1] 3 (1)\n");  // equal frequency: the more recent one
   d.begin(Tokens{1, 2, 1, 2, 1, 3, 1}, {});
   EXPECT_EQ(draft(d), "[0] 7\n  [1] 2 (2)\n");  // frequency first
   // Below [1] in 1 1 2 1 1 3 1: [1 1] (2) first; then [1 3] and [1 1 3] tie in frequency and
   // both last end at position 5: the shallower [1 3] wins. [1 3 1] (ends at 6) then beats [1 1 3].
-  NgramTrieDrafter e(NgramTrieOptions{.n = 3, .prefix_len = 1, .num_draft = 64});
+  NgramTrieDrafter e(NgramTrieOptions{.ngram = 3, .max_match = 1, .max_nodes = 64});
   e.begin(Tokens{1, 1, 2, 1, 1, 3, 1}, {});
   EXPECT_EQ(draft(e),
             "[0] 7\n"
@@ -440,7 +440,7 @@ TEST(NgramTrieDrafter, TieRuleFrequencyThenRecencyThenDepth) {
 
 TEST(NgramTrieDrafter, ReferencesAreSeparateTexts) {
   // Windows stop at each text's end: 5 never follows 4 across the references.
-  NgramTrieDrafter d(NgramTrieOptions{.n = 4, .prefix_len = 1, .num_draft = 8});
+  NgramTrieDrafter d(NgramTrieOptions{.ngram = 4, .max_match = 1, .max_nodes = 8});
   d.begin(Tokens{4}, std::vector<Tokens>{{3, 4}, {5, 6}});
   EXPECT_EQ(draft(d), "[0] 7\n");
   d.begin(Tokens{3}, std::vector<Tokens>{{3, 4}, {5, 6}});
@@ -452,7 +452,7 @@ TEST(NgramTrieDrafter, ReferencesAreSeparateTexts) {
 
 TEST(NgramTrieDrafter, GrowsWithAcceptedTokensUnlessFrozen) {
   for (const bool grow : {true, false}) {
-    NgramTrieDrafter d(NgramTrieOptions{.n = 3, .prefix_len = 1, .num_draft = 8, .grow = grow});
+    NgramTrieDrafter d(NgramTrieOptions{.ngram = 3, .max_match = 1, .max_nodes = 8, .grow = grow});
     d.begin(Tokens{1, 2, 3}, {});
     EXPECT_EQ(draft(d), "[0] 7\n");
     d.accept(Tokens{7, 8, 3});
@@ -477,7 +477,7 @@ TEST(NgramTrieDrafter, NoBudgetNoMatchOrNoSequenceProposesNothing) {
 }
 
 TEST(NgramTrieDrafter, BeginResetsEverything) {
-  const NgramTrieOptions opt{.n = 5, .prefix_len = 2, .num_draft = 16};
+  const NgramTrieOptions opt{.ngram = 5, .max_match = 2, .max_nodes = 16};
   NgramTrieDrafter used(opt);
   used.begin(Tokens{1, 2, 3, 1, 2, 4}, std::vector<Tokens>{{9, 9, 9, 1, 2, 5}});
   used.accept(Tokens{1, 2, 6});
@@ -498,13 +498,13 @@ TEST(NgramTrieDrafter, BeginResetsEverything) {
 }
 
 TEST(NgramTrieDrafter, RejectsInvalidOptionsAndNegativeTokens) {
-  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.n = 1, .prefix_len = 1}), Error);
-  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.n = 4, .prefix_len = 0}), Error);
-  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.n = 4, .prefix_len = 4}), Error);
-  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.num_draft = 0}), Error);
-  EXPECT_NO_THROW(NgramTrieDrafter(NgramTrieOptions{.n = 2, .prefix_len = 1, .num_draft = 1}));
+  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.ngram = 1, .max_match = 1}), Error);
+  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.ngram = 4, .max_match = 0}), Error);
+  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.ngram = 4, .max_match = 4}), Error);
+  EXPECT_THROW(NgramTrieDrafter(NgramTrieOptions{.max_nodes = 0}), Error);
+  EXPECT_NO_THROW(NgramTrieDrafter(NgramTrieOptions{.ngram = 2, .max_match = 1, .max_nodes = 1}));
   EXPECT_EQ(NgramTrieDrafter().name(), "ngram-trie");
-  NgramTrieDrafter d(NgramTrieOptions{.n = 3, .prefix_len = 1});
+  NgramTrieDrafter d(NgramTrieOptions{.ngram = 3, .max_match = 1});
   d.begin(Tokens{1, 2, 1}, {});
   const std::size_t nodes = d.num_nodes();
   EXPECT_THROW(d.begin(Tokens{1, -2}, {}), Error);

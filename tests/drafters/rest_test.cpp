@@ -53,7 +53,7 @@ class BruteRest {
   Result propose(const Tokens& seq, std::size_t budget) const {
     Result res;
     std::vector<std::size_t> occ;
-    for (std::size_t len = std::min(opt_.n_max, seq.size()); len >= 1 && occ.empty(); --len) {
+    for (std::size_t len = std::min(opt_.max_match, seq.size()); len >= 1 && occ.empty(); --len) {
       for (std::size_t p = 0; p + len <= codes_.size(); ++p) {
         bool ok = true;
         for (std::size_t i = 0; i < len && ok; ++i) ok = codes_[p + i] == seq[seq.size() - len + i] + 1;
@@ -74,13 +74,13 @@ class BruteRest {
       for (std::size_t i = 0; i < k; ++i) {
         const std::size_t p = occ[i * n / k] + res.match_length;
         Tokens cont;
-        for (std::size_t j = p; j < codes_.size() && codes_[j] != 0 && cont.size() < opt_.m; ++j) cont.push_back(codes_[j] - 1);
+        for (std::size_t j = p; j < codes_.size() && codes_[j] != 0 && cont.size() < opt_.continuation; ++j) cont.push_back(codes_[j] - 1);
         if (cont.empty()) continue;
         ++res.occurrences;
         ++counts[cont];
       }
       for (const auto& [cont, count] : counts) tree.insert(cont, static_cast<float>(count));
-      tree.prune(std::min(opt_.c, budget));
+      tree.prune(std::min(opt_.max_nodes, budget));
     }
     res.tree = tree.linearize(-1, 1 << 20);
     return res;
@@ -172,9 +172,9 @@ TEST_P(RestRandom, MatchesBruteForceInSimulatedDecoding) {
   build_datastore(docs, param.vocab, dir / "ds");
   RestOptions opt;
   opt.max_occurrences = param.max_occurrences;
-  opt.c = param.c;
-  opt.n_max = 6;
-  opt.m = 5;
+  opt.max_nodes = param.c;
+  opt.max_match = 6;
+  opt.continuation = 5;
   RestDrafter drafter(Datastore::open_shared(dir / "ds"), opt);
   const BruteRest brute(docs, opt);
   for (int run = 0; run < 3; ++run) {
@@ -232,7 +232,7 @@ TEST(Rest, HandCheckedCounts) {
   // "1 2" is followed by 3 4 twice, 3 5 once and 6 once; its last occurrence ends a document.
   const std::vector<Tokens> docs = {{1, 2, 3, 4}, {1, 2, 3, 4}, {0, 1, 2, 3, 5}, {1, 2, 6}, {1, 2}};
   build_datastore(docs, 7, dir / "ds");
-  RestDrafter drafter(Datastore::open_shared(dir / "ds"), RestOptions{.n_max = 4, .m = 3, .c = 64, .max_occurrences = 100});
+  RestDrafter drafter(Datastore::open_shared(dir / "ds"), RestOptions{.max_match = 4, .continuation = 3, .max_nodes = 64, .max_occurrences = 100});
   EXPECT_EQ(drafter.name(), "rest");
   drafter.begin(Tokens{0, 1, 2}, std::vector<Tokens>{{9, 9, 9}});  // references are ignored
   DraftTree out;
@@ -265,9 +265,9 @@ TEST(Rest, RejectsBadInput) {
   drafter.begin(Tokens{1}, {});
   EXPECT_THROW(drafter.accept(Tokens{-1}), Error);
   EXPECT_THROW(RestDrafter(nullptr), Error);
-  EXPECT_THROW(RestDrafter(ds, RestOptions{.n_max = 0}), Error);
-  EXPECT_THROW(RestDrafter(ds, RestOptions{.m = 0}), Error);
-  EXPECT_THROW(RestDrafter(ds, RestOptions{.c = 0}), Error);
+  EXPECT_THROW(RestDrafter(ds, RestOptions{.max_match = 0}), Error);
+  EXPECT_THROW(RestDrafter(ds, RestOptions{.continuation = 0}), Error);
+  EXPECT_THROW(RestDrafter(ds, RestOptions{.max_nodes = 0}), Error);
   EXPECT_THROW(RestDrafter(ds, RestOptions{.max_occurrences = 0}), Error);
   try {
     drafter.begin(Tokens{7}, {});
@@ -283,12 +283,12 @@ TEST(Rest, RejectsOptionsAboveTheirBounds) {
   const auto ds = Datastore::open_shared(dir / "ds");
   const auto max = std::numeric_limits<std::size_t>::max();
   // m = SIZE_MAX (what "--rest-m -1" became) used to wrap the path buffer and crash.
-  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.m = max}); }, "m (continuation length) must be in [1, 1024]");
-  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.m = 1000000000}); }, "got 1000000000");
-  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.n_max = max}); }, "n_max (longest suffix) must be in [1, 1024]");
-  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.c = 65537}); }, "c (draft nodes) must be in [1, 65536]");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.continuation = max}); }, "continuation must be in [1, 1024]");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.continuation = 1000000000}); }, "got 1000000000");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.max_match = max}); }, "max_match (longest suffix) must be in [1, 1024]");
+  refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.max_nodes = 65537}); }, "max_nodes must be in [1, 65536]");
   refdec_test::expect_error([&] { RestDrafter(ds, RestOptions{.max_occurrences = max}); }, "max_occurrences must be in [1, 2^31]");
-  RestDrafter edge(ds, RestOptions{.n_max = 1024, .m = 1024, .c = 65536, .max_occurrences = std::size_t{1} << 31});
+  RestDrafter edge(ds, RestOptions{.max_match = 1024, .continuation = 1024, .max_nodes = 65536, .max_occurrences = std::size_t{1} << 31});
   edge.begin(Tokens{1, 2}, {});
   DraftTree out;
   edge.propose(64, out);

@@ -51,8 +51,8 @@ TEST(Threads, SharedDatastoreServesDraftersInEveryThread) {
     std::mt19937 local(100 + static_cast<unsigned>(t));
     const auto prompt = refdec_test::random_text(local, 300);
     RestDrafter rest(store);
-    LlmaDrafter llma({.n = 1, .k = 8, .self_reference = true});
-    LlmaDrafter shared_llma(index, {.n = 1, .k = 8, .self_reference = true});
+    LlmaDrafter llma({.min_match = 1, .continuation = 8, .self_reference = true});
+    LlmaDrafter shared_llma(index, {.min_match = 1, .continuation = 8, .self_reference = true});
     const std::vector<std::vector<Token>> references = {docs[static_cast<std::size_t>(t) % docs.size()]};
     rest.begin(prompt, {});
     llma.begin(prompt, references);
@@ -129,7 +129,7 @@ TEST(Threads, StepDriverDraftsOnItsThreads) {
   while (added < outputs.size() || !driver.idle()) {
     while (added < outputs.size() && driver.active() < 12) {  // sequences join as others leave
       const Token first = static_cast<Token>(added % 50);
-      AnyDrafter inner = added % 2 == 0 ? AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true})) : AnyDrafter(NgramTrieDrafter());
+      AnyDrafter inner = added % 2 == 0 ? AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8, .self_reference = true})) : AnyDrafter(NgramTrieDrafter());
       driver.add({first, target(first)}, {}, {.max_new_tokens = 24, .budget = 8}, AnyDrafter(HistoryDrafter(std::move(inner), history)));
       ++added;
     }

@@ -68,7 +68,7 @@ TEST_F(StoriesTest, LlmaIsLosslessForManyPromptsAndReferences) {
       for (const bool self : {false, true})
         for (const std::size_t m : {std::size_t{1}, std::size_t{3}}) {
           Request req{plain_req.prompt, reference_sets[r]};
-          const auto spec = run(*model_, req, LlmaOptions{.n = 1, .k = 16, .m = m, .self_reference = self}, opt);
+          const auto spec = run(*model_, req, LlmaOptions{.min_match = 1, .continuation = 16, .spans = m, .self_reference = self}, opt);
           EXPECT_EQ(spec.tokens[0], plain.tokens[0]) << "prompt '" << text << "' references " << r << " self " << self << " m " << m;
           EXPECT_EQ(spec.stats.tokens, static_cast<std::int64_t>(plain.tokens[0].size()));
         }
@@ -118,14 +118,14 @@ TEST_F(StoriesTest, NgramTrieAndRestAreLossless) {
   double trie_tau = 0, rest_tau = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const Request req{prompt_ids[i], {plain[(i + 1) % prompts.size()]}};
-    for (const NgramTrieOptions& o : {NgramTrieOptions{}, NgramTrieOptions{.n = 5, .prefix_len = 1, .num_draft = 8}}) {
+    for (const NgramTrieOptions& o : {NgramTrieOptions{}, NgramTrieOptions{.ngram = 5, .max_match = 1, .max_nodes = 8}}) {
       const auto spec = generate(*model_, req, AnyDrafter(NgramTrieDrafter(o)), opt);
-      EXPECT_EQ(spec.tokens[0], plain[i]) << "n-gram trie, prompt '" << prompts[i] << "' n " << o.n;
+      EXPECT_EQ(spec.tokens[0], plain[i]) << "n-gram trie, prompt '" << prompts[i] << "' n " << o.ngram;
       trie_tau += spec.stats.tokens_per_step();
     }
-    for (const RestOptions& o : {RestOptions{}, RestOptions{.n_max = 4, .m = 6, .c = 12, .max_occurrences = 3}}) {
+    for (const RestOptions& o : {RestOptions{}, RestOptions{.max_match = 4, .continuation = 6, .max_nodes = 12, .max_occurrences = 3}}) {
       const auto spec = generate(*model_, req, AnyDrafter(RestDrafter(stores[i], o)), opt);
-      EXPECT_EQ(spec.tokens[0], plain[i]) << "REST, prompt '" << prompts[i] << "' c " << o.c;
+      EXPECT_EQ(spec.tokens[0], plain[i]) << "REST, prompt '" << prompts[i] << "' c " << o.max_nodes;
       rest_tau += spec.stats.tokens_per_step();
     }
   }
@@ -182,7 +182,7 @@ TEST_F(StoriesTest, MixtureWithLookaheadIsLossless) {
   const auto store = Datastore::open_shared(path);
   const auto mixture = [&](const StepCost& cost) {
     std::vector<AnyDrafter> sources;
-    sources.emplace_back(LlmaDrafter({.n = 1, .k = 8, .m = 2, .self_reference = true}));
+    sources.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 8, .spans = 2, .self_reference = true}));
     sources.emplace_back(NgramTrieDrafter{});
     sources.emplace_back(RestDrafter(store));
     sources.emplace_back(LookaheadDrafter({.window = 5, .ngram = 4, .guesses = 5}));
@@ -251,8 +251,8 @@ TEST_F(StoriesTest, SampledOutputIsDistributedAsPlainSampling) {
       {.temperature = 0.8f}, {.temperature = 1.0f, .top_k = 30, .top_p = 0.95f, .min_p = 0.02f, .repetition_penalty = 1.2f,
                                .presence_penalty = 0.2f, .frequency_penalty = 0.1f}};
   const auto make = [&](int kind) -> AnyDrafter {
-    if (kind == 0) return AnyDrafter(LlmaDrafter({.n = 1, .k = 8}));
-    if (kind == 1) return AnyDrafter(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 16}));
+    if (kind == 0) return AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8}));
+    if (kind == 1) return AnyDrafter(NgramTrieDrafter({.ngram = 6, .max_match = 2, .max_nodes = 16}));
     return AnyDrafter(LookaheadDrafter({.window = 5, .ngram = 4, .guesses = 5}));
   };
   // Joint counts of the first three tokens of the runs seeded first_seed.. first_seed + kRuns - 1.
@@ -318,7 +318,7 @@ TEST_F(StoriesTest, TensorSamplingPathEqualsHostPath) {
     opt.sampling_path = path;
     std::vector<AnyDrafter> drafters;
     for (std::size_t i = 0; i < reqs.size(); ++i)
-      drafters.push_back(i % 2 == 0 ? AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .m = 3, .self_reference = true}))
+      drafters.push_back(i % 2 == 0 ? AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8, .spans = 3, .self_reference = true}))
                                     : AnyDrafter(LookaheadDrafter({.window = 5, .ngram = 4, .guesses = 5})));
     const auto r = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
     EXPECT_GT(r.stats.drafting.accepted_tokens, 0);
@@ -366,7 +366,7 @@ TEST_F(StoriesTest, BatchEqualsEachAlone) {
   for (const bool speculative : {false, true}) {
     std::vector<AnyDrafter> drafters;
     if (speculative)
-      for (std::size_t b = 0; b < reqs.size(); ++b) drafters.emplace_back(LlmaDrafter({.n = 1, .k = 8}));
+      for (std::size_t b = 0; b < reqs.size(); ++b) drafters.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 8}));
     const auto batch = generate(*model_, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
     for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "sequence " << b << " speculative " << speculative;
     if (speculative) {
@@ -439,11 +439,11 @@ TEST(Generate, LlmaIsLosslessOnRandomModels) {
       auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 9);
       for (auto& r : reqs) r.references.push_back(r.prompt);
       for (auto& r : reqs) {
-        const auto spec = run(model, r, LlmaOptions{.n = 1, .k = 12, .m = 2, .self_reference = true}, opt);
+        const auto spec = run(model, r, LlmaOptions{.min_match = 1, .continuation = 12, .spans = 2, .self_reference = true}, opt);
         EXPECT_EQ(spec.tokens[0], alone[static_cast<std::size_t>(&r - reqs.data())]) << "kv " << kv << " seed " << seed;
       }
       std::vector<AnyDrafter> drafters;
-      for (std::size_t b = 0; b < reqs.size(); ++b) drafters.emplace_back(LlmaDrafter({.n = 2, .k = 6}));
+      for (std::size_t b = 0; b < reqs.size(); ++b) drafters.emplace_back(LlmaDrafter({.min_match = 2, .continuation = 6}));
       const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
       for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " seed " << seed;
     }
@@ -468,15 +468,15 @@ TEST(Generate, NgramTrieAndRestAreLosslessOnRandomModels) {
     build_datastore(docs, 111, path);
     const auto store = Datastore::open_shared(path);
     for (std::size_t b = 0; b < reqs.size(); ++b) {
-      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 12})), opt).tokens[0],
+      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(NgramTrieDrafter({.ngram = 6, .max_match = 2, .max_nodes = 12})), opt).tokens[0],
                 alone[b]) << "n-gram trie kv " << kv << " sequence " << b;
-      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(RestDrafter(store, {.c = 16})), opt).tokens[0], alone[b])
+      EXPECT_EQ(generate(model, reqs[b], AnyDrafter(RestDrafter(store, {.max_nodes = 16})), opt).tokens[0], alone[b])
           << "REST kv " << kv << " sequence " << b;
     }
     std::vector<AnyDrafter> drafters;
     drafters.emplace_back(NgramTrieDrafter{});
     drafters.emplace_back(RestDrafter(store));
-    drafters.emplace_back(NgramTrieDrafter({.n = 4, .prefix_len = 1, .num_draft = 5}));
+    drafters.emplace_back(NgramTrieDrafter({.ngram = 4, .max_match = 1, .max_nodes = 5}));
     const auto batch = generate(model, std::span<const Request>(reqs), std::span<AnyDrafter>(drafters), opt);
     for (std::size_t b = 0; b < reqs.size(); ++b) EXPECT_EQ(batch.tokens[b], alone[b]) << "batch kv " << kv << " sequence " << b;
     EXPECT_GT(batch.stats.tokens_per_step(), 1.2);
@@ -509,8 +509,8 @@ TEST(Generate, MixtureIsLosslessOnRandomModels) {
     const auto [reqs, alone] = random_requests(model, rng, opt, 2, 3, 6);
     const auto mixture = [](std::size_t) {
       std::vector<AnyDrafter> sources;
-      sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
-      sources.emplace_back(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 12}));
+      sources.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 6, .spans = 2}));
+      sources.emplace_back(NgramTrieDrafter({.ngram = 6, .max_match = 2, .max_nodes = 12}));
       sources.emplace_back(LookaheadDrafter({.window = 4, .ngram = 3, .guesses = 4}));
       return AnyDrafter(MixtureDrafter(std::move(sources)));
     };
@@ -599,8 +599,8 @@ TEST(Generate, RejectsBadInput) {
   GenerateOptions neg;
   neg.limits.budget = -1;
   EXPECT_THROW(run(model, Request{{1}, {}}, std::nullopt, neg), Error);
-  EXPECT_THROW(LlmaDrafter({.n = 0}), Error);
-  EXPECT_THROW(LlmaDrafter({.k = 0}), Error);
+  EXPECT_THROW(LlmaDrafter({.min_match = 0}), Error);
+  EXPECT_THROW(LlmaDrafter({.continuation = 0}), Error);
   std::vector<Request> two(2, Request{{1}, {}});
   std::vector<AnyDrafter> one(1);
   EXPECT_THROW(generate(model, std::span<const Request>(two), std::span<AnyDrafter>(one), opt), Error);

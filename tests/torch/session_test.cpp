@@ -62,20 +62,20 @@ AnyDrafter make_drafter(int kind, const std::shared_ptr<const Datastore>& datast
     case 7: return AnyDrafter(SuffixDecodingDrafter(suffix_cache));
     case 8: {
       std::vector<AnyDrafter> sources;
-      sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
+      sources.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 6, .spans = 2}));
       for (auto& d : index_sources(index)) sources.emplace_back(std::move(d));
       return AnyDrafter(MixtureDrafter(std::move(sources)));
     }
     case 0: return AnyDrafter{};
-    case 1: return AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .m = 2, .self_reference = true}));
+    case 1: return AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8, .spans = 2, .self_reference = true}));
     case 2: return AnyDrafter(PromptLookupDrafter{});
-    case 3: return AnyDrafter(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 12}));
-    case 4: return AnyDrafter(RestDrafter(datastore, {.c = 16}));
+    case 3: return AnyDrafter(NgramTrieDrafter({.ngram = 6, .max_match = 2, .max_nodes = 12}));
+    case 4: return AnyDrafter(RestDrafter(datastore, {.max_nodes = 16}));
     case 5: return AnyDrafter(LookaheadDrafter({.window = 4, .ngram = 3, .guesses = 4}));
     default: {
       std::vector<AnyDrafter> sources;
-      sources.emplace_back(LlmaDrafter({.n = 1, .k = 6, .m = 2}));
-      sources.emplace_back(NgramTrieDrafter({.n = 6, .prefix_len = 2, .num_draft = 12}));
+      sources.emplace_back(LlmaDrafter({.min_match = 1, .continuation = 6, .spans = 2}));
+      sources.emplace_back(NgramTrieDrafter({.ngram = 6, .max_match = 2, .max_nodes = 12}));
       sources.emplace_back(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}));
       return AnyDrafter(MixtureDrafter(std::move(sources)));
     }
@@ -497,6 +497,16 @@ TEST(Session, PrefillsLongPromptsInChunks) {
   GenerateOptions negative;
   negative.driver.prefill_chunk = -1;
   refdec_test::expect_error([&] { Session s(model, ContiguousKvStore(model.kv_layout(), 8), negative); }, "prefill_chunk must be >= 0, got -1");
+  // The driver's vocabulary and context are the model's unless set: another vocabulary is refused.
+  GenerateOptions other_vocab;
+  other_vocab.driver.vocab_size = model.vocab_size() + 1;
+  refdec_test::expect_error([&] { Session s(model, ContiguousKvStore(model.kv_layout(), 8), other_vocab); },
+                            "Session: vocab_size " + std::to_string(model.vocab_size() + 1) + " is not the model's");
+  other_vocab.driver.vocab_size = model.vocab_size();
+  other_vocab.driver.max_context = 6;
+  EXPECT_EQ(model_driver_options(model, other_vocab.driver, "test").max_context, 6);
+  EXPECT_EQ(model_driver_options(model, StepDriverOptions{}, "test").max_context, model.max_seq_len());
+  EXPECT_EQ(model_driver_options(model, StepDriverOptions{}, "test").vocab_size, model.vocab_size());
 }
 
 // Records the step cost it is given and drafts a fixed chain.
@@ -741,7 +751,7 @@ TEST(Session, RunsAnEnginesOwnModelOverItsOwnStoreLosslessly) {
   std::int64_t accepted = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     AnyDrafter drafter = i == 1 ? AnyDrafter(LookaheadDrafter({.window = 3, .ngram = 3, .guesses = 3}))
-                                : AnyDrafter(LlmaDrafter({.n = 1, .k = 6, .m = 2, .self_reference = true}));
+                                : AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 6, .spans = 2, .self_reference = true}));
     index[session.add(Request{prompts[i], {prompts[i]}}, std::move(drafter))] = i;
     for (const auto& u : session.step()) got[index.at(u.id)].insert(got[index.at(u.id)].end(), u.tokens.begin(), u.tokens.end());
   }

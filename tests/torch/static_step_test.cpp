@@ -262,7 +262,7 @@ TEST(StaticStep, StoresServeTheEagerModelAsTheContiguousStoreDoes) {
     std::size_t next = 0;
     while (next < requests.size() || !session.idle()) {
       if (next < requests.size() && (next < 2 || session.active() < 2))
-        which[session.add(requests[next], AnyDrafter(LlmaDrafter({.n = 1, .k = 6, .self_reference = true})))] = next, ++next;
+        which[session.add(requests[next], AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 6, .self_reference = true})))] = next, ++next;
       for (const RequestUpdate& u : session.step()) out[which.at(u.id)].insert(out[which.at(u.id)].end(), u.tokens.begin(), u.tokens.end());
     }
     return out;
@@ -383,7 +383,7 @@ TEST(StaticStep, CapturedGraphsEqualEagerStepsOnTheGpu) {
   request.references = {{5, 9, 5, 9, 5, 9, 5, 9, 7, 7}};
   const auto sample = [&](bool graphs_on) {
     Session session(fixed, StaticKvStore(fixed.kv_layout(), 150, {.max_batch = 1, .max_rows = 16, .graphs = graphs_on}), options);
-    session.add(request, AnyDrafter(LlmaDrafter({.n = 1, .k = 6})));
+    session.add(request, AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 6})));
     std::vector<Token> out;
     while (!session.idle())
       for (const RequestUpdate& u : session.step()) out.insert(out.end(), u.tokens.begin(), u.tokens.end());

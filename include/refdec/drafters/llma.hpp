@@ -22,12 +22,12 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of LlmaDrafter.
 struct LlmaOptions {
-  std::size_t n = 1;           ///< shortest suffix match that may trigger a copy (LLMA's n)
-  std::size_t k = 16;          ///< tokens copied per span (LLMA's k)
-  std::size_t m = 1;           ///< spans proposed as a tree: the best one, plus up to m-1 that branch off
-                               ///< after the matched suffix with other next tokens
-  bool self_reference = true;  ///< also search the sequence itself (prompt and output so far): on, so that
-                               ///< a drafter without references still drafts (prompt-lookup decoding)
+  std::size_t min_match = 1;      ///< LLMA's n: the shortest suffix match that may trigger a copy
+  std::size_t continuation = 16;  ///< LLMA's k: tokens copied per span
+  std::size_t spans = 1;          ///< spans proposed as a tree: the best one, plus up to spans - 1 that branch off
+                                  ///< after the matched suffix with other next tokens
+  bool self_reference = true;     ///< also search the sequence itself (prompt and output so far): on, so that
+                                  ///< a drafter without references still drafts (prompt-lookup decoding)
 };
 
 namespace detail {
@@ -167,9 +167,9 @@ class LlmaDrafter {
  public:
   /// A drafter that indexes the references each begin() gives it.
   explicit LlmaDrafter(LlmaOptions options = {}) : opt_(options) {
-    REFDEC_CHECK(opt_.n >= 1, "LLMA: n (match length) must be at least 1, got " << opt_.n);
-    REFDEC_CHECK(opt_.k >= 1, "LLMA: k (span length) must be at least 1, got " << opt_.k);
-    REFDEC_CHECK(opt_.m >= 1, "LLMA: m (number of spans) must be at least 1, got " << opt_.m);
+    REFDEC_CHECK(opt_.min_match >= 1, "LLMA: min_match must be at least 1, got " << opt_.min_match);
+    REFDEC_CHECK(opt_.continuation >= 1, "LLMA: continuation (span length) must be at least 1, got " << opt_.continuation);
+    REFDEC_CHECK(opt_.spans >= 1, "LLMA: spans must be at least 1, got " << opt_.spans);
     refs_ = std::make_shared<const LlmaIndex>(References{});
   }
   /// A drafter over a shared index of its references: begin() indexes nothing (the references it
@@ -208,7 +208,7 @@ class LlmaDrafter {
     last_match_ = 0;
     if (budget == 0) return;
     const Match found = match();
-    const auto n = static_cast<std::int64_t>(opt_.n);
+    const auto n = static_cast<std::int64_t>(opt_.min_match);
     bool in_self = cont_in_self_;
     std::int64_t pos = cont_pos_;
     if (pos < 0 && found.len >= n) {
@@ -217,14 +217,14 @@ class LlmaDrafter {
     }
     if (pos < 0) return;
     const auto text = automaton(in_self).text();
-    copy(text, static_cast<std::size_t>(pos), std::min(opt_.k, budget));
+    copy(text, static_cast<std::size_t>(pos), std::min(opt_.continuation, budget));
     if (span_.empty()) return;
     span_pos_ = pos;
     span_in_self_ = in_self;
     span_len_ = static_cast<std::int64_t>(span_.size());
     last_match_ = static_cast<std::size_t>(std::max<std::int64_t>(found.len, 1));
     out.insert(span_, 1.0f);
-    if (opt_.m == 1 || found.len < n) return;
+    if (opt_.spans == 1 || found.len < n) return;
     // Other spans: the continuations after the matched suffix that start with another token, in
     // the references (when the match is theirs) and then in the sequence (when it is its own, or
     // as long there). span_ is reused for them, so remember the primary's first token.
@@ -237,12 +237,12 @@ class LlmaDrafter {
       const bool matched_here = self ? state > 0 && self_.state(state).len == found.len : !found.in_self;
       if (!matched_here) continue;
       const detail::SuffixAutomaton& a = automaton(self);
-      for (std::int32_t e = a.state(state).edges; e >= 0 && extra + 1 < opt_.m; e = a.edge(e).next) {
+      for (std::int32_t e = a.state(state).edges; e >= 0 && extra + 1 < opt_.spans; e = a.edge(e).next) {
         const Token c = a.edge(e).token;
         if (c < 0 || std::find(seen_.begin(), seen_.end(), c) != seen_.end()) continue;
         seen_.push_back(c);
         const std::int32_t w = a.step(state, c);
-        copy(a.text(), static_cast<std::size_t>(a.state(w).firstpos) + 1, opt_.k, c);
+        copy(a.text(), static_cast<std::size_t>(a.state(w).firstpos) + 1, opt_.continuation, c);
         out.insert(span_, score);
         score *= 0.5f;
         ++extra;

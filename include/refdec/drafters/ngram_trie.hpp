@@ -23,9 +23,9 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of NgramTrieDrafter.
 struct NgramTrieOptions {
-  std::size_t n = 13;          ///< window length in tokens (the paper's N); the trie's depth
-  std::size_t prefix_len = 3;  ///< window prefix length (the paper's L_p): longest suffix matched
-  std::size_t num_draft = 32;  ///< most draft nodes per proposal (further cut to the budget)
+  std::size_t ngram = 13;      ///< the paper's N: window length in tokens, the trie's depth
+  std::size_t max_match = 3;   ///< the paper's L_p: window prefix length, the longest suffix matched
+  std::size_t max_nodes = 32;  ///< the paper's num_draft: draft nodes per proposal at most (further cut to the budget)
   bool grow = true;            ///< also index every accepted token (false: the paper's trie,
                                ///< frozen after the prompt; matching still uses the whole sequence)
 };
@@ -64,11 +64,11 @@ struct NgramTrieOptions {
 class NgramTrieDrafter {
  public:
   explicit NgramTrieDrafter(NgramTrieOptions options = {}) : opt_(options) {
-    REFDEC_CHECK(opt_.n >= 2, "n-gram trie: n (window length) must be at least 2, got " << opt_.n);
-    REFDEC_CHECK(opt_.prefix_len >= 1 && opt_.prefix_len < opt_.n,
-                 "n-gram trie: prefix_len must be in [1, n - 1] = [1, " << opt_.n - 1 << "], got " << opt_.prefix_len);
-    REFDEC_CHECK(opt_.num_draft >= 1, "n-gram trie: num_draft must be at least 1, got " << opt_.num_draft);
-    REFDEC_CHECK(opt_.n < (std::size_t{1} << 20), "n-gram trie: n is too large, got " << opt_.n);
+    REFDEC_CHECK(opt_.ngram >= 2, "n-gram trie: ngram (window length) must be at least 2, got " << opt_.ngram);
+    REFDEC_CHECK(opt_.max_match >= 1 && opt_.max_match < opt_.ngram,
+                 "n-gram trie: max_match must be in [1, ngram - 1] = [1, " << opt_.ngram - 1 << "], got " << opt_.max_match);
+    REFDEC_CHECK(opt_.max_nodes >= 1, "n-gram trie: max_nodes must be at least 1, got " << opt_.max_nodes);
+    REFDEC_CHECK(opt_.ngram < (std::size_t{1} << 20), "n-gram trie: ngram is too large, got " << opt_.ngram);
     reset(0);
   }
 
@@ -84,10 +84,10 @@ class NgramTrieDrafter {
     std::size_t bound = 1;  // nodes the texts can create: at most n per token
     for (const auto& ref : references) {
       for (const Token t : ref) REFDEC_CHECK(t >= 0, "n-gram trie: reference token ids must be non-negative, got " << t);
-      bound += ref.size() * opt_.n;
+      bound += ref.size() * opt_.ngram;
     }
     for (const Token t : prompt) REFDEC_CHECK(t >= 0, "n-gram trie: prompt token ids must be non-negative, got " << t);
-    bound += prompt.size() * opt_.n;
+    bound += prompt.size() * opt_.ngram;
     REFDEC_CHECK(bound < (std::size_t{1} << 30), "n-gram trie: context too large (" << bound << " possible nodes)");
     reset(bound);
     for (const auto& ref : references) {
@@ -105,7 +105,7 @@ class NgramTrieDrafter {
 
   /// Adds at most min(num_draft, budget) draft nodes (see the class comment).
   void propose(std::size_t budget, DraftTree& out) {
-    const std::size_t limit = std::min(opt_.num_draft, budget);
+    const std::size_t limit = std::min(opt_.max_nodes, budget);
     last_match_ = 0;
     if (limit == 0) return;
     const std::int32_t start = match();
@@ -158,7 +158,7 @@ class NgramTrieDrafter {
     // The sequence's text goes on from its first n tokens: cur_ becomes the node of their last
     // min(n, N - 1), a path the trie holds since they were appended in a row.
     start_text();
-    const std::size_t depth = std::min(n, opt_.n - 1);
+    const std::size_t depth = std::min(n, opt_.ngram - 1);
     std::int32_t v = 0;
     for (std::size_t i = n - depth; i < n && v >= 0; ++i) v = find(v, seq_[i]);
     if (v < 0) return;  // not reached: the text starts afresh
@@ -251,8 +251,8 @@ class NgramTrieDrafter {
   // the path did), so they are reached over suffix links without hashing.
   void append(Token t) {
     const auto len = static_cast<std::int64_t>(text_len_) + 1;  // text length after the append
-    const auto n = static_cast<std::int64_t>(opt_.n);
-    const auto lp = static_cast<std::int64_t>(opt_.prefix_len);
+    const auto n = static_cast<std::int64_t>(opt_.ngram);
+    const auto lp = static_cast<std::int64_t>(opt_.max_match);
     // What an occurrence ending here adds to a node of depth d: one per window W (starting at
     // len - d - j) whose W[j:] covers it, j in [0, L_p), the window starting inside the text and
     // long enough.
@@ -294,7 +294,7 @@ class NgramTrieDrafter {
 
   // The node of the longest matched suffix (at most L_p tokens) that has a child, -1 if none.
   std::int32_t match() const {
-    const std::size_t longest = std::min(opt_.prefix_len, seq_.size());
+    const std::size_t longest = std::min(opt_.max_match, seq_.size());
     if (opt_.grow) {
       // cur_ holds the sequence's last min(len, n - 1) tokens and its suffix links the shorter ones.
       std::int32_t v = cur_;

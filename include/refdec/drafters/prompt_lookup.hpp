@@ -17,9 +17,9 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of PromptLookupDrafter (the defaults are Spec-Bench's).
 struct PromptLookupOptions {
-  std::size_t max_ngram = 3;  ///< longest suffix of the sequence to look up
-  std::size_t min_ngram = 1;  ///< shortest one
-  std::size_t k = 10;         ///< tokens copied after the match
+  std::size_t max_match = 3;      ///< longest suffix of the sequence looked up (Spec-Bench's max_ngram_size)
+  std::size_t min_match = 1;      ///< shortest one
+  std::size_t continuation = 10;  ///< tokens copied after the match (Spec-Bench's k)
   /// Skip a match whose k-token continuation would run past the end of the sequence (the rule of
   /// the original reference code). Off, as in Spec-Bench's runs: copy what there is; that setting
   /// reproduces Spec-Bench's published τ of 1.750.
@@ -34,10 +34,10 @@ struct PromptLookupOptions {
 class PromptLookupDrafter {
  public:
   explicit PromptLookupDrafter(PromptLookupOptions options = {}) : opt_(options) {
-    REFDEC_CHECK(opt_.min_ngram >= 1, "prompt lookup: min_ngram must be at least 1, got " << opt_.min_ngram);
-    REFDEC_CHECK(opt_.max_ngram >= opt_.min_ngram,
-                 "prompt lookup: max_ngram (" << opt_.max_ngram << ") must be >= min_ngram (" << opt_.min_ngram << ")");
-    REFDEC_CHECK(opt_.k >= 1, "prompt lookup: k must be at least 1, got " << opt_.k);
+    REFDEC_CHECK(opt_.min_match >= 1, "prompt lookup: min_match must be at least 1, got " << opt_.min_match);
+    REFDEC_CHECK(opt_.max_match >= opt_.min_match,
+                 "prompt lookup: max_match (" << opt_.max_match << ") must be >= min_match (" << opt_.min_match << ")");
+    REFDEC_CHECK(opt_.continuation >= 1, "prompt lookup: continuation must be at least 1, got " << opt_.continuation);
   }
 
   const PromptLookupOptions& options() const { return opt_; }
@@ -52,15 +52,15 @@ class PromptLookupDrafter {
 
   void propose(std::size_t budget, DraftTree& out) {
     const std::size_t len = seq_.size();
-    const std::size_t copy = std::min(opt_.k, budget);
+    const std::size_t copy = std::min(opt_.continuation, budget);
     last_match_ = 0;
     if (copy == 0) return;
-    for (std::size_t n = std::min(opt_.max_ngram, len); n >= opt_.min_ngram && n >= 1; --n) {
+    for (std::size_t n = std::min(opt_.max_match, len); n >= opt_.min_match && n >= 1; --n) {
       if (2 * n >= len) continue;  // the match must end n tokens before the sequence does
       const Token* tail = seq_.data() + (len - n);
       for (std::size_t i = 0; i + 2 * n < len; ++i) {
         const std::size_t start = i + n;
-        if (opt_.full_span_only && start + opt_.k > len) break;  // later matches end later still
+        if (opt_.full_span_only && start + opt_.continuation > len) break;  // later matches end later still
         if (!std::equal(tail, tail + n, seq_.data() + i)) continue;
         out.insert(std::span<const Token>(seq_).subspan(start, std::min(copy, len - start)), 1.0f);
         last_match_ = n;

@@ -20,21 +20,14 @@
 
 REFDEC_NAMESPACE_BEGIN
 
-/// Settings of RestDrafter (REST's defaults); RestDrafter rejects values outside the ranges given.
-struct RestOptions {
-  std::size_t n_max = 16;  ///< longest sequence suffix searched, in [1, 1024]
-  std::size_t m = 10;      ///< continuation length read after each occurrence, in [1, 1024]
-  std::size_t c = 64;      ///< draft nodes kept (the most frequent prefixes), in [1, 65536]
-  /// K: occurrences read, sampled evenly by suffix rank when there are more. Each costs a cache
-  /// and TLB miss on a large datastore; on Spec-Bench with the MT-Bench datastore, K = 64, 256,
-  /// 1024 and 100000 replay to the same tau (1.787-1.791), while the p99 step grows with K.
-  /// In [1, 2^31].
-  std::size_t max_occurrences = 256;
-};
+/// Settings of RestDrafter: its retrieval's (REST's defaults; n_max is max_match, m
+/// continuation, c max_nodes). RestDrafter rejects values outside the bounds of retrieval.hpp.
+using RestOptions = RetrievalOptions;
 
 /// REST retrieval over a shared, memory-mapped Datastore. Each proposal finds the longest suffix
-/// (n_max tokens down to 1) of the sequence (prompt plus accepted tokens) in the datastore, counts
-/// the m-token continuations of up to K of its occurrences in a trie and returns the min(c, budget)
+/// (max_match tokens down to 1) of the sequence (prompt plus accepted tokens) in the datastore,
+/// counts the continuations (`continuation` tokens) of up to K of its occurrences in a trie and
+/// returns the min(max_nodes, budget)
 /// most frequent prefixes, scored by their counts (see retrieve()). The references given
 /// to begin() are ignored: the datastore is the only source. Cheap to copy; copies share the
 /// datastore. One per sequence and thread; the datastore it reads may be shared.
@@ -42,12 +35,12 @@ class RestDrafter {
  public:
   explicit RestDrafter(std::shared_ptr<const Datastore> datastore, RestOptions options = {}) : store_(std::move(datastore)), opt_(options) {
     REFDEC_CHECK(store_ != nullptr, "REST: the datastore must not be null");
-    REFDEC_CHECK(opt_.n_max >= 1 && opt_.n_max <= kMaxRetrievalMatch,
-                 "REST: n_max (longest suffix) must be in [1, " << kMaxRetrievalMatch << "], got " << opt_.n_max);
-    REFDEC_CHECK(opt_.m >= 1 && opt_.m <= kMaxRetrievalContinuation,
-                 "REST: m (continuation length) must be in [1, " << kMaxRetrievalContinuation << "], got " << opt_.m);
-    REFDEC_CHECK(opt_.c >= 1 && opt_.c <= kMaxRetrievalNodes,
-                 "REST: c (draft nodes) must be in [1, " << kMaxRetrievalNodes << "], got " << opt_.c);
+    REFDEC_CHECK(opt_.max_match >= 1 && opt_.max_match <= kMaxRetrievalMatch,
+                 "REST: max_match (longest suffix) must be in [1, " << kMaxRetrievalMatch << "], got " << opt_.max_match);
+    REFDEC_CHECK(opt_.continuation >= 1 && opt_.continuation <= kMaxRetrievalContinuation,
+                 "REST: continuation must be in [1, " << kMaxRetrievalContinuation << "], got " << opt_.continuation);
+    REFDEC_CHECK(opt_.max_nodes >= 1 && opt_.max_nodes <= kMaxRetrievalNodes,
+                 "REST: max_nodes must be in [1, " << kMaxRetrievalNodes << "], got " << opt_.max_nodes);
     REFDEC_CHECK(opt_.max_occurrences >= 1 && opt_.max_occurrences <= kMaxRetrievalOccurrences,
                  "REST: max_occurrences must be in [1, 2^31], got " << opt_.max_occurrences);
   }
@@ -68,11 +61,10 @@ class RestDrafter {
     last_ = RetrievalResult{};
   }
 
-  /// Writes the retrieved draft tree (at most min(c, budget) nodes) into `out`.
+  /// Writes the retrieved draft tree (at most min(max_nodes, budget) nodes) into `out`.
   void propose(std::size_t budget, DraftTree& out) {
-    const RetrievalOptions r{opt_.n_max, opt_.m, opt_.c, opt_.max_occurrences};
     const std::span<const Token> seq(seq_);
-    last_ = retrieve(*store_, seq.last(std::min(seq.size(), opt_.n_max)), r, budget, out, scratch_);
+    last_ = retrieve(*store_, seq.last(std::min(seq.size(), opt_.max_match)), opt_, budget, out, scratch_);
   }
 
   /// Consumes the tokens the step appended. Throws refdec::Error for tokens outside the vocabulary.
@@ -97,7 +89,7 @@ class RestDrafter {
 
   std::shared_ptr<const Datastore> store_;
   RestOptions opt_;
-  std::vector<Token> seq_;    // the sequence (its last n_max tokens are searched)
+  std::vector<Token> seq_;    // the sequence (its last max_match tokens are searched)
   RetrievalScratch scratch_;  // reused by every proposal
   RetrievalResult last_;
 };

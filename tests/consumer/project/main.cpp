@@ -5,7 +5,7 @@
 #include <vector>
 
 int main() {
-  refdec::LlmaDrafter drafter({.n = 1, .k = 3});
+  refdec::LlmaDrafter drafter({.min_match = 1, .continuation = 3});
   const std::vector<std::vector<refdec::Token>> references = {{1, 2, 3, 4, 5}};
   drafter.begin(std::vector<refdec::Token>{9, 2}, references);
   refdec::DraftTree tree;

@@ -28,7 +28,7 @@ int main() {
   std::map<RequestId, std::vector<Token>> outputs;
   Session session(model, PagedKvStore(model.kv_layout(), 32, 8), options);
   const RequestId a = session.add(requests[0]);
-  const RequestId b = session.add(requests[1], AnyDrafter(LlmaDrafter({.n = 1, .k = 8, .self_reference = true})));
+  const RequestId b = session.add(requests[1], AnyDrafter(LlmaDrafter({.min_match = 1, .continuation = 8, .self_reference = true})));
   while (!session.idle())
     for (const RequestUpdate& u : session.step()) outputs[u.id].insert(outputs[u.id].end(), u.tokens.begin(), u.tokens.end());
   const bool same = outputs[a] == generate(model, requests[0], AnyDrafter{}, options).tokens[0] &&
