@@ -188,7 +188,7 @@ void run_steps(benchmark::State& state, D& d) {
 // 15: the paper's 7B defaults (W = 15, N = 5, G = 15), with the window's auxiliary block and
 // observe() every step.
 void BM_LookaheadStep(benchmark::State& state) {
-  LookaheadDrafter d(LookaheadOptions{.window = static_cast<std::int32_t>(state.range(0))});
+  LookaheadDrafter d(LookaheadOptions{.window = static_cast<std::size_t>(state.range(0))});
   run_steps(state, d);
 }
 BENCHMARK(BM_LookaheadStep)->ArgNames({"window"})->Arg(0)->Arg(15)->Unit(benchmark::kMicrosecond);

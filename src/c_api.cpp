@@ -233,7 +233,7 @@ void refdec_rest_options_init(refdec_rest_options* options) {
 void refdec_lookahead_options_init(refdec_lookahead_options* options) {
   if (options == nullptr) return;
   const refdec::LookaheadOptions d;
-  *options = {sizeof(*options), static_cast<std::size_t>(d.window), static_cast<std::size_t>(d.ngram), static_cast<std::size_t>(d.guesses),
+  *options = {sizeof(*options), d.window, d.ngram, d.guesses,
               d.pool_from_output, d.seed};
 }
 void refdec_mixture_options_init(refdec_mixture_options* options) {
@@ -283,11 +283,9 @@ refdec_status refdec_drafter_create_lookahead(const refdec_lookahead_options* op
   constexpr const char* who = "refdec_drafter_create_lookahead";
   return create(out, who, [&] {
     const auto o = options_of(options, refdec_lookahead_options_init, who, "options");
-    // Counts the drafter keeps as int32_t: anything beyond its bounds is refused by it, so clamp to one past them.
-    const auto narrow = [](std::size_t v) { return static_cast<std::int32_t>(std::min<std::size_t>(v, 1u << 20)); };
-    return refdec::LookaheadDrafter({.window = narrow(o.window),
-                                     .ngram = narrow(o.ngram),
-                                     .guesses = narrow(o.guesses),
+    return refdec::LookaheadDrafter({.window = o.window,
+                                     .ngram = o.ngram,
+                                     .guesses = o.guesses,
                                      .pool_from_output = o.pool_from_output,
                                      .seed = o.seed});
   });

@@ -130,9 +130,9 @@ AnyDrafter make_drafter(const Spec& s, const std::vector<std::shared_ptr<const D
   if (s.name == "history") return AnyDrafter(HistoryDrafter(AnyDrafter(NgramTrieDrafter{}), history));
   if (s.name == "index") return AnyDrafter(IndexDrafter(index));
   if (s.name == "lookahead")
-    return AnyDrafter(LookaheadDrafter({.window = arg(s, "window", 15, {"window", "ngram", "guesses"}, 0),
-                                        .ngram = arg(s, "ngram", 5, {"window", "ngram", "guesses"}, 2),
-                                        .guesses = arg(s, "guesses", 15, {"window", "ngram", "guesses"})}));
+    return AnyDrafter(LookaheadDrafter({.window = static_cast<std::size_t>(arg(s, "window", 15, {"window", "ngram", "guesses"}, 0)),
+                                        .ngram = static_cast<std::size_t>(arg(s, "ngram", 5, {"window", "ngram", "guesses"}, 2)),
+                                        .guesses = static_cast<std::size_t>(arg(s, "guesses", 15, {"window", "ngram", "guesses"}))}));
   if (s.name == "mixture") {
     std::vector<AnyDrafter> sources;
     std::istringstream in(s.args.count("sources") ? s.args.at("sources") : "");

@@ -290,7 +290,7 @@ void bind_lookahead(py::module_& m) {
   py::class_<PyLookaheadDrafter, PyDrafter>(m, "LookaheadDrafter",
                                             "Lookahead Decoding: a W x (N-1) Jacobi window run as auxiliary tokens, and a pool of "
                                             "the n-grams it harvests; window=0 is a pure n-gram pool drafter.")
-      .def(py::init([](std::int32_t window, std::int32_t ngram, std::int32_t guesses, bool pool_from_output, std::uint64_t seed) {
+      .def(py::init([](std::size_t window, std::size_t ngram, std::size_t guesses, bool pool_from_output, std::uint64_t seed) {
              return std::make_unique<PyLookaheadDrafter>(LookaheadOptions{window, ngram, guesses, pool_from_output, seed});
            }),
            py::arg("window") = LookaheadOptions{}.window, py::arg("ngram") = LookaheadOptions{}.ngram,

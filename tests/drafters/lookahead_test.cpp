@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -30,8 +32,8 @@ std::set<std::int32_t> visible(const AuxBlock& b, std::int32_t j) {
 // Fills the window to all N-1 levels with arbitrary choices.
 void fill_window(LookaheadDrafter& d) {
   const auto& o = d.options();
-  for (std::int32_t l = 1; l < o.ngram - 1; ++l) {
-    std::vector<Token> choices(static_cast<std::size_t>(o.window * l));
+  for (std::size_t l = 1; l < o.ngram - 1; ++l) {
+    std::vector<Token> choices(o.window * l);
     for (std::size_t i = 0; i < choices.size(); ++i) choices[i] = static_cast<Token>(100 + i);
     d.observe(choices);
   }
@@ -62,8 +64,8 @@ TEST(Lookahead, WindowMaskIsThePapersPattern) {
 // For any W and N, every window token sees exactly one token per position from the root to
 // itself: a causal chain.
 TEST(Lookahead, EveryWindowTokenSeesACausalChain) {
-  for (const std::int32_t W : {1, 2, 5, 15})
-    for (const std::int32_t N : {2, 3, 5, 7}) {
+  for (const std::size_t W : {1, 2, 5, 15})
+    for (const std::size_t N : {2, 3, 5, 7}) {
       LookaheadDrafter d({.window = W, .ngram = N});
       d.begin(std::vector<Token>{1, 2, 3}, {});
       fill_window(d);
@@ -145,8 +147,8 @@ TEST(Lookahead, CandidatesSharingAPrefixAreMerged) {
 // Options outside their bounds are refused by name, the largest ones too (a window of 2^31-1 once
 // asked for about 16 GB).
 TEST(Lookahead, RejectsBadOptions) {
-  refdec_test::expect_error([] { LookaheadDrafter({.window = -1}); }, "lookahead: window (W) must be 0 to 256, got -1");
-  refdec_test::expect_error([] { LookaheadDrafter({.window = 2147483647}); }, "window (W) must be 0 to 256, got 2147483647");
+  refdec_test::expect_error([] { LookaheadDrafter({.window = 257}); }, "lookahead: window (W) must be 0 to 256, got 257");
+  refdec_test::expect_error([] { LookaheadDrafter({.window = SIZE_MAX}); }, "window (W) must be 0 to 256, got 18446744073709551615");
   refdec_test::expect_error([] { LookaheadDrafter({.ngram = 1}); }, "n-gram size (N) must be 2 to 32, got 1");
   refdec_test::expect_error([] { LookaheadDrafter({.ngram = 33}); }, "n-gram size (N) must be 2 to 32, got 33");
   refdec_test::expect_error([] { LookaheadDrafter({.guesses = 0}); }, "guesses (G) must be 1 to 1024, got 0");

@@ -101,7 +101,7 @@ TEST(LlamaModel, AuxiliaryTokensComputeTheirChainAndLeaveTheTreeAlone) {
     draft.insert(std::vector<Token>{tok(rng), tok(rng)}, 2.0f);
     draft.insert(std::vector<Token>{tok(rng)}, 1.0f);
     trees[b] = draft.linearize(prefixes[b].back(), 8);
-    LookaheadDrafter d({.window = 3 - static_cast<std::int32_t>(b), .ngram = 4});
+    LookaheadDrafter d({.window = 3 - static_cast<std::size_t>(b), .ngram = 4});
     d.begin(prefixes[b], {});
     for (int level = 1; level < 3; ++level) {
       std::vector<Token> choices(static_cast<std::size_t>(level * (3 - static_cast<int>(b))));

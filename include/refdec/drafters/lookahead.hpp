@@ -22,9 +22,9 @@ REFDEC_NAMESPACE_BEGIN
 
 /// Settings of LookaheadDrafter (the paper's 7B defaults).
 struct LookaheadOptions {
-  std::int32_t window = 15;      ///< W: Jacobi window width (future positions); 0 = a pure pool drafter
-  std::int32_t ngram = 5;        ///< N: n-gram size; the window keeps N-1 levels, candidates are N-1 tokens
-  std::int32_t guesses = 15;     ///< G: n-grams kept per first token, and candidates verified per step
+  std::size_t window = 15;       ///< W: Jacobi window width (future positions); 0 = a pure pool drafter
+  std::size_t ngram = 5;         ///< N: n-gram size; the window keeps N-1 levels, candidates are N-1 tokens
+  std::size_t guesses = 15;      ///< G: n-grams kept per first token, and candidates verified per step
   bool pool_from_output = true;  ///< also pool the n-grams of accepted output (the window's only when false)
   std::uint64_t seed = 0;        ///< initialisation of the window's first level from the prompt
 };
@@ -40,10 +40,9 @@ class LookaheadDrafter {
  public:
   /// Bounds of the options: a window runs W x (N-1) auxiliary tokens per step, whose masks grow
   /// with their square (a window of 2^31-1 asked for about 16 GB).
-  static constexpr std::int32_t kMaxWindow = 256, kMaxNgram = 32, kMaxGuesses = 1024;
+  static constexpr std::size_t kMaxWindow = 256, kMaxNgram = 32, kMaxGuesses = 1024;
   explicit LookaheadDrafter(LookaheadOptions options = {}) : options_(options) {
-    REFDEC_CHECK(options_.window >= 0 && options_.window <= kMaxWindow,
-                 "lookahead: window (W) must be 0 to " << kMaxWindow << ", got " << options_.window);
+    REFDEC_CHECK(options_.window <= kMaxWindow, "lookahead: window (W) must be 0 to " << kMaxWindow << ", got " << options_.window);
     REFDEC_CHECK(options_.ngram >= 2 && options_.ngram <= kMaxNgram,
                  "lookahead: n-gram size (N) must be 2 to " << kMaxNgram << ", got " << options_.ngram);
     REFDEC_CHECK(options_.guesses >= 1 && options_.guesses <= kMaxGuesses,
@@ -75,7 +74,7 @@ class LookaheadDrafter {
     if (budget == 0 || history_.empty()) return;
     const auto it = pool_.find(history_.back());
     if (it == pool_.end()) return;
-    const auto n = static_cast<std::size_t>(options_.ngram - 1);
+    const auto n = options_.ngram - 1;
     const auto& grams = it->second;
     const std::size_t count = grams.size() / n;
     for (std::size_t g = 0; g < count; ++g) out.insert(std::span<const Token>(grams).subspan(g * n, n), static_cast<float>(count - g));
@@ -99,12 +98,12 @@ class LookaheadDrafter {
   /// Takes the target's greedy choices for the window (empty: the window did not run this step).
   void observe(std::span<const Token> choices) {
     if (choices.empty() || levels_.empty()) return;
-    const auto W = static_cast<std::size_t>(options_.window);
+    const auto W = options_.window;
     REFDEC_CHECK(choices.size() == W * levels_.size(),
                  "lookahead: " << choices.size() << " choices for a window of " << W * levels_.size() << " tokens");
     std::vector<Token> next(choices.end() - static_cast<std::ptrdiff_t>(W), choices.end());  // the last level's
-    if (levels_.size() + 1 == static_cast<std::size_t>(options_.ngram)) {
-      std::vector<Token> gram(static_cast<std::size_t>(options_.ngram));
+    if (levels_.size() + 1 == options_.ngram) {
+      std::vector<Token> gram(options_.ngram);
       for (std::size_t c = 0; c < W; ++c) {
         for (std::size_t l = 0; l < levels_.size(); ++l) gram[l] = levels_[l][c];
         gram.back() = next[c];
@@ -123,7 +122,7 @@ class LookaheadDrafter {
   }
 
   /// W x (N-1): the window at full depth.
-  std::size_t max_auxiliary() const { return static_cast<std::size_t>(options_.window) * static_cast<std::size_t>(options_.ngram - 1); }
+  std::size_t max_auxiliary() const { return options_.window * (options_.ngram - 1); }
 
   std::string name() const { return options_.window > 0 ? "lookahead" : "ngram-pool"; }
 
@@ -138,7 +137,7 @@ class LookaheadDrafter {
 
  private:
   // Local AuxBlock index of level l, column c (1-based): 0 is the root.
-  std::int32_t local(std::size_t l, std::int32_t c) const { return static_cast<std::int32_t>(l) * options_.window + c; }
+  std::int32_t local(std::size_t l, std::int32_t c) const { return static_cast<std::int32_t>(l * options_.window) + c; }
 
   static std::uint64_t next_random(std::uint64_t& state) {  // SplitMix64
     std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
@@ -150,23 +149,23 @@ class LookaheadDrafter {
   // The window's first level: tokens drawn from the sequence.
   void start_window() {
     levels_.clear();
-    if (options_.window <= 0 || history_.empty()) return;
+    if (options_.window == 0 || history_.empty()) return;
     std::uint64_t state = options_.seed;
-    std::vector<Token> first(static_cast<std::size_t>(options_.window));
+    std::vector<Token> first(options_.window);
     for (auto& t : first) t = history_[static_cast<std::size_t>(next_random(state) % history_.size())];
     levels_.push_back(std::move(first));
   }
 
   // Pools every n-gram of `text` that ends at or after index `from`.
   void pool_text(std::span<const Token> text, std::size_t from) {
-    const auto n = static_cast<std::size_t>(options_.ngram);
+    const auto n = options_.ngram;
     for (std::size_t end = std::max(from + 1, n); end <= text.size(); ++end) add_to_pool(text.subspan(end - n, n));
   }
 
   // Puts `gram` (first token + N-1 continuation) at the front of its first token's list, removing
   // an equal older entry and the oldest beyond G.
   void add_to_pool(std::span<const Token> gram) {
-    const auto n = static_cast<std::size_t>(options_.ngram - 1);
+    const auto n = options_.ngram - 1;
     const auto cont = gram.subspan(1);
     auto& grams = pool_[gram[0]];
     for (std::size_t g = 0; g < grams.size(); g += n)
@@ -175,7 +174,7 @@ class LookaheadDrafter {
         break;
       }
     grams.insert(grams.begin(), cont.begin(), cont.end());
-    if (grams.size() > n * static_cast<std::size_t>(options_.guesses)) grams.resize(n * static_cast<std::size_t>(options_.guesses));
+    if (grams.size() > n * options_.guesses) grams.resize(n * options_.guesses);
   }
 
   LookaheadOptions options_;
