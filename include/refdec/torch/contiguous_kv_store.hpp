@@ -29,49 +29,31 @@ class ContiguousKvStore {
 
   const KvLayout& layout() const { return layout_; }
   std::int64_t capacity() const { return capacity_; }
-  std::int64_t batch() const { return static_cast<std::int64_t>(buffers_.size()); }
+  std::int64_t batch() const { return steps_.batch(); }
   /// [batch] cached entries per sequence.
-  std::span<const std::int64_t> lengths() const { return lengths_; }
+  std::span<const std::int64_t> lengths() const { return steps_.lengths(); }
 
   /// Appends an empty sequence (allocating its buffer) and returns its index.
   std::int64_t add() {
     // [2 (keys, values), layers, capacity, kv_heads, head_dim]
     buffers_.push_back(at::empty({2, layout_.layers, capacity_, layout_.kv_heads, layout_.head_dim}, layout_.options));
-    lengths_.push_back(0);
-    rows_.push_back(0);
-    indptr_.clear();  // a step in progress is abandoned
-    return batch() - 1;
+    return steps_.add();
   }
 
   /// Drops sequence `b` (its buffer is freed); later sequences move down by one.
   void remove(std::int64_t b) {
-    check_index(b);
-    indptr_.clear();  // a step in progress is abandoned
+    steps_.remove(b);
     buffers_.erase(buffers_.begin() + b);
-    lengths_.erase(lengths_.begin() + b);
-    rows_.erase(rows_.begin() + b);
   }
 
   /// Prepares `plan`'s step: its rows go after each sequence's cached entries.
-  void begin_step(const StepPlan& plan) {
-    torch_detail::check_plan_matches(plan, lengths_, "ContiguousKvStore");
-    for (std::int32_t b = 0; b < plan.batch(); ++b) {
-      REFDEC_CHECK(lengths_[static_cast<std::size_t>(b)] + plan.rows(b) <= capacity_,
-                   "ContiguousKvStore: sequence " << b << " needs " << lengths_[static_cast<std::size_t>(b)] + plan.rows(b)
-                                                  << " entries (cached + step rows), more than the capacity " << capacity_);
-      rows_[static_cast<std::size_t>(b)] = plan.rows(b);
-    }
-    indptr_ = plan.indptr;
-  }
+  void begin_step(const StepPlan& plan) { steps_.begin_step(plan, capacity_); }
 
   /// Writes one layer's keys and values of every plan row, each [R, kv_heads, head_dim].
   void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) {
-    REFDEC_CHECK(!indptr_.empty(), "ContiguousKvStore: write() outside a step");
-    REFDEC_CHECK(k.size(0) == indptr_.back() && v.size(0) == indptr_.back(),
-                 "ContiguousKvStore: write of " << k.size(0) << " rows in a step of " << indptr_.back());
+    steps_.check_write(k, v);
     for (std::size_t b = 0; b < buffers_.size(); ++b) {
-      const std::int64_t first = indptr_[b], n = rows_[b];
-      const std::int64_t len = lengths_[b];
+      const std::int64_t first = steps_.indptr()[b], n = steps_.rows()[b], len = steps_.lengths()[b];
       at::Tensor& buffer = buffers_[b];
       buffer[0][layer].narrow(0, len, n).copy_(k.narrow(0, first, n));
       buffer[1][layer].narrow(0, len, n).copy_(v.narrow(0, first, n));
@@ -81,21 +63,19 @@ class ContiguousKvStore {
   /// Sequence `b`'s cached entries then its step rows: keys and values, each a view
   /// [lengths()[b] + step rows, kv_heads, head_dim].
   std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
-    check_index(b);
+    const std::int64_t n = steps_.visible(b);
     const auto u = static_cast<std::size_t>(b);
-    const std::int64_t n = lengths_[u] + rows_[u];
     return {buffers_[u][0][layer].narrow(0, 0, n), buffers_[u][1][layer].narrow(0, 0, n)};
   }
 
   /// Applies `keep` to the step begun last: the kept rows of each sequence move to its entries
   /// lengths()[b], lengths()[b] + 1, ... and its length becomes keep.lengths[b].
   void commit(const KeepPlan& keep) {
-    REFDEC_CHECK(!indptr_.empty(), "ContiguousKvStore: commit() without a step");
-    torch_detail::check_keep(keep, indptr_, lengths_, "ContiguousKvStore");
+    steps_.check_commit(keep);
     for (std::int32_t b = 0; b < keep.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
       std::vector<std::int64_t> src, dst;
-      for_each_keep_move(keep, b, lengths_[u], [&](std::int64_t from, std::int64_t to) {
+      for_each_keep_move(keep, b, steps_.lengths()[u], [&](std::int64_t from, std::int64_t to) {
         src.push_back(from);
         dst.push_back(to);
       });
@@ -105,23 +85,15 @@ class ContiguousKvStore {
         const auto s = at::tensor(src, at::kLong).to(device), d = at::tensor(dst, at::kLong).to(device);
         buffers_[u].index_copy_(2, d, buffers_[u].index_select(2, s));
       }
-      lengths_[u] = keep.lengths[u];
-      rows_[u] = 0;
     }
-    indptr_.clear();
+    steps_.commit(keep);
   }
 
  private:
-  void check_index(std::int64_t b) const {
-    REFDEC_CHECK(b >= 0 && b < batch(), "ContiguousKvStore: sequence " << b << " out of range [0, " << batch() << ")");
-  }
-
   KvLayout layout_;
   std::int64_t capacity_;
-  std::vector<at::Tensor> buffers_;    // [batch] each [2, layers, capacity, kv_heads, head_dim]
-  std::vector<std::int64_t> lengths_;  // [batch] cached entries
-  std::vector<std::int64_t> rows_;     // [batch] rows of the current step
-  std::vector<std::int32_t> indptr_;   // [batch + 1] plan rows of the step begun last; empty outside a step
+  std::vector<at::Tensor> buffers_;  // [batch] each [2, layers, capacity, kv_heads, head_dim]
+  torch_detail::SequenceSteps steps_{"ContiguousKvStore"};
 };
 
 REFDEC_TORCH_NAMESPACE_END

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
@@ -120,6 +121,79 @@ inline void check_keep(const KeepPlan& keep, std::span<const std::int32_t> indpt
                  who << ": sequence " << b << " keeps " << rows.size() << " rows but its new length is " << keep.lengths[u]);
   }
 }
+
+/// What the contiguous and static stores keep per sequence besides their tensors: its cached
+/// entries, the rows of the step in progress, and that step's plan rows. Errors name `who`.
+class SequenceSteps {
+ public:
+  explicit SequenceSteps(const char* who) : who_(who) {}
+
+  std::int64_t batch() const { return static_cast<std::int64_t>(lengths_.size()); }
+  /// [batch] cached entries per sequence.
+  std::span<const std::int64_t> lengths() const { return lengths_; }
+  /// [batch] rows of the step in progress (0 outside a step).
+  std::span<const std::int64_t> rows() const { return rows_; }
+  /// [batch + 1] plan rows of the step begun last; empty outside a step.
+  std::span<const std::int32_t> indptr() const { return indptr_; }
+  /// Sequence `b`'s cached entries plus its step rows (what read() shows).
+  std::int64_t visible(std::int64_t b) const {
+    check_index(b);
+    return lengths_[static_cast<std::size_t>(b)] + rows_[static_cast<std::size_t>(b)];
+  }
+
+  /// Appends an empty sequence (a step in progress is abandoned) and returns its index.
+  std::int64_t add() {
+    lengths_.push_back(0);
+    rows_.push_back(0);
+    indptr_.clear();
+    return batch() - 1;
+  }
+  /// Drops sequence `b` (a step in progress is abandoned); later sequences move down by one.
+  void remove(std::int64_t b) {
+    check_index(b);
+    indptr_.clear();
+    lengths_.erase(lengths_.begin() + b);
+    rows_.erase(rows_.begin() + b);
+  }
+  void check_index(std::int64_t b) const {
+    REFDEC_CHECK(b >= 0 && b < batch(), who_ << ": sequence " << b << " out of range [0, " << batch() << ")");
+  }
+
+  /// Begins `plan`'s step, whose rows go after each sequence's cached entries, `capacity` of them
+  /// at most.
+  void begin_step(const StepPlan& plan, std::int64_t capacity) {
+    check_plan_matches(plan, lengths_, who_);
+    for (std::int32_t b = 0; b < plan.batch(); ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= capacity, who_ << ": sequence " << b << " needs " << lengths_[u] + plan.rows(b)
+                                                                << " entries (cached + step rows), more than the capacity " << capacity);
+    }
+    for (std::int32_t b = 0; b < plan.batch(); ++b) rows_[static_cast<std::size_t>(b)] = plan.rows(b);
+    indptr_ = plan.indptr;
+  }
+  /// Checks a write of one layer's keys and values of every plan row.
+  void check_write(const at::Tensor& k, const at::Tensor& v) const {
+    REFDEC_CHECK(!indptr_.empty(), who_ << ": write() outside a step");
+    REFDEC_CHECK(k.size(0) == indptr_.back() && v.size(0) == indptr_.back(),
+                 who_ << ": write of " << k.size(0) << " rows in a step of " << indptr_.back());
+  }
+  /// Checks `keep` against the step begun last.
+  void check_commit(const KeepPlan& keep) const {
+    REFDEC_CHECK(!indptr_.empty(), who_ << ": commit() without a step");
+    check_keep(keep, indptr_, lengths_, who_);
+  }
+  /// Ends the step: each sequence's length becomes keep.lengths[b] (the store has moved the rows).
+  void commit(const KeepPlan& keep) {
+    for (std::size_t u = 0; u < lengths_.size(); ++u) lengths_[u] = keep.lengths[u], rows_[u] = 0;
+    indptr_.clear();
+  }
+
+ private:
+  const char* who_;
+  std::vector<std::int64_t> lengths_;  // [batch] cached entries
+  std::vector<std::int64_t> rows_;     // [batch] rows of the current step
+  std::vector<std::int32_t> indptr_;   // [batch + 1] plan rows of the step begun last; empty outside a step
+};
 }  // namespace torch_detail
 
 REFDEC_TORCH_NAMESPACE_END

@@ -125,9 +125,9 @@ class StaticKvStore {
   void set_graphs(bool on) { options_.graphs = on; }
   /// Entries per sequence in the cache: capacity() plus the padded rows' scratch entry (the last).
   std::int64_t entries() const { return capacity_ + 1; }
-  std::int64_t batch() const { return static_cast<std::int64_t>(lengths_.size()); }
+  std::int64_t batch() const { return steps_.batch(); }
   /// [batch] cached entries per sequence.
-  std::span<const std::int64_t> lengths() const { return lengths_; }
+  std::span<const std::int64_t> lengths() const { return steps_.lengths(); }
   /// [layers, 2 (keys, values), max_batch, kv_heads, entries(), head_dim]: sequence b's entries are
   /// [:, :, b]. Its address never changes.
   const at::Tensor& cache() const { return cache_; }
@@ -137,46 +137,32 @@ class StaticKvStore {
   /// sequences are in the store.
   std::int64_t add() {
     REFDEC_CHECK(batch() < options_.max_batch, "StaticKvStore: already " << batch() << " sequences, the store's max_batch");
-    lengths_.push_back(0);
-    rows_.push_back(0);
-    indptr_.clear();  // a step in progress is abandoned
-    return batch() - 1;
+    return steps_.add();
   }
 
   /// Drops sequence `b`; later sequences move down by one (their entries are copied: a cost paid
   /// when a request leaves, so that every step reads the sequences in place).
   void remove(std::int64_t b) {
-    check_index(b);
-    indptr_.clear();
+    steps_.check_index(b);
     const std::int64_t after = batch() - b - 1;
     if (after > 0) cache_.narrow(2, b, after).copy_(cache_.narrow(2, b + 1, after).clone());
-    lengths_.erase(lengths_.begin() + b);
-    rows_.erase(rows_.begin() + b);
+    steps_.remove(b);
   }
 
   /// Prepares `plan`'s step: its rows go after each sequence's cached entries.
   void begin_step(const StepPlan& plan) {
-    torch_detail::check_plan_matches(plan, lengths_, "StaticKvStore");
-    for (std::int32_t b = 0; b < plan.batch(); ++b) {
-      const auto u = static_cast<std::size_t>(b);
+    for (std::int32_t b = 0; b < plan.batch(); ++b)
       REFDEC_CHECK(plan.rows(b) <= options_.max_rows,
                    "StaticKvStore: sequence " << b << " has " << plan.rows(b) << " step rows, more than max_rows " << options_.max_rows);
-      REFDEC_CHECK(lengths_[u] + plan.rows(b) <= capacity_, "StaticKvStore: sequence "
-                                                                << b << " needs " << lengths_[u] + plan.rows(b)
-                                                                << " entries (cached + step rows), more than the capacity " << capacity_);
-      rows_[u] = plan.rows(b);
-    }
-    indptr_ = plan.indptr;
+    steps_.begin_step(plan, capacity_);
   }
 
   /// Writes one layer's keys and values of every plan row, each [R, kv_heads, head_dim] (the eager
   /// model's path; StaticLlama writes the cache itself).
   void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) {
-    REFDEC_CHECK(!indptr_.empty(), "StaticKvStore: write() outside a step");
-    REFDEC_CHECK(k.size(0) == indptr_.back() && v.size(0) == indptr_.back(),
-                 "StaticKvStore: write of " << k.size(0) << " rows in a step of " << indptr_.back());
-    for (std::size_t b = 0; b < lengths_.size(); ++b) {
-      const std::int64_t first = indptr_[b], n = rows_[b], len = lengths_[b];
+    steps_.check_write(k, v);
+    for (std::size_t b = 0; b < steps_.lengths().size(); ++b) {
+      const std::int64_t first = steps_.indptr()[b], n = steps_.rows()[b], len = steps_.lengths()[b];
       const auto s = static_cast<std::int64_t>(b);
       cache_[layer][0][s].narrow(1, len, n).copy_(k.narrow(0, first, n).transpose(0, 1));
       cache_[layer][1][s].narrow(1, len, n).copy_(v.narrow(0, first, n).transpose(0, 1));
@@ -186,9 +172,7 @@ class StaticKvStore {
   /// Sequence `b`'s cached entries then its step rows: keys and values, each a view
   /// [lengths()[b] + step rows, kv_heads, head_dim].
   std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
-    check_index(b);
-    const auto u = static_cast<std::size_t>(b);
-    const std::int64_t n = lengths_[u] + rows_[u];
+    const std::int64_t n = steps_.visible(b);
     return {cache_[layer][0][b].narrow(1, 0, n).transpose(0, 1), cache_[layer][1][b].narrow(1, 0, n).transpose(0, 1)};
   }
 
@@ -196,20 +180,17 @@ class StaticKvStore {
   /// lengths()[b], lengths()[b] + 1, ... (one gather and one scatter for every layer and
   /// sequence, none when every kept row is already in place) and its length becomes keep.lengths[b].
   void commit(const KeepPlan& keep) {
-    REFDEC_CHECK(!indptr_.empty(), "StaticKvStore: commit() without a step");
-    torch_detail::check_keep(keep, indptr_, lengths_, "StaticKvStore");
+    steps_.check_commit(keep);
     const std::int64_t KV = layout_.kv_heads, E = entries();
     std::vector<std::int64_t> src, dst;  // entries of the cache viewed as [2 layers, max_batch * kv_heads * entries, head_dim]
     for (std::int32_t b = 0; b < keep.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
-      for_each_keep_move(keep, b, lengths_[u], [&](std::int64_t from, std::int64_t to) {
+      for_each_keep_move(keep, b, steps_.lengths()[u], [&](std::int64_t from, std::int64_t to) {
         for (std::int64_t h = 0; h < KV; ++h) {
           src.push_back((b * KV + h) * E + from);
           dst.push_back((b * KV + h) * E + to);
         }
       });
-      lengths_[u] = keep.lengths[u];
-      rows_[u] = 0;
     }
     if (!src.empty()) {
       // The gather copies, so overlapping sources and destinations are safe.
@@ -218,21 +199,15 @@ class StaticKvStore {
       const auto s = at::tensor(src, at::kLong).to(device), d = at::tensor(dst, at::kLong).to(device);
       flat.index_copy_(1, d, flat.index_select(1, s));
     }
-    indptr_.clear();
+    steps_.commit(keep);
   }
 
  private:
-  void check_index(std::int64_t b) const {
-    REFDEC_CHECK(b >= 0 && b < batch(), "StaticKvStore: sequence " << b << " out of range [0, " << batch() << ")");
-  }
-
   KvLayout layout_;
   std::int64_t capacity_;
   StaticStoreOptions options_;
-  at::Tensor cache_;                   // [layers, 2, max_batch, kv_heads, entries, head_dim]
-  std::vector<std::int64_t> lengths_;  // [batch] cached entries
-  std::vector<std::int64_t> rows_;     // [batch] rows of the current step
-  std::vector<std::int32_t> indptr_;   // [batch + 1] plan rows of the step begun last; empty outside a step
+  at::Tensor cache_;  // [layers, 2, max_batch, kv_heads, entries, head_dim]
+  torch_detail::SequenceSteps steps_{"StaticKvStore"};
   std::shared_ptr<StaticStoreState> state_;
 };
 
