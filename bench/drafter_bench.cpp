@@ -23,6 +23,7 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_driver.hpp"
+#include "propose_timing.hpp"
 #include "synthetic_text.hpp"
 #include "refdec/core/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
@@ -92,18 +93,7 @@ void BM_LlmaPropose(benchmark::State& state) {
                             .self_reference = state.range(2) != 0});
   d.begin(w.prompt, w.references);
   d.accept(std::span<const Token>(w.output).first(512));
-  if (state.range(3) == 0) {
-    d.accept(std::span<const Token>(w.references[0]).subspan(2000, 32));
-  } else {
-    d.accept(Tokens{5000, 0});
-  }
-  DraftTree tree;
-  for (auto _ : state) {
-    tree.clear();
-    d.propose(budget, tree);
-    benchmark::DoNotOptimize(tree);
-  }
-  state.counters["drafts"] = static_cast<double>(tree.size());
+  refdec_bench::time_proposals(state, d, w.references[0], state.range(3) == 0, budget);
 }
 BENCHMARK(BM_LlmaPropose)
     ->ArgNames({"budget", "m", "self", "tail"})

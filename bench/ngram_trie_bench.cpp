@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
+#include "propose_timing.hpp"
 #include "synthetic_text.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 
@@ -69,18 +70,7 @@ void BM_NgramTriePropose(benchmark::State& state) {
   NgramTrieDrafter d(NgramTrieOptions{.max_nodes = num_draft});
   d.begin(std::span<const Token>(prompt_text()).first(kContext), {});
   d.accept(std::span<const Token>(output_text()).first(512));
-  if (state.range(1) == 0) {
-    d.accept(std::span<const Token>(prompt_text()).subspan(2000, 32));
-  } else {
-    d.accept(Tokens{5000, 0});
-  }
-  DraftTree tree;
-  for (auto _ : state) {
-    tree.clear();
-    d.propose(num_draft, tree);
-    benchmark::DoNotOptimize(tree);
-  }
-  state.counters["drafts"] = static_cast<double>(tree.size());
+  refdec_bench::time_proposals(state, d, prompt_text(), state.range(1) == 0, num_draft);
 }
 BENCHMARK(BM_NgramTriePropose)
     ->ArgNames({"num_draft", "tail"})
