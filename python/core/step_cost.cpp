@@ -35,9 +35,9 @@ void bind_step_cost(py::module_& m) {
            py::arg("fallback_weight") = StepCostTrackerOptions{}.fallback_weight,
            "Learns around `prior` (measured or affine, not flat); half_life in observations.")
       .def("observe", [](StepCostTracker& t, std::size_t tokens, double seconds, std::size_t batch) { t.observe(tokens, seconds, batch); },
-           py::arg("tokens"), py::arg("seconds"), py::arg("batch") = 1,
+           py::arg("tokens"), py::arg("seconds"), py::arg("batch") = StepCostTracker::kDefaultBatch,
            "One timed step of `batch` sequences that ran `tokens` tokens in all in `seconds`.")
-      .def("current", [](const StepCostTracker& t, std::size_t batch) { return t.current(batch); }, py::arg("batch") = 1,
+      .def("current", [](const StepCostTracker& t, std::size_t batch) { return t.current(batch); }, py::arg("batch") = StepCostTracker::kDefaultBatch,
            "The learned cost of a step of `batch` sequences by its total tokens, a StepCost: one sequence's curve plus "
            "the overhead learned for that batch size.")
       .def("overhead", &StepCostTracker::overhead, py::arg("batch"),

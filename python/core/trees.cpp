@@ -62,7 +62,7 @@ void bind_trees(py::module_& m) {
       .def_property_readonly("size", &DraftTree::size, "Number of draft nodes (the root excluded).")
       .def_property_readonly("empty", &DraftTree::empty, "True without draft nodes.")
       .def("insert", [](DraftTree& t, const Tokens& path, float score) { t.insert(path, score); }, py::arg("path"),
-           py::arg("score") = 1.0f, "Inserts `path` (tokens after the root), adding `score` (finite, >= 0) to every node on it.")
+           py::arg("score") = DraftTree::kDefaultPathScore, "Inserts `path` (tokens after the root), adding `score` (finite, >= 0) to every node on it.")
       .def("node", &DraftTree::node, py::arg("index"), "Node `index` (0 is the root).")
       .def("find_child", py::overload_cast<std::int32_t, Token>(&DraftTree::find_child, py::const_), py::arg("parent"),
            py::arg("token"), "The child of `parent` carrying `token`, or -1.")

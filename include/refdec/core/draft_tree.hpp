@@ -224,9 +224,12 @@ class DraftTree {
   std::size_t size() const { return nodes_.size() - 1; }
   bool empty() const { return nodes_.size() == 1; }
 
+  /// The score insert() adds when given none: one path counted once.
+  static constexpr float kDefaultPathScore = 1.0f;
+
   /// Inserts `path` (tokens that follow the root) and adds `score` to every node on it.
   /// `score` must be finite and non-negative.
-  void insert(std::span<const Token> path, float path_score = 1.0f) {
+  void insert(std::span<const Token> path, float path_score = kDefaultPathScore) {
     REFDEC_CHECK(std::isfinite(path_score) && path_score >= 0.0f, "draft path score must be finite and non-negative, got " << path_score);
     std::int32_t cur = 0;
     for (const Token t : path) {

@@ -140,10 +140,13 @@ class StepCostTracker {
     current_ = learned();
   }
 
+  /// The batch observe() and Python's current() take when given none: a step of one sequence.
+  static constexpr std::size_t kDefaultBatch = 1;
+
   /// One timed step of `batch` sequences (>= 1) that ran `tokens` tokens in all (>= batch) in
   /// `seconds` (finite, > 0). One sequence's step teaches the curve; a step of several, the
   /// overhead per sequence of its batch-size class (see above).
-  void observe(std::size_t tokens, double seconds, std::size_t batch = 1) {
+  void observe(std::size_t tokens, double seconds, std::size_t batch = kDefaultBatch) {
     REFDEC_CHECK(batch >= 1, "step cost tracker: a step runs at least one sequence, got a batch of " << batch);
     REFDEC_CHECK(tokens >= batch, "step cost tracker: a step runs at least one token per sequence, got " << tokens << " for " << batch);
     REFDEC_CHECK(std::isfinite(seconds) && seconds > 0.0,
