@@ -92,6 +92,14 @@ TEST_P(SuffixArrayViewLayouts, SearchesAgreeWithAScan) {
   ASSERT_EQ(s.view.size(), t.codes.size() - offset);
   for (std::size_t r = 0; r < s.view.size(); ++r) ASSERT_EQ(s.view.suffix(r), t.suffixes[r + offset]);
   for (std::size_t p = 0; p < t.codes.size(); ++p) ASSERT_EQ(s.view.token(p), static_cast<Token>(t.codes[p]) - 1);
+  // The LCP array a segment keeps: per rank, the tokens shared with the suffix before it.
+  std::vector<std::uint8_t> lcp(s.view.size(), 0);
+  for (std::size_t r = 1; r < lcp.size(); ++r) {
+    const std::size_t x = t.suffixes[r - 1 + offset], y = t.suffixes[r + offset];
+    std::size_t l = 0;
+    while (l < 255 && t.codes[x + l] == t.codes[y + l] && t.codes[x + l] != 0) ++l;
+    lcp[r] = static_cast<std::uint8_t>(l);
+  }
   for (int trial = 0; trial < 400; ++trial) {
     Tokens pattern(rng() % 6);
     for (Token& x : pattern) x = static_cast<Token>(rng() % 6);  // 5 never occurs
@@ -112,6 +120,7 @@ TEST_P(SuffixArrayViewLayouts, SearchesAgreeWithAScan) {
     }
     for (std::uint64_t r = found.begin; r < found.end; ++r) ASSERT_TRUE(s.view.starts_with(r, pattern));
     ASSERT_EQ(s.view.continues(pattern, 0, s.view.size()), continued);
+    ASSERT_EQ(s.view.find(pattern, 0, s.view.size(), lcp), found) << "with the LCP array";
     // Within a window: the part of the run inside it.
     const std::size_t a = rng() % (s.view.size() + 1), b = a + rng() % (s.view.size() - a + 1);
     const SuffixRange within = s.view.find(pattern, a, b);

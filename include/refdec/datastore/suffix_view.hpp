@@ -112,38 +112,48 @@ class SuffixArrayView {
     return visit([&](const auto* codes, const auto* sa) { return compare_prefix(codes, entry(sa, rank), pattern) == 0; });
   }
 
-  /// The first rank in [first, last) whose suffix does not sort below `pattern` (token ids >= 0).
-  std::size_t lower_bound(std::span<const Token> pattern, std::size_t first, std::size_t last) const {
-    return partition(first, last, [&](const auto* codes, std::size_t s) { return compare_prefix(codes, s, pattern) < 0; });
-  }
-  /// The first rank in [first, last) whose suffix does not start with `pattern`, where every one
-  /// before it from `first` does.
-  std::size_t end_of_matches(std::span<const Token> pattern, std::size_t first, std::size_t last) const {
-    const auto matches = [&](const auto* codes, std::size_t s) { return compare_prefix(codes, s, pattern) == 0; };
-    // Galloping: most runs are short, and this finds the end of one of length n in about
-    // 2 log2(n) probes, where a search to `last` takes log2(last - first).
-    std::size_t lo = first, step = 1;
-    while (step < last - lo && visit([&](const auto* codes, const auto* sa) { return matches(codes, entry(sa, lo + step)); })) {
-      lo += step;
-      step *= 2;
-    }
-    return partition(lo, std::min(last, lo + step), matches);
-  }
-  /// The ranks in [first, last) of the suffixes that start with `pattern` (an empty pattern: all).
-  SuffixRange find(std::span<const Token> pattern, std::size_t first, std::size_t last) const {
-    const std::size_t a = lower_bound(pattern, first, last);
-    return {a, a == last ? a : end_of_matches(pattern, a, last)};
+  /// The ranks in [first, last) of the suffixes that start with `pattern` (token ids >= 0; an
+  /// empty pattern: all of them). `lcp`, when given, holds per rank the tokens its suffix shares
+  /// with the one before it (at least the pattern's length where they share all of it): the end of
+  /// a short range is then read from it instead of searched.
+  SuffixRange find(std::span<const Token> pattern, std::size_t first, std::size_t last, std::span<const std::uint8_t> lcp = {}) const {
+    return visit([&](const auto* codes, const auto* sa) -> SuffixRange {
+      const auto compare = [&](std::size_t rank) { return compare_prefix(codes, entry(sa, rank), pattern); };
+      // Narrow to some rank that matches, then find both ends below and above it.
+      std::size_t lo = first, hi = last, mid = 0;
+      for (int c = 1; lo < hi && c != 0;) {
+        mid = lo + (hi - lo) / 2;
+        c = compare(mid);
+        if (c < 0) lo = mid + 1;
+        if (c > 0) hi = mid;
+      }
+      if (lo >= hi) return {lo, lo};
+      const std::size_t a = partition(lo, mid, [&](std::size_t r) { return compare(r) < 0; });
+      std::size_t b = mid + 1;
+      if (!lcp.empty()) {
+        // A few bytes of lcp read in place of a second search, unless the range is long.
+        b = a + 1;
+        for (const std::size_t stop = std::min(hi, a + 64); b < stop && lcp[b] >= pattern.size();) ++b;
+        if (b < a + 64 || b == hi) return {a, b};
+        b = std::max(b, mid + 1);
+      }
+      return {a, partition(b, hi, [&](std::size_t r) { return compare(r) == 0; })};
+    });
   }
   SuffixRange find(std::span<const Token> pattern) const { return find(pattern, 0, size()); }
+
   /// Whether a suffix in [first, last) starts with `pattern` followed by a token (not by its
   /// document's end): one binary search, since those that end right after it sort first among
   /// the suffixes that start with it.
   bool continues(std::span<const Token> pattern, std::size_t first, std::size_t last) const {
-    const std::size_t r = partition(first, last, [&](const auto* codes, std::size_t s) {
-      const int c = compare_prefix(codes, s, pattern);
-      return c < 0 || (c == 0 && codes[s + pattern.size()] == 0);
+    return visit([&](const auto* codes, const auto* sa) {
+      const std::size_t r = partition(first, last, [&](std::size_t rank) {
+        const std::size_t s = entry(sa, rank);
+        const int c = compare_prefix(codes, s, pattern);
+        return c < 0 || (c == 0 && codes[s + pattern.size()] == 0);
+      });
+      return r != last && compare_prefix(codes, entry(sa, r), pattern) == 0;
     });
-    return r != last && starts_with(r, pattern);
   }
 
  private:
@@ -162,21 +172,19 @@ class SuffixArrayView {
                                                    << ", out of range [0, " << a_.num_codes << ")");
     return static_cast<std::size_t>(pos);
   }
-  // The first rank in [first, last) where below(codes, position) turns false (it must be true
-  // then false along the ranks).
+  // The first rank in [first, last) where below(rank) turns false (true, then false, along the
+  // ranks).
   template <class Below>
-  std::size_t partition(std::size_t first, std::size_t last, Below below) const {
-    return visit([&](const auto* codes, const auto* sa) {
-      std::size_t lo = first, hi = last;
-      while (lo < hi) {
-        const std::size_t mid = lo + (hi - lo) / 2;
-        if (below(codes, entry(sa, mid)))
-          lo = mid + 1;
-        else
-          hi = mid;
-      }
-      return lo;
-    });
+  static std::size_t partition(std::size_t first, std::size_t last, Below below) {
+    std::size_t lo = first, hi = last;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (below(mid))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
   }
 
   Arrays a_;

@@ -187,14 +187,7 @@ class IndexSegment {
   /// The ranks [first, second) of the suffixes that start with `pattern` (at most depth() tokens).
   SuffixRange find(std::span<const Token> pattern) const {
     const auto [first, last] = window(pattern);
-    const std::size_t a = view_.lower_bound(pattern, first, last);
-    if (a == last || !view_.starts_with(a, pattern)) return {a, a};
-    // The range goes on while a suffix shares the pattern with the one before it: a few bytes of
-    // lcp() read in place of a second search, unless the range is long.
-    std::size_t b = a + 1;
-    for (const std::size_t stop = std::min(last, a + 64); b < stop && lcp_[b] >= pattern.size();) ++b;
-    if (b == a + 64 && b < last) b = view_.end_of_matches(pattern, b, last);
-    return {a, b};
+    return view_.find(pattern, first, last, lcp_);
   }
 
  private:
