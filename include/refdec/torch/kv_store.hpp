@@ -159,15 +159,20 @@ class SequenceSteps {
     REFDEC_CHECK(b >= 0 && b < batch(), who_ << ": sequence " << b << " out of range [0, " << batch() << ")");
   }
 
-  /// Begins `plan`'s step, whose rows go after each sequence's cached entries, `capacity` of them
-  /// at most.
-  void begin_step(const StepPlan& plan, std::int64_t capacity) {
+  /// Checks that `plan` is a step of these sequences that leaves each with `capacity` entries at
+  /// most (`capacity_name` names the bound in the error).
+  void check_step(const StepPlan& plan, std::int64_t capacity, const char* capacity_name = "the capacity") const {
     check_plan_matches(plan, lengths_, who_);
     for (std::int32_t b = 0; b < plan.batch(); ++b) {
       const auto u = static_cast<std::size_t>(b);
       REFDEC_CHECK(lengths_[u] + plan.rows(b) <= capacity, who_ << ": sequence " << b << " needs " << lengths_[u] + plan.rows(b)
-                                                                << " entries (cached + step rows), more than the capacity " << capacity);
+                                                                << " entries (cached + step rows), more than " << capacity_name << " "
+                                                                << capacity);
     }
+  }
+  /// Begins `plan`'s step (check_step() first), whose rows go after each sequence's cached entries.
+  void begin_step(const StepPlan& plan, std::int64_t capacity, const char* capacity_name = "the capacity") {
+    check_step(plan, capacity, capacity_name);
     for (std::int32_t b = 0; b < plan.batch(); ++b) rows_[static_cast<std::size_t>(b)] = plan.rows(b);
     indptr_ = plan.indptr;
   }

@@ -63,14 +63,14 @@ class StaticPagedKvStore {
   std::int64_t scratch_slot() const { return pool_.size(2) - 1; }
   std::int64_t batch() const { return blocks_.batch(); }
   /// [batch] cached entries per sequence.
-  std::span<const std::int64_t> lengths() const { return lengths_; }
+  std::span<const std::int64_t> lengths() const { return steps_.lengths(); }
   /// [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]; its address never changes.
   const at::Tensor& pool() const { return pool_; }
   /// The buckets' buffers and graphs (shared with copies of this store).
   StaticStoreState& state() const { return *state_; }
   /// The blocks of sequence `b`, in order: entry e lives in slot table[e / block_size] * block_size + e % block_size.
   std::span<const std::int32_t> block_table(std::int64_t b) const {
-    check_index(b);
+    steps_.check_index(b);
     return blocks_.table(b);
   }
   /// The pool slot of entry `e` of sequence `b`, the scratch slot where its blocks do not reach.
@@ -80,52 +80,41 @@ class StaticPagedKvStore {
   std::int64_t add() {
     REFDEC_CHECK(batch() < options_.max_batch, "StaticPagedKvStore: already " << batch() << " sequences, the store's max_batch");
     blocks_.add();
-    lengths_.push_back(0);
-    rows_.push_back(0);
-    indptr_.clear();
-    return batch() - 1;
+    return steps_.add();
   }
 
   /// Drops sequence `b` and returns its blocks to the pool; later sequences move down by one
   /// (their block tables only: no entry is copied).
   void remove(std::int64_t b) {
-    check_index(b);
+    steps_.check_index(b);
     blocks_.remove(b);
-    lengths_.erase(lengths_.begin() + b);
-    rows_.erase(rows_.begin() + b);
-    indptr_.clear();
+    steps_.remove(b);
   }
 
   /// Prepares `plan`'s step: allocates the blocks each sequence's step rows need. Throws
   /// refdec::ArgumentError, allocating nothing, when a sequence would pass capacity() or the pool
   /// has too few free blocks.
   void begin_step(const StepPlan& plan) {
-    torch_detail::check_plan_matches(plan, lengths_, "StaticPagedKvStore");
-    std::vector<std::int64_t> ends(lengths_.size());  // [B] entries after the step
-    for (std::int32_t b = 0; b < plan.batch(); ++b) {
-      const auto u = static_cast<std::size_t>(b);
+    for (std::int32_t b = 0; b < plan.batch(); ++b)
       REFDEC_CHECK(plan.rows(b) <= options_.max_rows, "StaticPagedKvStore: sequence " << b << " has " << plan.rows(b)
                                                                                       << " step rows, more than max_rows "
                                                                                       << options_.max_rows);
-      ends[u] = lengths_[u] + plan.rows(b);
-      REFDEC_CHECK(ends[u] <= max_entries_, "StaticPagedKvStore: sequence " << b << " needs " << ends[u]
-                                                                            << " entries (cached + step rows), more than max_entries "
-                                                                            << max_entries_);
-    }
+    steps_.check_step(plan, max_entries_, "max_entries");
+    std::vector<std::int64_t> ends(steps_.lengths().size());  // [B] entries after the step
+    for (std::int32_t b = 0; b < plan.batch(); ++b)
+      ends[static_cast<std::size_t>(b)] = steps_.lengths()[static_cast<std::size_t>(b)] + plan.rows(b);
     blocks_.reserve(ends);
-    for (std::int32_t b = 0; b < plan.batch(); ++b) rows_[static_cast<std::size_t>(b)] = plan.rows(b);
-    indptr_ = plan.indptr;
+    steps_.begin_step(plan, max_entries_, "max_entries");
   }
 
   /// Writes one layer's keys and values of every plan row, each [R, kv_heads, head_dim] (the eager
   /// model's path).
   void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) {
-    REFDEC_CHECK(!indptr_.empty(), "StaticPagedKvStore: write() outside a step");
-    REFDEC_CHECK(k.size(0) == indptr_.back() && v.size(0) == indptr_.back(),
-                 "StaticPagedKvStore: write of " << k.size(0) << " rows in a step of " << indptr_.back());
+    steps_.check_write(k, v);
     std::vector<std::int64_t> slots;
-    for (std::size_t b = 0; b < lengths_.size(); ++b)
-      for (std::int64_t i = 0; i < rows_[b]; ++i) slots.push_back(slot_or_scratch(static_cast<std::int64_t>(b), lengths_[b] + i));
+    for (std::size_t b = 0; b < steps_.lengths().size(); ++b)
+      for (std::int64_t i = 0; i < steps_.rows()[b]; ++i)
+        slots.push_back(slot_or_scratch(static_cast<std::int64_t>(b), steps_.lengths()[b] + i));
     const auto index = at::tensor(slots, at::kLong).to(pool_.device());
     pool_[layer][0].index_copy_(0, index, k.to(pool_.scalar_type()));
     pool_[layer][1].index_copy_(0, index, v.to(pool_.scalar_type()));
@@ -134,10 +123,9 @@ class StaticPagedKvStore {
   /// Sequence `b`'s cached entries then its step rows, gathered from its blocks: keys and values,
   /// each [lengths()[b] + step rows, kv_heads, head_dim].
   std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
-    check_index(b);
-    const auto u = static_cast<std::size_t>(b);
+    const std::int64_t n = steps_.visible(b);
     std::vector<std::int64_t> slots;
-    for (std::int64_t e = 0; e < lengths_[u] + rows_[u]; ++e) slots.push_back(slot_or_scratch(b, e));
+    for (std::int64_t e = 0; e < n; ++e) slots.push_back(slot_or_scratch(b, e));
     const auto index = at::tensor(slots, at::kLong).to(pool_.device());
     return {pool_[layer][0].index_select(0, index), pool_[layer][1].index_select(0, index)};
   }
@@ -146,11 +134,10 @@ class StaticPagedKvStore {
   /// and one scatter for every layer and sequence, none when every kept row is in place); blocks
   /// past each sequence's new length return to the pool.
   void commit(const KeepPlan& keep) {
-    REFDEC_CHECK(!indptr_.empty(), "StaticPagedKvStore: commit() without a step");
-    torch_detail::check_keep(keep, indptr_, lengths_, "StaticPagedKvStore");
+    steps_.check_commit(keep);
     std::vector<std::int64_t> src, dst;
     for (std::int32_t b = 0; b < keep.batch(); ++b)
-      for_each_keep_move(keep, b, lengths_[static_cast<std::size_t>(b)], [&](std::int64_t from, std::int64_t to) {
+      for_each_keep_move(keep, b, steps_.lengths()[static_cast<std::size_t>(b)], [&](std::int64_t from, std::int64_t to) {
         src.push_back(slot_or_scratch(b, from));
         dst.push_back(slot_or_scratch(b, to));
       });
@@ -160,28 +147,17 @@ class StaticPagedKvStore {
       const auto s = at::tensor(src, at::kLong).to(pool_.device()), d = at::tensor(dst, at::kLong).to(pool_.device());
       flat.index_copy_(1, d, flat.index_select(1, s));
     }
-    for (std::int32_t b = 0; b < keep.batch(); ++b) {
-      const auto u = static_cast<std::size_t>(b);
-      lengths_[u] = keep.lengths[u];
-      rows_[u] = 0;
-      blocks_.shrink(b, lengths_[u]);
-    }
-    indptr_.clear();
+    steps_.commit(keep);
+    for (std::int32_t b = 0; b < keep.batch(); ++b) blocks_.shrink(b, steps_.lengths()[static_cast<std::size_t>(b)]);
   }
 
  private:
-  void check_index(std::int64_t b) const {
-    REFDEC_CHECK(b >= 0 && b < batch(), "StaticPagedKvStore: sequence " << b << " out of range [0, " << batch() << ")");
-  }
-
   KvLayout layout_;
   BlockTables blocks_;
   std::int64_t max_entries_;
   StaticStoreOptions options_;
-  at::Tensor pool_;                    // [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]
-  std::vector<std::int64_t> lengths_;  // [batch] cached entries
-  std::vector<std::int64_t> rows_;     // [batch] rows of the step begun last
-  std::vector<std::int32_t> indptr_;   // [batch + 1] of the step begun last; empty outside a step
+  at::Tensor pool_;  // [layers, 2, num_blocks * block_size + 1, kv_heads, head_dim]
+  torch_detail::SequenceSteps steps_{"StaticPagedKvStore"};
   std::shared_ptr<StaticStoreState> state_;
 };
 
