@@ -23,7 +23,7 @@
 #include "refdec/core/aux_block.hpp"
 #include "refdec/core/draft_tree.hpp"
 #include "refdec/core/step_driver.hpp"
-#include "propose_timing.hpp"
+#include "drafter_timing.hpp"
 #include "synthetic_text.hpp"
 #include "refdec/core/drafter.hpp"
 #include "refdec/drafters/llma.hpp"
@@ -110,21 +110,7 @@ void BM_LlmaAccept(benchmark::State& state) {
   const Workload& w = workload(kContext);
   const auto chunk = static_cast<std::size_t>(state.range(0));
   LlmaDrafter d(LlmaOptions{.self_reference = state.range(1) != 0});
-  d.begin(w.prompt, w.references);
-  const std::span<const Token> output(w.output);
-  std::size_t pos = 0;
-  for (auto _ : state) {
-    if (pos + chunk > output.size()) {  // the output is used up: start the sequence again
-      state.PauseTiming();
-      d.begin(w.prompt, w.references);
-      pos = 0;
-      state.ResumeTiming();
-    }
-    d.accept(output.subspan(pos, chunk));
-    pos += chunk;
-  }
-  const auto tokens = static_cast<double>(state.iterations()) * static_cast<double>(chunk);
-  state.counters["per_token"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  refdec_bench::time_accepts(state, d, w.prompt, w.references, w.output, chunk);
 }
 BENCHMARK(BM_LlmaAccept)->ArgNames({"chunk", "self"})->Args({1, 0})->Args({1, 1})->Args({8, 0})->Args({8, 1});
 

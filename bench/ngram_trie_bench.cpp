@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "refdec/core/draft_tree.hpp"
-#include "propose_timing.hpp"
+#include "drafter_timing.hpp"
 #include "synthetic_text.hpp"
 #include "refdec/drafters/ngram_trie.hpp"
 
@@ -87,21 +87,7 @@ void BM_NgramTrieAccept(benchmark::State& state) {
   const auto chunk = static_cast<std::size_t>(state.range(0));
   const std::span<const Token> prompt = std::span<const Token>(prompt_text()).first(kContext);
   NgramTrieDrafter d;
-  d.begin(prompt, {});
-  const std::span<const Token> output(output_text());
-  std::size_t pos = 0;
-  for (auto _ : state) {
-    if (pos + chunk > output.size()) {  // the output is used up: start the sequence again
-      state.PauseTiming();
-      d.begin(prompt, {});
-      pos = 0;
-      state.ResumeTiming();
-    }
-    d.accept(output.subspan(pos, chunk));
-    pos += chunk;
-  }
-  const auto tokens = static_cast<double>(state.iterations()) * static_cast<double>(chunk);
-  state.counters["per_token"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  refdec_bench::time_accepts(state, d, prompt, {}, output_text(), chunk);
 }
 BENCHMARK(BM_NgramTrieAccept)->ArgNames({"chunk"})->Arg(1)->Arg(8);
 
