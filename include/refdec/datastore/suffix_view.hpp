@@ -24,6 +24,24 @@ struct SuffixRange {
   friend bool operator==(const SuffixRange&, const SuffixRange&) = default;
 };
 
+namespace suffix_view_detail {
+// The first rank in [first, last) where below(rank) turns false (true, then false, along the
+// ranks). A function outside the class: clang 14 left a member template called from the generic
+// lambdas of find() uninstantiated (undefined references at link time).
+template <class Below>
+std::size_t partition(std::size_t first, std::size_t last, Below below) {
+  std::size_t lo = first, hi = last;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (below(mid))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+}  // namespace suffix_view_detail
+
 /// Token codes and the suffix array over them, held elsewhere (the view owns nothing), in the
 /// datastore format's layout, little-endian: each token stored as the code token + 1, the code 0
 /// ending each document (the last code is 0), 2 or 4 bytes a code; suffix array entries (code
@@ -128,7 +146,7 @@ class SuffixArrayView {
         if (c > 0) hi = mid;
       }
       if (lo >= hi) return {lo, lo};
-      const std::size_t a = partition(lo, mid, [&](std::size_t r) { return compare(r) < 0; });
+      const std::size_t a = suffix_view_detail::partition(lo, mid, [&](std::size_t r) { return compare(r) < 0; });
       std::size_t b = mid + 1;
       if (!lcp.empty()) {
         // A few bytes of lcp read in place of a second search, unless the range is long.
@@ -137,7 +155,7 @@ class SuffixArrayView {
         if (b < a + 64 || b == hi) return {a, b};
         b = std::max(b, mid + 1);
       }
-      return {a, partition(b, hi, [&](std::size_t r) { return compare(r) == 0; })};
+      return {a, suffix_view_detail::partition(b, hi, [&](std::size_t r) { return compare(r) == 0; })};
     });
   }
   SuffixRange find(std::span<const Token> pattern) const { return find(pattern, 0, size()); }
@@ -147,7 +165,7 @@ class SuffixArrayView {
   /// the suffixes that start with it.
   bool continues(std::span<const Token> pattern, std::size_t first, std::size_t last) const {
     return visit([&](const auto* codes, const auto* sa) {
-      const std::size_t r = partition(first, last, [&](std::size_t rank) {
+      const std::size_t r = suffix_view_detail::partition(first, last, [&](std::size_t rank) {
         const std::size_t s = entry(sa, rank);
         const int c = compare_prefix(codes, s, pattern);
         return c < 0 || (c == 0 && codes[s + pattern.size()] == 0);
@@ -172,21 +190,6 @@ class SuffixArrayView {
                                                    << ", out of range [0, " << a_.num_codes << ")");
     return static_cast<std::size_t>(pos);
   }
-  // The first rank in [first, last) where below(rank) turns false (true, then false, along the
-  // ranks).
-  template <class Below>
-  static std::size_t partition(std::size_t first, std::size_t last, Below below) {
-    std::size_t lo = first, hi = last;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (below(mid))
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
-  }
-
   Arrays a_;
   std::string label_ = "suffix array";
 };

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/references.hpp"
 #include "refdec/datastore/suffix_view.hpp"
 
 REFDEC_NAMESPACE_BEGIN
