@@ -25,9 +25,21 @@ struct SuffixRange {
 };
 
 namespace suffix_view_detail {
+// Functions outside the class: clang 14 leaves a member template that generic lambdas in the
+// class's body call, declared after them, uninstantiated (undefined references at link time).
+
+// The suffix at position `s` against `pattern`: <0, 0 (it starts with the pattern) or >0.
+template <class C>
+int compare_prefix(const C* codes, std::size_t s, std::span<const Token> pattern) {
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const std::uint32_t c = codes[s + i], p = static_cast<std::uint32_t>(pattern[i]) + 1;
+    if (c != p) return c < p ? -1 : 1;
+  }
+  return 0;
+}
+
 // The first rank in [first, last) where below(rank) turns false (true, then false, along the
-// ranks). A function outside the class: clang 14 left a member template called from the generic
-// lambdas of find() uninstantiated (undefined references at link time).
+// ranks).
 template <class Below>
 std::size_t partition(std::size_t first, std::size_t last, Below below) {
   std::size_t lo = first, hi = last;
@@ -116,27 +128,13 @@ class SuffixArrayView {
   /// A hint to fetch the code at position `pos` into the cache; harmless for any position.
   void prefetch_code(std::size_t pos) const { prefetch(static_cast<const char*>(a_.codes) + pos * a_.code_width); }
 
-  /// The suffix at position `s` against `pattern`: <0, 0 (it starts with the pattern) or >0.
-  template <class C>
-  static int compare_prefix(const C* codes, std::size_t s, std::span<const Token> pattern) {
-    for (std::size_t i = 0; i < pattern.size(); ++i) {
-      const std::uint32_t c = codes[s + i], p = static_cast<std::uint32_t>(pattern[i]) + 1;
-      if (c != p) return c < p ? -1 : 1;
-    }
-    return 0;
-  }
-  /// Whether the suffix of rank `rank` starts with `pattern`.
-  bool starts_with(std::size_t rank, std::span<const Token> pattern) const {
-    return visit([&](const auto* codes, const auto* sa) { return compare_prefix(codes, entry(sa, rank), pattern) == 0; });
-  }
-
   /// The ranks in [first, last) of the suffixes that start with `pattern` (token ids >= 0; an
   /// empty pattern: all of them). `lcp`, when given, holds per rank the tokens its suffix shares
   /// with the one before it (at least the pattern's length where they share all of it): the end of
   /// a short range is then read from it instead of searched.
   SuffixRange find(std::span<const Token> pattern, std::size_t first, std::size_t last, std::span<const std::uint8_t> lcp = {}) const {
     return visit([&](const auto* codes, const auto* sa) -> SuffixRange {
-      const auto compare = [&](std::size_t rank) { return compare_prefix(codes, entry(sa, rank), pattern); };
+      const auto compare = [&](std::size_t rank) { return suffix_view_detail::compare_prefix(codes, entry(sa, rank), pattern); };
       // Narrow to some rank that matches, then find both ends below and above it.
       std::size_t lo = first, hi = last, mid = 0;
       for (int c = 1; lo < hi && c != 0;) {
@@ -167,10 +165,10 @@ class SuffixArrayView {
     return visit([&](const auto* codes, const auto* sa) {
       const std::size_t r = suffix_view_detail::partition(first, last, [&](std::size_t rank) {
         const std::size_t s = entry(sa, rank);
-        const int c = compare_prefix(codes, s, pattern);
+        const int c = suffix_view_detail::compare_prefix(codes, s, pattern);
         return c < 0 || (c == 0 && codes[s + pattern.size()] == 0);
       });
-      return r != last && compare_prefix(codes, entry(sa, r), pattern) == 0;
+      return r != last && suffix_view_detail::compare_prefix(codes, entry(sa, r), pattern) == 0;
     });
   }
 
