@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/counted_paged_store.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/contiguous_kv_store.hpp"
 #include "refdec/torch/llama.hpp"
@@ -51,22 +52,7 @@ const LlamaModel& model() {
 }
 
 // A paged store seen through the KvStore members alone: the model gathers each prefix with read().
-class GatheringStore {
- public:
-  GatheringStore(const KvLayout& layout, std::int64_t blocks) : store_(layout, blocks, kBlockSize) {}
-  void begin_step(const StepPlan& plan) { store_.begin_step(plan); }
-  void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) { store_.write(layer, k, v); }
-  std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const { return store_.read(layer, b); }
-  void commit(const KeepPlan& keep) { store_.commit(keep); }
-  std::int64_t add() { return store_.add(); }
-  void remove(std::int64_t b) { store_.remove(b); }
-  std::int64_t batch() const { return store_.batch(); }
-  std::span<const std::int64_t> lengths() const { return store_.lengths(); }
-  const KvLayout& layout() const { return store_.layout(); }
-
- private:
-  PagedKvStore store_;
-};
+using GatheringStore = refdec_test::CountedPagedStore<false>;
 static_assert(KvStore<GatheringStore> && !PagedKvRead<GatheringStore>);
 
 // The plan of one step in which each of `batch` sequences runs a chain of `rows` tokens.
@@ -126,7 +112,7 @@ void with_store(benchmark::State& state, F&& body) {
       break;
     }
     default: {
-      GatheringStore store(layout, blocks);
+      GatheringStore store(layout, blocks, kBlockSize);
       fill(store, batch);
       body(store);
     }

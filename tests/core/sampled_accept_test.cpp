@@ -225,26 +225,19 @@ struct Setting {
 };
 
 std::vector<Setting> settings() {
-  std::vector<Setting> out(9);
-  out[0].name = "plain";
-  out[1].name = "temperature 0.6";
-  out[1].options.temperature = 0.6f;
-  out[2].name = "top-k 2";
-  out[2].options.top_k = 2;
-  out[3].name = "top-p 0.7";
-  out[3].options.top_p = 0.7f;
-  out[4].name = "min-p 0.3";
-  out[4].options.min_p = 0.3f;
-  out[5].name = "repetition 1.5";
-  out[5].options.repetition_penalty = 1.5f;
-  out[6].name = "presence 0.8";
-  out[6].options.presence_penalty = 0.8f;
-  out[7].name = "frequency 0.6";
-  out[7].options.frequency_penalty = 0.6f;
-  out[8].name = "all";
-  out[8].options = {.temperature = 0.8f, .top_k = 4, .top_p = 0.9f, .min_p = 0.05f, .repetition_penalty = 1.2f,
-                    .presence_penalty = 0.3f, .frequency_penalty = 0.2f, .seed = 0};
-  return out;
+  return {
+      {"plain", {}},
+      {"temperature 0.6", {.temperature = 0.6f}},
+      {"top-k 2", {.top_k = 2}},
+      {"top-p 0.7", {.top_p = 0.7f}},
+      {"min-p 0.3", {.min_p = 0.3f}},
+      {"repetition 1.5", {.repetition_penalty = 1.5f}},
+      {"presence 0.8", {.presence_penalty = 0.8f}},
+      {"frequency 0.6", {.frequency_penalty = 0.6f}},
+      {"all",
+       {.temperature = 0.8f, .top_k = 4, .top_p = 0.9f, .min_p = 0.05f, .repetition_penalty = 1.2f,
+        .presence_penalty = 0.3f, .frequency_penalty = 0.2f, .seed = 0}},
+  };
 }
 
 // Counts of the prompt followed by the output `out`.

@@ -211,6 +211,7 @@ void expect_same_proposal(const LinearTree& lin, const BruteProposal& want, cons
   EXPECT_EQ(extra_scores, want_scores) << to_string(lin);
 }
 
+using refdec_test::DecodeCounts;
 using refdec_test::Scenario;
 
 // LLMA's scenarios: up to 4 references of up to 80 tokens, short prompts, longer passages; the
@@ -220,14 +221,6 @@ Scenario make_scenario(unsigned vocab, std::size_t output_len, std::mt19937& rng
       vocab, {.max_references = 4, .max_reference_len = 80, .max_prompt_len = 12, .max_passage = 24, .output_quotes_prompt = false},
       output_len, rng);
 }
-
-struct DecodeCounts {
-  int steps = 0;
-  int proposals = 0;      // steps whose proposal was not empty
-  int accepted = 0;       // draft tokens accepted
-  int continuations = 0;  // steps that continued a fully accepted span
-  int branched = 0;       // steps that proposed more than one span
-};
 
 // How a decode hands LlmaDrafter its references: each must draft the same.
 enum class Given {
@@ -272,17 +265,11 @@ DecodeCounts decode(const LlmaOptions& opt, const Scenario& s, std::mt19937& rng
                  ", sequence " + show(brute.sequence()));
     expect_same_proposal(lin, want, opt, root);
     if (::testing::Test::HasFailure()) return counts;  // one diagnosis is enough
-    // The target model's token after every node, from the hidden output.
-    std::vector<Token> target(static_cast<std::size_t>(lin.size()));
-    for (std::size_t i = 0; i < target.size(); ++i)
-      target[i] = s.truth.at(pos + static_cast<std::size_t>(lin.depth[i]));
-    greedy_accept(lin, target, acc);
+    refdec_test::accept_truth(lin, s.truth, pos, acc);
     drafter.accept(acc.tokens);
     brute.accept(acc.tokens);
     pos += acc.tokens.size();
-    ++counts.steps;
-    counts.proposals += lin.num_drafts() > 0;
-    counts.accepted += acc.num_accepted();
+    counts.count_step(lin, acc);
     counts.branched += lin.size() > 1 && lin.next_sibling[static_cast<std::size_t>(lin.first_child[0])] >= 0;
   }
   EXPECT_EQ(brute.continuation_disagreements(), 0);
@@ -304,13 +291,8 @@ TEST_P(LlmaVersusBruteForce, SameProposalsWhileDecoding) {
   for (const Given given : {Given::kVectors, Given::kSpans, Given::kSharedIndex}) {
     SCOPED_TRACE("references given as " + std::to_string(static_cast<int>(given)));
     const Scenario s = make_scenario(vocab, 260, rng);
-    const DecodeCounts c = decode(opt, s, rng, 200, given);
+    total += decode(opt, s, rng, 200, given);
     if (HasFailure()) return;
-    total.steps += c.steps;
-    total.proposals += c.proposals;
-    total.accepted += c.accepted;
-    total.continuations += c.continuations;
-    total.branched += c.branched;
   }
   // The scenarios must exercise what is compared: proposals, acceptance and continuation.
   EXPECT_GT(total.proposals, 0);

@@ -154,14 +154,8 @@ class ReferenceNgramTrie {
 
 // ---- Simulated decoding ---------------------------------------------------------------------
 
+using refdec_test::DecodeCounts;
 using refdec_test::Scenario;
-
-struct DecodeCounts {
-  int steps = 0;
-  int proposals = 0;  // steps whose proposal was not empty
-  int accepted = 0;   // draft tokens accepted
-  int branched = 0;   // steps whose proposal branched below the root
-};
 
 // Greedy decoding of `s.truth` (the first `steps_until` tokens) with NgramTrieDrafter proposing,
 // the reference shadowing it, and both proposals compared at every step.
@@ -189,15 +183,11 @@ DecodeCounts decode(const NgramTrieOptions& opt, const Scenario& s, std::mt19937
     EXPECT_LE(mine.size(), std::min(opt.max_nodes, budget));
     EXPECT_EQ(drafter.num_nodes(), reference.rebuild());
     if (::testing::Test::HasFailure()) return counts;  // one diagnosis is enough
-    std::vector<Token> target(static_cast<std::size_t>(lin.size()));
-    for (std::size_t i = 0; i < target.size(); ++i) target[i] = s.truth.at(pos + static_cast<std::size_t>(lin.depth[i]));
-    greedy_accept(lin, target, acc);
+    refdec_test::accept_truth(lin, s.truth, pos, acc);
     drafter.accept(acc.tokens);
     reference.accept(acc.tokens);
     pos += acc.tokens.size();
-    ++counts.steps;
-    counts.proposals += lin.num_drafts() > 0;
-    counts.accepted += acc.num_accepted();
+    counts.count_step(lin, acc);
     for (std::int32_t i = 1; i < lin.size(); ++i) counts.branched += lin.next_sibling[static_cast<std::size_t>(i)] >= 0;
   }
   return counts;
@@ -218,11 +208,8 @@ TEST_P(NgramTrieVersusReference, SameDraftsWhileDecoding) {
   for (int trial = 0; trial < 3; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     const Scenario s = refdec_test::make_scenario(vocab, with_references ? refdec_test::ScenarioShape{} : refdec_test::ScenarioShape{.max_references = 0}, 200, rng);
-    const DecodeCounts c = decode(opt, s, rng, 160);
+    total += decode(opt, s, rng, 160);
     if (HasFailure()) return;
-    total.proposals += c.proposals;
-    total.accepted += c.accepted;
-    total.branched += c.branched;
   }
   // The scenarios must exercise what is compared: proposals, acceptance and, given room, branching.
   EXPECT_GT(total.proposals, 0);
@@ -357,11 +344,8 @@ TEST_F(NgramTrieRealText, SameDraftsAsReferenceOnVicunaAnswers) {
       s.prompt.assign(streams_[k].begin(), streams_[k].begin() + 40);
       s.truth.assign(streams_[k].begin() + 40, streams_[k].end());
       if (k > 0) s.references.push_back(streams_[k - 1]);
-      const DecodeCounts c = decode(opt, s, rng, 300);
+      total += decode(opt, s, rng, 300);
       if (HasFailure()) return;
-      total.proposals += c.proposals;
-      total.accepted += c.accepted;
-      total.branched += c.branched;
     }
   }
   EXPECT_GT(total.proposals, 0);

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "refdec/core/config.hpp"
+#include "refdec/core/greedy_accept.hpp"
+#include "refdec/core/draft_tree.hpp"
+#include "refdec/core/walk.hpp"
 
 namespace refdec_test {
 
@@ -67,5 +70,41 @@ inline Scenario make_scenario(unsigned vocab, const ScenarioShape& shape, std::s
   write(s.truth, output_len, sources);
   return s;
 }
+
+/// Greedy acceptance of `lin` by a target model whose output is `truth` from position `pos` on:
+/// the model's token after every node is the output's token at that node's depth.
+inline void accept_truth(const refdec::LinearTree& lin, const std::vector<refdec::Token>& truth, std::size_t pos,
+                         refdec::Acceptance& acc) {
+  std::vector<refdec::Token> target(static_cast<std::size_t>(lin.size()));
+  for (std::size_t i = 0; i < target.size(); ++i) target[i] = truth.at(pos + static_cast<std::size_t>(lin.depth[i]));
+  refdec::greedy_accept(lin, target, acc);
+}
+
+/// What a decode against a brute-force reference exercised, so that a test can require its
+/// scenarios to reach what is compared.
+struct DecodeCounts {
+  int steps = 0;
+  int proposals = 0;      ///< steps whose proposal was not empty
+  int accepted = 0;       ///< draft tokens accepted
+  int continuations = 0;  ///< steps that continued a fully accepted span (drafters that continue)
+  int branched = 0;       ///< steps (or nodes, as the test counts) where the proposal branched
+
+  /// Counts one step that proposed `lin` and accepted `acc` (not `branched`: what counts as a
+  /// branch is the test's).
+  void count_step(const refdec::LinearTree& lin, const refdec::Acceptance& acc) {
+    ++steps;
+    proposals += lin.num_drafts() > 0;
+    accepted += acc.num_accepted();
+  }
+
+  DecodeCounts& operator+=(const DecodeCounts& o) {
+    steps += o.steps;
+    proposals += o.proposals;
+    accepted += o.accepted;
+    continuations += o.continuations;
+    branched += o.branched;
+    return *this;
+  }
+};
 
 }  // namespace refdec_test

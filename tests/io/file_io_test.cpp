@@ -113,10 +113,16 @@ TEST(InputFile, MissingFileNamesPath) {
   EXPECT_THROW(read_file_bytes(dir / "nope.bin"), IoError);
 }
 
-TEST(OutputFile, WritesAtomicallyAndLeavesNoTemporary) {
-  TempDir dir;
+// out.txt in `dir`, holding "old": the file an OutputFile is to replace.
+fs::path old_target(const TempDir& dir) {
   const auto out = dir / "out.txt";
   write_text(out, "old");
+  return out;
+}
+
+TEST(OutputFile, WritesAtomicallyAndLeavesNoTemporary) {
+  TempDir dir;
+  const auto out = old_target(dir);
   {
     OutputFile f(out);
     f.write("new ");
@@ -131,8 +137,7 @@ TEST(OutputFile, WritesAtomicallyAndLeavesNoTemporary) {
 
 TEST(OutputFile, WithoutCommitTheTargetIsUntouched) {
   TempDir dir;
-  const auto out = dir / "out.txt";
-  write_text(out, "old");
+  const auto out = old_target(dir);
   {
     OutputFile f(out);
     f.write("partial");

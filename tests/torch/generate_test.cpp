@@ -27,6 +27,14 @@ namespace {
 
 using namespace refdec;
 
+// Options for decoding `max_new_tokens` tokens with a draft budget of `budget`.
+GenerateOptions limited(std::int64_t max_new_tokens, std::int64_t budget = SequenceLimits{}.budget) {
+  GenerateOptions opt;
+  opt.limits.max_new_tokens = max_new_tokens;
+  opt.limits.budget = budget;
+  return opt;
+}
+
 GenerateResult run(const LlamaModel& model, const Request& request, std::optional<LlmaOptions> llma,
                    GenerateOptions opt) {
   if (!llma) return generate(model, request, AnyDrafter{}, opt);
@@ -48,9 +56,7 @@ class StoriesTest : public ::testing::Test {
 
 // LLMA with many kinds of references gives exactly the plain output (fp32, CPU).
 TEST_F(StoriesTest, LlmaIsLosslessForManyPromptsAndReferences) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 200;
-  opt.limits.budget = 16;
+  const GenerateOptions opt = limited(200, 16);
   std::mt19937 rng(5);
   std::uniform_int_distribution<Token> tok(3, 511);
   for (const std::string text : {"", "Once upon a time", "The cat sat on the mat. The dog", "Tom and"}) {
@@ -76,8 +82,7 @@ TEST_F(StoriesTest, LlmaIsLosslessForManyPromptsAndReferences) {
 }
 
 TEST_F(StoriesTest, ReferenceFromFirstRunIsFast) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 256;
+  const GenerateOptions opt = limited(256);
   Request req{{1}, {}};
   const auto plain = run(*model_, req, std::nullopt, opt);
   req.references = {plain.tokens[0]};
@@ -95,8 +100,7 @@ TEST_F(StoriesTest, ReferenceFromFirstRunIsFast) {
 // The retrieval drafters are lossless too: an n-gram trie over the prompt and references, and a
 // REST datastore of other generations (the "cache of earlier sessions" scenario).
 TEST_F(StoriesTest, NgramTrieAndRestAreLossless) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 160;
+  const GenerateOptions opt = limited(160);
   const std::vector<std::string> prompts = {"", "Once upon a time", "Tom and", "The cat sat on the mat. The dog",
                                             "Lily wanted", "One day, a big"};
   std::vector<std::vector<Token>> prompt_ids, plain;
@@ -137,9 +141,7 @@ TEST_F(StoriesTest, NgramTrieAndRestAreLossless) {
 // The lookahead drafter, with its Jacobi window in the forward pass or as a pure pool, is
 // lossless alone and batched; its window makes it draft without any reference.
 TEST_F(StoriesTest, LookaheadIsLossless) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 160;
-  opt.limits.budget = 32;
+  const GenerateOptions opt = limited(160, 32);
   const std::vector<LookaheadOptions> settings = {
       {}, {.window = 5, .ngram = 3, .guesses = 5}, {.window = 7, .ngram = 2, .guesses = 7}, {.window = 0, .ngram = 4, .guesses = 8}};
   std::vector<Request> reqs;
@@ -166,9 +168,7 @@ TEST_F(StoriesTest, LookaheadIsLossless) {
 // forward pass through the mixture) is lossless, with a flat and with an affine step cost (which
 // makes the budget adapt), alone and batched.
 TEST_F(StoriesTest, MixtureWithLookaheadIsLossless) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 120;
-  opt.limits.budget = 32;
+  const GenerateOptions opt = limited(120, 32);
   const std::vector<std::string> prompts = {"", "Once upon a time", "Tom and", "Lily wanted"};
   std::vector<Request> reqs;
   std::vector<std::vector<Token>> plain;
@@ -207,9 +207,7 @@ TEST_F(StoriesTest, MixtureWithLookaheadIsLossless) {
 // The history drafter (an n-gram trie over the stories it decoded before) is lossless, and from
 // the second story on it drafts from the earlier ones: the stories share their phrasing.
 TEST_F(StoriesTest, HistoryDrafterIsLosslessAndDraftsFromEarlierOutputs) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 120;
-  opt.limits.budget = 16;
+  const GenerateOptions opt = limited(120, 16);
   const auto history = std::make_shared<OutputHistory>();
   const std::vector<std::string> prompts = {"Once upon a time", "Tom and", "Lily wanted", "One day"};
   std::int64_t with_history = 0;  // accepted draft tokens after the first story
@@ -238,15 +236,12 @@ TEST_F(StoriesTest, HistoryDrafterIsLosslessAndDraftsFromEarlierOutputs) {
 TEST_F(StoriesTest, SampledOutputIsDistributedAsPlainSampling) {
   constexpr std::size_t kRuns = 2000;
   const auto prompt = tokenizer_->encode("Lily wanted", true, false);
-  GenerateOptions greedy;
-  greedy.limits.max_new_tokens = 64;
+  GenerateOptions greedy = limited(64);
   // The reference is the greedy story, prompt included, so that drafts are often right.
   auto reference = prompt;
   const auto story = run(*model_, Request{prompt, {}}, std::nullopt, greedy).tokens[0];
   reference.insert(reference.end(), story.begin(), story.end());
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 3;
-  opt.limits.budget = 16;
+  GenerateOptions opt = limited(3, 16);
   const std::vector<SamplingOptions> settings = {
       {.temperature = 0.8f}, {.temperature = 1.0f, .top_k = 30, .top_p = 0.95f, .min_p = 0.02f, .repetition_penalty = 1.2f,
                                .presence_penalty = 0.2f, .frequency_penalty = 0.1f}};
@@ -303,9 +298,7 @@ TEST_F(StoriesTest, SampledOutputIsDistributedAsPlainSampling) {
 // path's output on the CPU, for a batch mixing greedy and sampled requests with every processing
 // option, with drafters whose trees are wide and deep.
 TEST_F(StoriesTest, TensorSamplingPathEqualsHostPath) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 80;
-  opt.limits.budget = 32;
+  GenerateOptions opt = limited(80, 32);
   std::vector<Request> reqs;
   for (const std::string text : {"Once upon a time", "Tom and", "Lily wanted", "One day, a big"})
     reqs.push_back(Request{tokenizer_->encode(text, true, false), {}});
@@ -330,8 +323,7 @@ TEST_F(StoriesTest, TensorSamplingPathEqualsHostPath) {
 // Greedy settings of the sampler are greedy decoding; a seeded run is reproducible; bad settings
 // are rejected before any work.
 TEST_F(StoriesTest, SamplingSettingsGreedyReproducibleAndChecked) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 60;
+  GenerateOptions opt = limited(60);
   const Request req{tokenizer_->encode("Tom and", true, false), {}};
   const auto greedy = run(*model_, req, std::nullopt, opt).tokens[0];
   for (const SamplingOptions s : {SamplingOptions{.temperature = 0.0f}, SamplingOptions{.temperature = 1.5f, .top_k = 1}}) {
@@ -352,8 +344,7 @@ TEST_F(StoriesTest, SamplingSettingsGreedyReproducibleAndChecked) {
 
 // A batch of three prompts of different lengths decodes exactly as each alone.
 TEST_F(StoriesTest, BatchEqualsEachAlone) {
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 120;
+  const GenerateOptions opt = limited(120);
   std::vector<Request> reqs = {{tokenizer_->encode("Once upon a time", true, false), {}},
                                {{1}, {}},
                                {tokenizer_->encode("Lily and Ben went to the park. They saw", true, false), {}}};
@@ -434,8 +425,7 @@ TEST(Generate, LlmaIsLosslessOnRandomModels) {
   for (const std::int64_t kv : {6, 2, 1})
     for (const std::uint64_t seed : {1u, 2u}) {
       const auto model = LlamaModel::random(random_config(kv), seed, at::kFloat);
-      GenerateOptions opt;
-      opt.limits.max_new_tokens = 96;
+      GenerateOptions opt = limited(96);
       auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 9);
       for (auto& r : reqs) r.references.push_back(r.prompt);
       for (auto& r : reqs) {
@@ -456,8 +446,7 @@ TEST(Generate, NgramTrieAndRestAreLosslessOnRandomModels) {
   refdec_test::TempDir dir;
   for (const std::int64_t kv : {6, 2, 1}) {
     const auto model = LlamaModel::random(random_config(kv), 7 + static_cast<std::uint64_t>(kv), at::kFloat);
-    GenerateOptions opt;
-    opt.limits.max_new_tokens = 80;
+    GenerateOptions opt = limited(80);
     auto [reqs, alone] = random_requests(model, rng, opt, 2, 4, 7);
     // A datastore of perturbed copies of the outputs and random text.
     std::vector<std::vector<Token>> docs;
@@ -489,8 +478,7 @@ TEST(Generate, LookaheadIsLosslessOnRandomModels) {
   std::mt19937 rng(33);
   for (const std::int64_t kv : {6, 2, 1}) {
     const auto model = LlamaModel::random(random_config(kv), 40 + static_cast<std::uint64_t>(kv), at::kFloat);
-    GenerateOptions opt;
-    opt.limits.max_new_tokens = 60;
+    GenerateOptions opt = limited(60);
     const auto [reqs, alone] = random_requests(model, rng, opt, 3, 5, 0);
     const std::vector<LookaheadOptions> settings = {{}, {.window = 4, .ngram = 3, .guesses = 4}, {.window = 0, .ngram = 3}};
     expect_lossless_alone_and_batched(
@@ -504,8 +492,7 @@ TEST(Generate, MixtureIsLosslessOnRandomModels) {
   std::mt19937 rng(51);
   for (const std::int64_t kv : {6, 2, 1}) {
     const auto model = LlamaModel::random(random_config(kv), 60 + static_cast<std::uint64_t>(kv), at::kFloat);
-    GenerateOptions opt;
-    opt.limits.max_new_tokens = 60;
+    GenerateOptions opt = limited(60);
     const auto [reqs, alone] = random_requests(model, rng, opt, 2, 3, 6);
     const auto mixture = [](std::size_t) {
       std::vector<AnyDrafter> sources;
@@ -537,8 +524,7 @@ struct BadAuxDrafter {
 
 TEST(Generate, AuxiliaryBlocksAreCheckedAndKeptInsideTheContext) {
   const auto model = LlamaModel::random(random_config(2), 8);
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 10;
+  GenerateOptions opt = limited(10);
   const Request req{{1, 5, 6}, {}};
   EXPECT_THROW(generate(model, req, AnyDrafter(BadAuxDrafter{0}), opt), Error);
   EXPECT_THROW(generate(model, req, AnyDrafter(BadAuxDrafter{1}), opt), Error);
@@ -555,8 +541,7 @@ TEST(Generate, AuxiliaryBlocksAreCheckedAndKeptInsideTheContext) {
 TEST(Generate, BudgetZeroIsPlainDecoding) {
   const auto model = LlamaModel::random(random_config(2), 3);
   Request req{{1, 5, 6}, {{5, 6, 7, 8, 9, 10}}};
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 40;
+  GenerateOptions opt = limited(40);
   const auto plain = run(model, req, std::nullopt, opt);
   opt.limits.budget = 0;
   const auto zero = run(model, req, LlmaOptions{}, opt);
@@ -568,8 +553,7 @@ TEST(Generate, BudgetZeroIsPlainDecoding) {
 TEST(Generate, StopsOnStopTokenMaxTokensAndContext) {
   const auto model = LlamaModel::random(random_config(2), 4);
   Request req{{1, 7, 8}, {}};
-  GenerateOptions opt;
-  opt.limits.max_new_tokens = 30;
+  GenerateOptions opt = limited(30);
   const auto full = run(model, req, std::nullopt, opt);
   ASSERT_EQ(full.tokens[0].size(), 30u);
   EXPECT_EQ(full.finish[0], FinishReason::kMaxNewTokens);

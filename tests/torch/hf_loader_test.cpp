@@ -289,6 +289,29 @@ void expect_same_weights(const LlamaModel& a, const LlamaModel& b) {
   }
 }
 
+// A random model saved as a checkpoint, with one of its JSON files kept so that a test can write
+// edited copies of it and check what loading then says.
+struct EditedCheckpoint {
+  TempDir dir;
+  LlamaModel model;
+  fs::path json_path;
+  nlohmann::json good;
+
+  EditedCheckpoint(bool tied, std::uint64_t seed, const std::string& json_name, int shards = 1)
+      : model(LlamaModel::random(small_config(tied, RopeStyle::kHalf), seed)) {
+    save_hf_llama(model, dir.path(), shards);
+    json_path = dir / json_name;
+    good = read_json(json_path);
+  }
+  void load() const { load_hf_llama(dir.path()); }
+  // Writes the kept JSON with `edit` applied.
+  void write(const std::function<void(nlohmann::json&)>& edit) const {
+    auto j = good;
+    edit(j);
+    write_json(json_path, j);
+  }
+};
+
 void expect_same_config(const LlamaConfig& a, const LlamaConfig& b) {
   EXPECT_EQ(a.dim, b.dim);
   EXPECT_EQ(a.hidden_dim, b.hidden_dim);
@@ -399,17 +422,13 @@ TEST(HfLoader, Stories260KThroughHfFormatGivesTheSameLogits) {
 }
 
 TEST(HfLoader, ConfigAndWeightErrorsNameTheProblem) {
-  TempDir dir;
-  const auto model = LlamaModel::random(small_config(false, RopeStyle::kHalf), 15);
-  save_hf_llama(model, dir.path());
-  const auto config_path = dir / "config.json";
-  const auto good = read_json(config_path);
-  const auto load = [&] { load_hf_llama(dir.path()); };
-  const auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
-    auto j = good;
-    edit(j);
-    write_json(config_path, j);
-  };
+  const EditedCheckpoint checkpoint(false, 15, "config.json");
+  const auto& dir = checkpoint.dir;
+  const auto& config_path = checkpoint.json_path;
+  const auto& good = checkpoint.good;
+  const auto& model = checkpoint.model;
+  const auto load = [&] { checkpoint.load(); };
+  const auto with = [&](const std::function<void(nlohmann::json&)>& edit) { checkpoint.write(edit); };
 
   with([](auto& j) { j.erase("hidden_size"); });
   expect_error(load, {"config.json", "lacks the required field \"hidden_size\""});
@@ -479,24 +498,15 @@ TEST(HfLoader, ConfigAndWeightErrorsNameTheProblem) {
 // bos/eos ids outside the vocabulary, and a config.json that is a directory or a FIFO, give a
 // clear error naming the file (a FIFO must not block).
 TEST(HfLoader, OutOfVocabularyIdsAndNonRegularConfigAreRejected) {
-  TempDir dir;
-  const auto model = LlamaModel::random(small_config(false, RopeStyle::kHalf), 16);
-  save_hf_llama(model, dir.path());
-  const auto config_path = dir / "config.json";
-  const auto good = read_json(config_path);
-  const auto load = [&] { load_hf_llama(dir.path()); };
-  const std::int64_t vocab = model.config().vocab_size;
-  auto j = good;
-  j["eos_token_id"] = vocab;
-  write_json(config_path, j);
+  const EditedCheckpoint checkpoint(false, 16, "config.json");
+  const auto& config_path = checkpoint.json_path;
+  const auto load = [&] { checkpoint.load(); };
+  const std::int64_t vocab = checkpoint.model.config().vocab_size;
+  checkpoint.write([&](auto& j) { j["eos_token_id"] = vocab; });
   expect_error(load, {"config.json", "\"eos_token_id\" " + std::to_string(vocab), "outside the vocabulary"});
-  j = good;
-  j["bos_token_id"] = -1;
-  write_json(config_path, j);
+  checkpoint.write([](auto& j) { j["bos_token_id"] = -1; });
   expect_error(load, {"\"bos_token_id\" -1", "outside the vocabulary"});
-  j = good;
-  j["eos_token_id"] = {vocab + 5, 2};
-  write_json(config_path, j);
+  checkpoint.write([&](auto& j) { j["eos_token_id"] = {vocab + 5, 2}; });
   expect_error(load, {"\"eos_token_id\"", "outside the vocabulary"});
 
   fs::remove(config_path);
@@ -508,26 +518,17 @@ TEST(HfLoader, OutOfVocabularyIdsAndNonRegularConfigAreRejected) {
 }
 
 TEST(HfLoader, ShardErrorsNameTheProblem) {
-  TempDir dir;
-  const auto model = LlamaModel::random(small_config(true, RopeStyle::kHalf), 16);
-  save_hf_llama(model, dir.path(), 3);
-  const auto index_path = dir / "model.safetensors.index.json";
-  const auto good = read_json(index_path);
-  const auto load = [&] { load_hf_llama(dir.path()); };
+  const EditedCheckpoint checkpoint(true, 16, "model.safetensors.index.json", 3);
+  const auto& dir = checkpoint.dir;
+  const auto& index_path = checkpoint.json_path;
+  const auto& good = checkpoint.good;
+  const auto load = [&] { checkpoint.load(); };
 
-  auto j = good;
-  j["weight_map"].erase("model.norm.weight");
-  write_json(index_path, j);
+  checkpoint.write([](auto& j) { j["weight_map"].erase("model.norm.weight"); });
   expect_error(load, {"lacks tensor \"model.norm.weight\"", "not in model.safetensors.index.json"});
-
-  j = good;
-  j["weight_map"]["model.norm.weight"] = "../escape.safetensors";
-  write_json(index_path, j);
+  checkpoint.write([](auto& j) { j["weight_map"]["model.norm.weight"] = "../escape.safetensors"; });
   expect_error(load, {"not a file name in the checkpoint directory"});
-
-  j = good;
-  j["weight_map"]["model.norm.weight"] = "model-00001-of-00003.safetensors";
-  write_json(index_path, j);
+  checkpoint.write([](auto& j) { j["weight_map"]["model.norm.weight"] = "model-00001-of-00003.safetensors"; });
   expect_error(load, {"lacks tensor \"model.norm.weight\"", "model-00001-of-00003.safetensors"});
 
   write_json(index_path, good);

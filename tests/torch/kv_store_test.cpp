@@ -1,12 +1,14 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // The KV stores (contiguous, paged, read in place): commits, joins and leaves, bad use.
 
+#include "common/counted_paged_store.hpp"
 #include "torch/model_helpers.hpp"
 
 namespace {
 
 using namespace refdec;
 using namespace refdec_test::model;
+using refdec_test::CountedPagedStore;
 
 // After committing an accepted path, the next logits equal a fresh prefill of the sequence, in
 // either store.
@@ -146,34 +148,6 @@ TEST(KvStores, PagedEqualsContiguousAsSequencesJoinAndLeave) {
   }
 }
 
-// A paged store that counts the model's reads; without read_paged (kInPlace false) it is seen
-// through the KvStore members alone, as an engine's own store would be, and the model gathers.
-template <bool kInPlace>
-class CountedPagedStore {
- public:
-  CountedPagedStore(const KvLayout& layout, std::int64_t blocks, std::int64_t block_size) : store_(layout, blocks, block_size) {}
-  void begin_step(const StepPlan& plan) { store_.begin_step(plan); }
-  void write(std::int64_t layer, const at::Tensor& k, const at::Tensor& v) { store_.write(layer, k, v); }
-  std::pair<at::Tensor, at::Tensor> read(std::int64_t layer, std::int64_t b) const {
-    ++reads;
-    return store_.read(layer, b);
-  }
-  PagedEntries read_paged(std::int64_t layer, std::int64_t b) const requires kInPlace {
-    ++paged_reads;
-    return store_.read_paged(layer, b);
-  }
-  void commit(const KeepPlan& keep) { store_.commit(keep); }
-  std::int64_t add() { return store_.add(); }
-  void remove(std::int64_t b) { store_.remove(b); }
-  std::int64_t batch() const { return store_.batch(); }
-  std::span<const std::int64_t> lengths() const { return store_.lengths(); }
-  const KvLayout& layout() const { return store_.layout(); }
-
-  mutable std::int64_t reads = 0, paged_reads = 0;
-
- private:
-  PagedKvStore store_;
-};
 static_assert(PagedKvRead<PagedKvStore> && PagedKvRead<CountedPagedStore<true>> && !PagedKvRead<CountedPagedStore<false>>);
 static_assert(!PagedKvRead<ContiguousKvStore>);
 
