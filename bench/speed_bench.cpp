@@ -751,9 +751,25 @@ Plain measure_plain(Bench& b) {
   return {bandwidth, roofline, plain.tokens_per_s};
 }
 
+// Seconds of one replay of `products` captured in a graph of its own (the mean of 20 replays).
+template <class Products>
+double captured_seconds(Bench& b, Products&& products, const at::Tensor& any) {
+  GraphPool pool;
+  StepGraph graph;
+  sync(graph.capture(products, b.device, pool));
+  graph.replay();
+  sync(any);
+  constexpr int kReplays = 20;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kReplays; ++i) graph.replay();
+  sync(any);
+  return seconds_since(t0) / kReplays;
+}
+
 // Where the static step's time goes: its matrix products alone at one row (the weights as the
 // eager model holds them: seven per layer and the output layer), captured in a graph of their
-// own, against the read of the weights at the measured bandwidth.
+// own, against the read of the weights at the measured bandwidth; with --static-kernels, the same
+// products through the linear kernel too.
 void time_matmuls(Bench& b, const Plain& plain) {
   const auto& w = b.model.weights();
   const auto opts = at::TensorOptions().dtype(b.dtype).device(b.device);
@@ -765,22 +781,34 @@ void time_matmuls(Bench& b, const Plain& plain) {
     }
     return at::linear(x, w.output);
   };
-  GraphPool pool;
-  StepGraph graph;
-  sync(graph.capture(products, b.device, pool));
-  graph.replay();
-  sync(x);
-  constexpr int kReplays = 20;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < kReplays; ++i) graph.replay();
-  sync(x);
-  const double products_seconds = seconds_since(t0) / kReplays;
   const double weights_seconds = static_cast<double>(b.weight_bytes) / plain.bandwidth;
-  std::cout << "the step's matrix products alone at one row, captured: " << 1e3 * products_seconds
-            << " ms = " << 100.0 * weights_seconds / products_seconds << "% of the weights' read at the measured bandwidth ("
-            << 1e3 * weights_seconds << " ms); the static step: " << 1e3 / plain.tokens_per_s << " ms\n";
-  b.report.json["matmuls_alone_seconds"] = products_seconds;
+  const auto report = [&](const char* what, const char* key, double seconds) {
+    std::cout << "the step's matrix products alone at one row, captured" << what << ": " << 1e3 * seconds << " ms = "
+              << 100.0 * weights_seconds / seconds << "% of the weights' read at the measured bandwidth (" << 1e3 * weights_seconds
+              << " ms); the static step: " << 1e3 / plain.tokens_per_s << " ms\n";
+    b.report.json[key] = seconds;
+  };
+  report("", "matmuls_alone_seconds", captured_seconds(b, products, x));
   b.report.json["weights_read_seconds"] = weights_seconds;
+#if REFDEC_EVAL_STATIC_KERNELS
+  const auto linear = refdec_eval::static_kernels().linear;
+  if (!b.opt.static_kernels || linear == nullptr) return;
+  const auto element = b.dtype == at::kBFloat16 ? ElementType::kBFloat16 : b.dtype == at::kHalf ? ElementType::kFloat16 : ElementType::kFloat32;
+  const auto out = at::empty({1, w.output.size(0)}, opts);  // large enough for every product
+  const auto kernel_products = [&] {
+    void* stream = at::cuda::getCurrentCUDAStream().stream();
+    const auto run = [&](const at::Tensor& in, const at::Tensor& weight) {
+      linear({in.data_ptr(), weight.data_ptr(), out.data_ptr(), 1, in.size(1), weight.size(0), false, element}, stream);
+    };
+    for (const auto& l : w.layers) {
+      for (const at::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w3}) run(x, *t);
+      run(h, l.w2);
+    }
+    run(x, w.output);
+    return out;
+  };
+  report(" through the linear kernel", "matmuls_linear_kernel_seconds", captured_seconds(b, kernel_products, x));
+#endif
 }
 
 double median(std::vector<double> v) {

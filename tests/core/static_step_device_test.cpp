@@ -125,4 +125,20 @@ TEST(RotaryScatter, CountsOneThreadPerPair) {
   EXPECT_EQ(a.pairs(), 3 * (4 + 2 * 2) * 4);
 }
 
+// The linear kernel takes 1 to kLinearKernelRows rows whose length is a whole number of 16-byte
+// loads: 4 float32 or 8 16-bit elements.
+TEST(LinearKernel, TakesFewRowsOfWholeLoads) {
+  EXPECT_EQ(element_bytes(ElementType::kFloat32), 4);
+  EXPECT_EQ(element_bytes(ElementType::kBFloat16), 2);
+  EXPECT_EQ(element_bytes(ElementType::kFloat16), 2);
+  EXPECT_TRUE(linear_kernel_takes(1, 4096, ElementType::kBFloat16));
+  EXPECT_TRUE(linear_kernel_takes(kLinearKernelRows, 11008, ElementType::kFloat16));
+  EXPECT_TRUE(linear_kernel_takes(3, 4, ElementType::kFloat32));
+  EXPECT_FALSE(linear_kernel_takes(0, 4096, ElementType::kBFloat16));
+  EXPECT_FALSE(linear_kernel_takes(kLinearKernelRows + 1, 4096, ElementType::kBFloat16));
+  EXPECT_FALSE(linear_kernel_takes(1, 4, ElementType::kBFloat16));  // 8 bytes
+  EXPECT_FALSE(linear_kernel_takes(1, 6, ElementType::kFloat32));   // 24 bytes
+  EXPECT_FALSE(linear_kernel_takes(1, 0, ElementType::kFloat32));
+}
+
 }  // namespace

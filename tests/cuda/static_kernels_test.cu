@@ -128,6 +128,48 @@ TEST(StaticKernels, SwigluEqualsSiluTimesUp) {
     }
 }
 
+// The few-row linear product against a double-precision product of the same rounded inputs, at
+// every row count it takes, with and without accumulating, where the weight rows end inside a
+// run of loads ahead (in 1032) and where they take one load per lane at most (in 40), and with
+// output features that do not fill the last block's warps.
+template <typename T>
+void check_linear(ElementType type, double tolerance) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const std::int64_t in : {40, 1032}) {
+    const std::int64_t out_features = 37;
+    std::vector<T> w(static_cast<std::size_t>(out_features * in)), x(static_cast<std::size_t>(kLinearKernelRows * in));
+    for (auto& v : w) v = from_float<T>(uniform(rng));
+    for (auto& v : x) v = from_float<T>(uniform(rng));
+    const Device<T> d_w(w), d_x(x);
+    for (std::int64_t rows = 1; rows <= kLinearKernelRows; ++rows)
+      for (const bool accumulate : {false, true}) {
+        std::vector<T> start(static_cast<std::size_t>(rows * out_features));
+        for (auto& v : start) v = from_float<T>(accumulate ? uniform(rng) : 0.0f);
+        Device<T> d_out(start);
+        cuda_static_kernels().linear({d_x.get(), d_w.get(), d_out.get(), rows, in, out_features, accumulate, type}, nullptr);
+        REFDEC_CUDA_CHECK(cudaDeviceSynchronize());
+        const auto got = d_out.download();
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t f = 0; f < out_features; ++f) {
+            double want = accumulate ? to_float(start[static_cast<std::size_t>(r * out_features + f)]) : 0.0;
+            for (std::int64_t k = 0; k < in; ++k)
+              want += static_cast<double>(to_float(x[static_cast<std::size_t>(r * in + k)])) * to_float(w[static_cast<std::size_t>(f * in + k)]);
+            const double g = to_float(got[static_cast<std::size_t>(r * out_features + f)]);
+            ASSERT_NEAR(g, want, tolerance * (1.0 + std::abs(want)))
+                << "in " << in << ", rows " << rows << (accumulate ? ", accumulating" : "") << ", row " << r << ", feature " << f;
+          }
+      }
+  }
+}
+
+TEST(StaticKernels, LinearEqualsTheProductAtEveryRowCount) {
+  std::string why;
+  if (!has_device(why)) GTEST_SKIP() << "no CUDA device (" << why << ")";
+  check_linear<float>(ElementType::kFloat32, 1e-5);
+  check_linear<__nv_bfloat16>(ElementType::kBFloat16, 1e-2);
+}
+
 TEST(StaticKernels, LaunchersRejectBadSizesBeforeAnyCudaCall) {
   RotaryScatterArgs a;
   a.rows = 0;
@@ -143,6 +185,21 @@ TEST(StaticKernels, LaunchersRejectBadSizesBeforeAnyCudaCall) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("launch_swiglu: rows 2, hidden 3"), std::string::npos) << e.what();
   }
+  alignas(16) static float buffer[64];
+  const auto expect_linear_error = [](const LinearArgs& a, const std::string& part) {
+    try {
+      launch_linear(a, nullptr);
+      ADD_FAILURE() << "no error for " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_linear_error({buffer, buffer, buffer, 0, 8, 4, false, ElementType::kFloat32}, "launch_linear: rows 0 (1 to 4)");
+  expect_linear_error({buffer, buffer, buffer, 5, 8, 4, false, ElementType::kFloat32}, "rows 5");
+  expect_linear_error({buffer, buffer, buffer, 1, 12, 4, false, ElementType::kBFloat16}, "in 12 (a whole number of 16 bytes)");
+  expect_linear_error({buffer, buffer, buffer, 1, 8, 0, false, ElementType::kFloat32}, "out 0");
+  expect_linear_error({buffer + 1, buffer, buffer, 1, 8, 4, false, ElementType::kFloat32}, "16-byte aligned");
+  expect_linear_error({buffer, buffer, nullptr, 1, 8, 4, false, ElementType::kFloat32}, "out not null");
 }
 
 }  // namespace

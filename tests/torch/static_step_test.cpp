@@ -216,6 +216,7 @@ TEST(StaticStep, FusedKernelsAreUsedOnlyOnAGpu) {
   StaticKernels fake;
   fake.rotary_scatter = [](const RotaryScatterArgs&, void*) { ADD_FAILURE() << "a fused kernel ran on the CPU"; };
   fake.swiglu = [](const SwigluArgs&, void*) { ADD_FAILURE() << "a fused kernel ran on the CPU"; };
+  fake.linear = [](const LinearArgs&, void*) { ADD_FAILURE() << "a fused kernel ran on the CPU"; };
   fixed.set_kernels(fake);
   EXPECT_FALSE(fixed.fused()) << "a CPU model runs torch operations";
   StaticKvStore store(fixed.kv_layout(), 20, {.graphs = false});

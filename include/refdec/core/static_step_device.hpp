@@ -7,7 +7,10 @@
 //   dimension)) into its own buffer, rotates k and writes it, and writes v, into the cache, where
 //   the step's torch operations take four launches (a cast, the complex product, a cast back and a
 //   scatter);
-// - SwiGLU: silu(gate) * up in one pass instead of two.
+// - SwiGLU: silu(gate) * up in one pass instead of two;
+// - the linear layers' products at a few rows (plain decoding, small batches): a kernel that
+//   streams each weight once for all rows, where cuBLAS's general product reached 78% of the
+//   weights' read at one row on an H200 (docs/gpu.md).
 //
 // An engine or a benchmark compiled with nvcc hands StaticKernels (the launchers) to
 // StaticLlama::set_kernels(); without them the step runs torch operations only.
@@ -91,11 +94,39 @@ struct SwigluArgs {
   ElementType type = ElementType::kFloat32;
 };
 
+/// The most rows the linear kernel takes; more go to torch's products (cuBLAS), which keep a
+/// step of many rows near a step of one. Every warp reads the rows' inputs again, through L1:
+/// past about four rows that traffic rivals the weights' stream.
+inline constexpr std::int64_t kLinearKernelRows = 4;
+
+/// Bytes of one element of `type`.
+REFDEC_HOST_DEVICE constexpr std::int64_t element_bytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 2; }
+
+/// A product of `rows` input rows with a linear layer's weight: out = x W^T, or out += x W^T
+/// (`accumulate`: a residual connection), summed in float32 and rounded once to `type`.
+struct LinearArgs {
+  const void* x = nullptr;       // [rows, in], row-major
+  const void* weight = nullptr;  // [out_features, in], row-major (as torch.nn.Linear holds it)
+  void* out = nullptr;           // [rows, out_features], row-major
+  std::int64_t rows = 0, in = 0, out_features = 0;
+  bool accumulate = false;
+  ElementType type = ElementType::kFloat32;
+};
+
+/// Whether the linear kernel takes a product of `rows` rows of `in` elements of `type`: 1 to
+/// kLinearKernelRows rows, and rows a whole number of 16-byte loads long (with x, weight and out
+/// 16-byte aligned, which the launcher checks).
+REFDEC_HOST_DEVICE constexpr bool linear_kernel_takes(std::int64_t rows, std::int64_t in, ElementType type) {
+  return rows >= 1 && rows <= kLinearKernelRows && in > 0 && (in * element_bytes(type)) % 16 == 0;
+}
+
 /// The fused operations' launchers (refdec/cuda/static_kernels.cuh: cuda_static_kernels()), each
 /// asynchronous on `stream` (a cudaStream_t).
 struct StaticKernels {
   void (*rotary_scatter)(const RotaryScatterArgs& args, void* stream) = nullptr;
   void (*swiglu)(const SwigluArgs& args, void* stream) = nullptr;
+  /// Optional: without it the products stay torch's.
+  void (*linear)(const LinearArgs& args, void* stream) = nullptr;
 };
 
 REFDEC_NAMESPACE_END

@@ -15,7 +15,8 @@
 // up in one, rotary embeddings as one complex product per layer (q's scale folded into its
 // factors; v rides along unchanged, so that keys and values are written to the cache in one
 // scatter), residuals added in the products (addmm_). On a GPU the rotary product with the cache
-// scatter and SwiGLU can also run as fused kernels (set_kernels(), core/static_step_device.hpp).
+// scatter and SwiGLU can also run as fused kernels, and products of up to kLinearKernelRows rows
+// through a kernel that streams each weight once (set_kernels(), core/static_step_device.hpp).
 
 #include <ATen/ATen.h>
 
@@ -78,10 +79,10 @@ class StaticLlama {
     output_ = w.output;
   }
 
-  /// Runs the step's fused operations (the rotary scatter, SwiGLU: core/static_step_device.hpp)
-  /// through `kernels` on a CUDA device, for float32, bf16 and fp16 weights: cuda_static_kernels()
-  /// of refdec/cuda/static_kernels.cuh, from a translation unit nvcc compiles. StaticKernels{}
-  /// goes back to torch operations. Stores capture this model's graphs again after a change.
+  /// Runs the step's fused operations (the rotary scatter, SwiGLU and, where `kernels` has one,
+  /// the few-row linear product: core/static_step_device.hpp) through `kernels` on a CUDA device, for float32, bf16 and fp16 weights:
+  /// cuda_static_kernels() of refdec/cuda/static_kernels.cuh, from a translation unit nvcc compiles. StaticKernels{} goes back to torch
+  /// operations. Stores capture this model's graphs again after a change.
   void set_kernels(const StaticKernels& kernels) {
     kernels_ = kernels;
     id_ = next_id();
@@ -307,7 +308,7 @@ class StaticLlama {
     auto x = at::embedding(embedding_, tokens);  // [P, dim]
     for (std::int64_t li = 0; li < config_.n_layers; ++li) {
       const Layer& l = layers_[static_cast<std::size_t>(li)];
-      const auto qkv = at::linear(rms_norm(x, l.attn_norm), l.wqkv);  // [P, (H + 2 KV) D]
+      const auto qkv = product(rms_norm(x, l.attn_norm), l.wqkv, element, stream);  // [P, (H + 2 KV) D]
       using at::indexing::Slice;
       // The layer's keys and values in the cache, and where a row's go.
       const at::Tensor layer = [&] {  // [2, slots, KV, D] (paged) or [2, max_batch, KV, E, D]
@@ -361,8 +362,8 @@ class StaticLlama {
                                 .view({Bb, KV, G, T, D})
                                 .permute({0, 3, 1, 2, 4})
                                 .reshape({P, H * D});
-      x.addmm_(attended, l.wo.t());
-      const auto gate_up = at::linear(rms_norm(x, l.ffn_norm), l.w13);  // [P, 2 hidden]
+      add_product(x, attended, l.wo, element, stream);
+      const auto gate_up = product(rms_norm(x, l.ffn_norm), l.w13, element, stream);  // [P, 2 hidden]
       const std::int64_t hidden = config_.hidden_dim;
       at::Tensor act;  // [P, hidden]
       if (fused_ops) {
@@ -371,9 +372,32 @@ class StaticLlama {
       } else {
         act = at::silu(gate_up.narrow(1, 0, hidden)).mul_(gate_up.narrow(1, hidden, hidden));
       }
-      x.addmm_(act, l.w2.t());
+      add_product(x, act, l.w2, element, stream);
     }
-    return at::linear(rms_norm(x.index_select(0, gather), final_norm_), output_).to(compute);
+    return product(rms_norm(x.index_select(0, gather), final_norm_), output_, element, stream).to(compute);
+  }
+
+  // Whether the linear kernel (StaticKernels::linear) takes x [rows, in] times w^T.
+  bool linear_kernel_runs(const at::Tensor& x, const at::Tensor& w, ElementType element) const {
+    const auto aligned = [](const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; };
+    return fused() && kernels_.linear != nullptr && x.is_contiguous() && w.is_contiguous() &&
+           linear_kernel_takes(x.size(0), x.size(1), element) && aligned(x) && aligned(w);
+  }
+  // x W^T: through the linear kernel where it runs (a few rows stream each weight once), else
+  // through torch's product.
+  at::Tensor product(const at::Tensor& x, const at::Tensor& w, ElementType element, void* stream) const {
+    if (!linear_kernel_runs(x, w, element)) return at::linear(x, w);
+    auto out = at::empty({x.size(0), w.size(0)}, x.options());
+    kernels_.linear({x.data_ptr(), w.data_ptr(), out.data_ptr(), x.size(0), x.size(1), w.size(0), false, element}, stream);
+    return out;
+  }
+  // residual += x W^T, in place (the residual stream is contiguous: the step's own tensor).
+  void add_product(at::Tensor& residual, const at::Tensor& x, const at::Tensor& w, ElementType element, void* stream) const {
+    if (!linear_kernel_runs(x, w, element) || !residual.is_contiguous()) {
+      residual.addmm_(x, w.t());
+      return;
+    }
+    kernels_.linear({x.data_ptr(), w.data_ptr(), residual.data_ptr(), x.size(0), x.size(1), w.size(0), true, element}, stream);
   }
 
   LlamaConfig config_;
