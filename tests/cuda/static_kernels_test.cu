@@ -7,8 +7,10 @@
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -170,6 +172,87 @@ TEST(StaticKernels, LinearEqualsTheProductAtEveryRowCount) {
   check_linear<__nv_bfloat16>(ElementType::kBFloat16, 1e-2);
 }
 
+// Attention against a double-precision softmax attention on the host, for a contiguous cache
+// and a paged pool, grouped-query heads, two sequences of two step rows: each row sees a prefix
+// of its sequence and a pattern of entries. Every entry no row sees holds NaN, so that a read of
+// one would show.
+template <typename T>
+void check_attention(bool paged, ElementType type, double tolerance) {
+  const std::int64_t batch = 2, T_rows = 2, H = 4, KV = 2, D = 16, E = 40, G = H / KV, slots_n = 100;
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Which entries each row sees: entries below a per-row length, and every third one after.
+  std::vector<T> bias(static_cast<std::size_t>(batch * T_rows * E));
+  std::vector<bool> used(static_cast<std::size_t>(batch * E), false);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t t = 0; t < T_rows; ++t)
+      for (std::int64_t e = 0; e < E; ++e) {
+        const bool sees = e < 10 + 7 * b + t || (e < 35 && e % 3 == 0);
+        bias[static_cast<std::size_t>((b * T_rows + t) * E + e)] = from_float<T>(sees ? 0.0f : -inf);
+        if (sees) used[static_cast<std::size_t>(b * E + e)] = true;
+      }
+  // The cache, and where entry e of sequence b lies in it.
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(batch * E));
+  for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<std::int64_t>((i * 37 + 11) % slots_n);
+  AttentionArgs a;
+  a.batch = batch, a.step_rows = T_rows, a.heads = H, a.kv_heads = KV, a.head_dim = D, a.entries = E, a.type = type;
+  a.stride_sequence = paged ? 0 : KV * E * D, a.stride_head = paged ? D : E * D, a.stride_element = paged ? KV * D : D;
+  std::vector<T> keys(static_cast<std::size_t>(paged ? slots_n * KV * D : batch * KV * E * D), from_float<T>(nan)), values = keys;
+  a.slots = paged ? slots.data() : nullptr;  // host pointers first, for attention_entry() here
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t kv = 0; kv < KV; ++kv)
+      for (std::int64_t e = 0; e < E; ++e)
+        if (used[static_cast<std::size_t>(b * E + e)])
+          for (std::int64_t d = 0; d < D; ++d) {
+            const auto at = static_cast<std::size_t>(attention_entry(a, b, kv, e) + d);
+            keys[at] = from_float<T>(uniform(rng)), values[at] = from_float<T>(uniform(rng));
+          }
+  std::vector<T> q(static_cast<std::size_t>(batch * T_rows * H * D));
+  for (auto& v : q) v = from_float<T>(uniform(rng));
+  std::vector<double> want(q.size());
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t t = 0; t < T_rows; ++t)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::int64_t row = ((b * T_rows + t) * H + h) * D;
+        std::vector<double> score(static_cast<std::size_t>(E), -std::numeric_limits<double>::infinity());
+        double top = -std::numeric_limits<double>::infinity(), sum = 0.0;
+        for (std::int64_t e = 0; e < E; ++e) {
+          if (to_float(bias[static_cast<std::size_t>((b * T_rows + t) * E + e)]) != 0.0f) continue;
+          double dot = 0.0;
+          for (std::int64_t d = 0; d < D; ++d)
+            dot += static_cast<double>(to_float(q[static_cast<std::size_t>(row + d)])) *
+                   to_float(keys[static_cast<std::size_t>(attention_entry(a, b, h / G, e) + d)]);
+          score[static_cast<std::size_t>(e)] = dot;
+          top = std::max(top, dot);
+        }
+        for (auto& v : score) sum += v = std::exp(v - top);
+        for (std::int64_t e = 0; e < E; ++e)
+          for (std::int64_t d = 0; d < D; ++d)
+            if (score[static_cast<std::size_t>(e)] > 0.0)
+              want[static_cast<std::size_t>(row + d)] += score[static_cast<std::size_t>(e)] / sum *
+                                                          to_float(values[static_cast<std::size_t>(attention_entry(a, b, h / G, e) + d)]);
+      }
+  Device<T> d_q(q), d_keys(keys), d_values(values), d_bias(bias), d_out(q.size());
+  Device<std::int64_t> d_slots(slots);
+  a.q = d_q.get(), a.keys = d_keys.get(), a.values = d_values.get(), a.bias = d_bias.get(), a.out = d_out.get();
+  a.slots = paged ? d_slots.get() : nullptr;
+  cuda_static_kernels().attention(a, nullptr);
+  REFDEC_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = d_out.download();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(to_float(got[i]), want[i], tolerance * (1.0 + std::abs(want[i]))) << (paged ? "paged" : "contiguous") << ", element " << i;
+}
+
+TEST(StaticKernels, AttentionEqualsSoftmaxAttentionAndReadsOnlySeenEntries) {
+  std::string why;
+  if (!has_device(why)) GTEST_SKIP() << "no CUDA device (" << why << ")";
+  check_attention<float>(false, ElementType::kFloat32, 1e-4);
+  check_attention<float>(true, ElementType::kFloat32, 1e-4);
+  check_attention<__nv_bfloat16>(false, ElementType::kBFloat16, 2e-2);
+  check_attention<__nv_bfloat16>(true, ElementType::kBFloat16, 2e-2);
+}
+
 TEST(StaticKernels, LaunchersRejectBadSizesBeforeAnyCudaCall) {
   RotaryScatterArgs a;
   a.rows = 0;
@@ -200,6 +283,23 @@ TEST(StaticKernels, LaunchersRejectBadSizesBeforeAnyCudaCall) {
   expect_linear_error({buffer, buffer, buffer, 1, 8, 0, false, ElementType::kFloat32}, "out 0");
   expect_linear_error({buffer + 1, buffer, buffer, 1, 8, 4, false, ElementType::kFloat32}, "16-byte aligned");
   expect_linear_error({buffer, buffer, nullptr, 1, 8, 4, false, ElementType::kFloat32}, "out not null");
+  AttentionArgs attention;
+  attention.q = attention.keys = attention.values = attention.bias = buffer, attention.out = buffer;
+  attention.batch = 1, attention.step_rows = 1, attention.heads = 2, attention.kv_heads = 1, attention.head_dim = 6, attention.entries = 4;
+  try {
+    launch_attention(attention, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("launch_attention: batch 1, step rows 1, heads 2, kv_heads 1, head_dim 6"), std::string::npos)
+        << e.what();
+  }
+  attention.head_dim = 8, attention.stride_element = 3;
+  try {
+    launch_attention(attention, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("strides whole 16-byte loads"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

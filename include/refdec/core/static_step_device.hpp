@@ -10,7 +10,10 @@
 // - SwiGLU: silu(gate) * up in one pass instead of two;
 // - the linear layers' products at a few rows (plain decoding, small batches): a kernel that
 //   streams each weight once for all rows, where cuBLAS's general product reached 78% of the
-//   weights' read at one row on an H200 (docs/gpu.md).
+//   weights' read at one row on an H200 (docs/gpu.md);
+// - attention of every step row over its sequence's cache (scores, the step's additive mask,
+//   softmax and the weighted values in one launch, entries the mask removes never read), where
+//   the torch path launches two products, an addition, a softmax and permutations per layer.
 //
 // An engine or a benchmark compiled with nvcc hands StaticKernels (the launchers) to
 // StaticLlama::set_kernels(); without them the step runs torch operations only.
@@ -120,6 +123,44 @@ REFDEC_HOST_DEVICE constexpr bool linear_kernel_takes(std::int64_t rows, std::in
   return rows >= 1 && rows <= kLinearKernelRows && in > 0 && (in * element_bytes(type)) % 16 == 0;
 }
 
+/// Attention of every step row (batch x step_rows of them) over its sequence's `entries` cache
+/// entries: out = softmax(q k^T + bias) v per query head, query head h reading kv head
+/// h / (heads / kv_heads). q is rotated and scaled already (the rotary scatter's output); bias
+/// is 0 where the row sees the entry and -inf elsewhere. Entry e of sequence b lies at element
+/// slots[b entries + e] of the cache with stride 0 per sequence (a paged pool), or without
+/// `slots` at element e of sequence b (a contiguous cache): strides as RotaryScatterArgs'.
+struct AttentionArgs {
+  const void* q = nullptr;              // [batch * step_rows, heads, head_dim]
+  const void* keys = nullptr;           // the layer's keys
+  const void* values = nullptr;         // the layer's values, same strides
+  const void* bias = nullptr;           // [batch, step_rows, entries], element type
+  const std::int64_t* slots = nullptr;  // [batch, entries], or null
+  void* out = nullptr;                  // [batch * step_rows, heads * head_dim]
+  std::int64_t batch = 0, step_rows = 0, heads = 0, kv_heads = 0, head_dim = 0, entries = 0;
+  std::int64_t stride_sequence = 0, stride_head = 0, stride_element = 0;  // in elements
+  ElementType type = ElementType::kFloat32;
+};
+
+/// The most entries and the largest head the attention kernel takes: one row's scores for one
+/// head (4 bytes an entry), its threads' partial sums of the values (at most 8 KB) and the row's
+/// query fit a block's 48 KB of shared memory.
+inline constexpr std::int64_t kAttentionKernelEntries = 9 * 1024, kAttentionKernelHeadDim = 256;
+
+/// Where entry `e` of sequence `b`'s kv head `kv` starts in the cache (element index).
+REFDEC_HOST_DEVICE std::int64_t attention_entry(const AttentionArgs& a, std::int64_t b, std::int64_t kv, std::int64_t e) {
+  const std::int64_t element = a.slots != nullptr ? a.slots[b * a.entries + e] : e;
+  return b * a.stride_sequence + kv * a.stride_head + element * a.stride_element;
+}
+
+/// Whether the attention kernel takes heads of `head_dim` elements of `type` over `entries`
+/// entries: heads a whole number of 16-byte loads long (the cache's entries then start 16-byte
+/// aligned where its base is), at most kAttentionKernelHeadDim, and at most
+/// kAttentionKernelEntries entries.
+REFDEC_HOST_DEVICE constexpr bool attention_kernel_takes(std::int64_t head_dim, std::int64_t entries, ElementType type) {
+  return head_dim >= 1 && head_dim <= kAttentionKernelHeadDim && (head_dim * element_bytes(type)) % 16 == 0 && entries >= 1 &&
+         entries <= kAttentionKernelEntries;
+}
+
 /// The fused operations' launchers (refdec/cuda/static_kernels.cuh: cuda_static_kernels()), each
 /// asynchronous on `stream` (a cudaStream_t).
 struct StaticKernels {
@@ -127,6 +168,8 @@ struct StaticKernels {
   void (*swiglu)(const SwigluArgs& args, void* stream) = nullptr;
   /// Optional: without it the products stay torch's.
   void (*linear)(const LinearArgs& args, void* stream) = nullptr;
+  /// Optional: without it attention stays torch's.
+  void (*attention)(const AttentionArgs& args, void* stream) = nullptr;
 };
 
 REFDEC_NAMESPACE_END

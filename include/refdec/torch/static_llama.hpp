@@ -15,8 +15,9 @@
 // up in one, rotary embeddings as one complex product per layer (q's scale folded into its
 // factors; v rides along unchanged, so that keys and values are written to the cache in one
 // scatter), residuals added in the products (addmm_). On a GPU the rotary product with the cache
-// scatter and SwiGLU can also run as fused kernels, and products of up to kLinearKernelRows rows
-// through a kernel that streams each weight once (set_kernels(), core/static_step_device.hpp).
+// scatter and SwiGLU can also run as fused kernels, products of up to kLinearKernelRows rows
+// through a kernel that streams each weight once, and attention in one launch that reads only
+// the entries a row sees, a paged pool's in place (set_kernels(), core/static_step_device.hpp).
 
 #include <ATen/ATen.h>
 
@@ -79,10 +80,10 @@ class StaticLlama {
     output_ = w.output;
   }
 
-  /// Runs the step's fused operations (the rotary scatter, SwiGLU and, where `kernels` has one,
-  /// the few-row linear product: core/static_step_device.hpp) through `kernels` on a CUDA device, for float32, bf16 and fp16 weights:
-  /// cuda_static_kernels() of refdec/cuda/static_kernels.cuh, from a translation unit nvcc compiles. StaticKernels{} goes back to torch
-  /// operations. Stores capture this model's graphs again after a change.
+  /// Runs the step's fused operations (the rotary scatter, SwiGLU and, where `kernels` has them,
+  /// the few-row linear product and attention: core/static_step_device.hpp) through `kernels` on a CUDA device, for float32, bf16 and fp16
+  /// weights: cuda_static_kernels() of refdec/cuda/static_kernels.cuh, from a translation unit nvcc compiles. StaticKernels{} goes back to
+  /// torch operations. Stores capture this model's graphs again after a change.
   void set_kernels(const StaticKernels& kernels) {
     kernels_ = kernels;
     id_ = next_id();
@@ -305,6 +306,14 @@ class StaticLlama {
     const auto element = dt == at::kBFloat16 ? ElementType::kBFloat16 : dt == at::kHalf ? ElementType::kFloat16 : ElementType::kFloat32;
     const at::Tensor turns = fused_ops ? at::view_as_real(store.state().rotary) : at::Tensor();  // [E, D/2, 2] float
 
+    // The cache's layout for the fused kernels, in elements: a layer's keys (or values) are
+    // [max_batch, KV, E, D] in a contiguous store, [slots, KV, D] in a paged pool, where entry e of
+    // sequence b lies at slot slots[b E + e].
+    const std::int64_t stride_sequence = kPaged<Store> ? 0 : KV * E * D, stride_head = kPaged<Store> ? D : E * D;
+    const std::int64_t stride_element = kPaged<Store> ? KV * D : D;
+    at::Tensor slots;  // [Bb, E]
+    if constexpr (kPaged<Store>) slots = bucket.ints.narrow(0, 4 * P + Bb, Bb * E);
+
     auto x = at::embedding(embedding_, tokens);  // [P, dim]
     for (std::int64_t li = 0; li < config_.n_layers; ++li) {
       const Layer& l = layers_[static_cast<std::size_t>(li)];
@@ -330,9 +339,7 @@ class StaticLlama {
         a.keys = layer[0].data_ptr();
         a.values = layer[1].data_ptr();
         a.rows = P, a.heads = H, a.kv_heads = KV, a.head_dim = D;
-        a.stride_sequence = kPaged<Store> ? 0 : KV * E * D;
-        a.stride_head = kPaged<Store> ? D : E * D;
-        a.stride_element = kPaged<Store> ? KV * D : D;
+        a.stride_sequence = stride_sequence, a.stride_head = stride_head, a.stride_element = stride_element;
         a.scale = static_cast<float>(scale);
         a.type = element;
         kernels_.rotary_scatter(a, stream);
@@ -348,20 +355,33 @@ class StaticLlama {
           target.index_put_({Slice(), sequence, Slice(), entries}, kv);
         q = rotated.narrow(1, 0, H);
       }
-      at::Tensor keys, values;  // [Bb, KV, E, D]
-      if constexpr (kPaged<Store>) {
-        const auto gathered = layer.index_select(1, bucket.ints.narrow(0, 4 * P + Bb, Bb * E)).view({2, Bb, E, KV, D}).transpose(2, 3);
-        keys = gathered[0], values = gathered[1];
+      at::Tensor attended;  // [P, H * D]
+      if (fused_ops && kernels_.attention != nullptr && attention_kernel_takes(D, E, element) && q.is_contiguous()) {
+        attended = at::empty({P, H * D}, q.options());
+        AttentionArgs a;
+        a.q = q.data_ptr(), a.keys = layer[0].data_ptr(), a.values = layer[1].data_ptr(), a.bias = bias.data_ptr();
+        a.slots = kPaged<Store> ? slots.data_ptr<std::int64_t>() : nullptr;
+        a.out = attended.data_ptr();
+        a.batch = Bb, a.step_rows = T, a.heads = H, a.kv_heads = KV, a.head_dim = D, a.entries = E;
+        a.stride_sequence = stride_sequence, a.stride_head = stride_head, a.stride_element = stride_element;
+        a.type = element;
+        kernels_.attention(a, stream);
       } else {
-        keys = layer[0].narrow(0, 0, Bb), values = layer[1].narrow(0, 0, Bb);
+        at::Tensor keys, values;  // [Bb, KV, E, D]
+        if constexpr (kPaged<Store>) {
+          const auto gathered = layer.index_select(1, slots).view({2, Bb, E, KV, D}).transpose(2, 3);
+          keys = gathered[0], values = gathered[1];
+        } else {
+          keys = layer[0].narrow(0, 0, Bb), values = layer[1].narrow(0, 0, Bb);
+        }
+        const auto qg = q.reshape({Bb, T, KV, G, D}).permute({0, 2, 3, 1, 4}).reshape({Bb, KV, G * T, D});
+        auto scores = at::matmul(qg, keys.transpose(-1, -2));  // [Bb, KV, G*T, E]
+        scores.view({Bb, KV, G, T, E}).add_(bias);
+        attended = at::matmul(at::softmax(scores, -1), values)  // [Bb, KV, G*T, D]
+                       .view({Bb, KV, G, T, D})
+                       .permute({0, 3, 1, 2, 4})
+                       .reshape({P, H * D});
       }
-      q = q.reshape({Bb, T, KV, G, D}).permute({0, 2, 3, 1, 4}).reshape({Bb, KV, G * T, D});
-      auto scores = at::matmul(q, keys.transpose(-1, -2));  // [Bb, KV, G*T, E]
-      scores.view({Bb, KV, G, T, E}).add_(bias);
-      const auto attended = at::matmul(at::softmax(scores, -1), values)  // [Bb, KV, G*T, D]
-                                .view({Bb, KV, G, T, D})
-                                .permute({0, 3, 1, 2, 4})
-                                .reshape({P, H * D});
       add_product(x, attended, l.wo, element, stream);
       const auto gate_up = product(rms_norm(x, l.ffn_norm), l.w13, element, stream);  // [P, 2 hidden]
       const std::int64_t hidden = config_.hidden_dim;
