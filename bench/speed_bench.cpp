@@ -710,13 +710,20 @@ Plain measure_plain(Bench& b) {
   const Options& opt = b.opt;
   const std::int64_t capacity = static_cast<std::int64_t>(opt.context) + opt.plain_tokens + 1;
   const auto time_plain = [&](auto& session) { return time_plain_session(session, b.req); };
-  PlainRate eager, ops;
+  PlainRate eager, ops, basic;
   if (opt.static_step) eager = in_session(b, false, 1, capacity, b.plain_opt, time_plain);
   if (opt.static_kernels) {
 #if REFDEC_EVAL_STATIC_KERNELS
-    const StaticLlama ops_model(b.model);  // torch operations only, on a store of its own
-    ops = time_plain_session(Session(ops_model, StaticKvStore(ops_model.kv_layout(), capacity, {.max_rows = opt.static_rows}), b.plain_opt),
-                             b.req);
+    // Torch operations only, then the rotary and SwiGLU kernels alone, each on a store of its own.
+    StaticLlama other(b.model);
+    const auto time_other = [&] {
+      return time_plain_session(Session(other, StaticKvStore(other.kv_layout(), capacity, {.max_rows = opt.static_rows}), b.plain_opt), b.req);
+    };
+    ops = time_other();
+    StaticKernels rotary_swiglu = refdec_eval::static_kernels();
+    rotary_swiglu.linear = nullptr, rotary_swiglu.attention = nullptr;
+    other.set_kernels(rotary_swiglu);
+    basic = time_other();
     b.bench_model.set_kernels(refdec_eval::static_kernels());
 #else
     REFDEC_CHECK(false, "--static-kernels: this build has no fused kernels (they need nvcc and a CUDA build of libtorch)");
@@ -730,13 +737,19 @@ Plain measure_plain(Bench& b) {
   std::cout << "read bandwidth " << bandwidth_before / 1e9 << " GB/s before plain decoding, " << bandwidth_after / 1e9
             << " after; roofline " << roofline << " tokens/s\n";
   if (opt.static_step) print_plain(" on the eager model", opt.context, eager, roofline, "");
-  if (opt.static_kernels) print_plain(" on the static step, torch operations only", opt.context, ops, roofline, "");
+  if (opt.static_kernels) {
+    print_plain(" on the static step, torch operations only", opt.context, ops, roofline, "");
+    print_plain(" on the static step, the rotary and SwiGLU kernels only", opt.context, basic, roofline, "");
+  }
   print_plain(opt.static_step ? opt.static_kernels ? " on the static step, fused kernels" : " on the static step" : "", opt.context, plain,
               roofline, " (and its argmax)");
   nlohmann::json& report = b.report.json;
   report["static"] = opt.static_step;
   report["static_kernels"] = opt.static_kernels;
-  if (opt.static_kernels) report["plain_static_ops_tokens_per_s"] = ops.tokens_per_s;
+  if (opt.static_kernels) {
+    report["plain_static_ops_tokens_per_s"] = ops.tokens_per_s;
+    report["plain_static_rotary_swiglu_tokens_per_s"] = basic.tokens_per_s;
+  }
   if (opt.static_step) {
     report["plain_eager_tokens_per_s"] = eager.tokens_per_s;
     report["plain_eager_roofline_fraction"] = eager.tokens_per_s / roofline;
