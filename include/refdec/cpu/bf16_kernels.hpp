@@ -82,11 +82,21 @@ inline std::uint16_t from_float(float x) {
 /// eps) in float, out = F(F(x r) w). x, weight, out: `n` values each (out may be x).
 template <HalfFormat F>
 inline void rms_norm(const std::uint16_t* x, const std::uint16_t* weight, std::uint16_t* out, std::size_t n, float eps) {
-  float squares = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = to_float<F>(x[i]);
-    squares += v * v;
+  // Sixteen partial sums, which the compiler vectorises: one sum is a chain of dependent additions
+  // (at 16 rows of the 1.1B shape, 1.4 ms of a step, on one thread).
+  float part[16] = {};
+  const std::size_t whole = n / 16 * 16;
+  for (std::size_t k = 0; k < whole; k += 16)
+    for (std::size_t j = 0; j < 16; ++j) {
+      const float v = to_float<F>(x[k + j]);
+      part[j] += v * v;
+    }
+  for (std::size_t k = whole; k < n; ++k) {
+    const float v = to_float<F>(x[k]);
+    part[k - whole] += v * v;
   }
+  float squares = 0.0f;
+  for (const float p : part) squares += p;
   const float r = 1.0f / std::sqrt(squares / static_cast<float>(n) + eps);
   for (std::size_t i = 0; i < n; ++i) out[i] = from_float<F>(to_float<F>(from_float<F>(to_float<F>(x[i]) * r)) * to_float<F>(weight[i]));
 }
