@@ -1,8 +1,8 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 // CUDA kernels of the static-shape step's fused operations (refdec/core/static_step_device.hpp:
-// the rotary scatter, SwiGLU, the few-row linear product and attention), over raw pointers and a stream, and cuda_static_kernels(), their
-// launchers as StaticLlama::set_kernels() takes them. A translation unit compiled by nvcc includes
+// the rotary scatter, SwiGLU, the few-row linear product and attention), over raw pointers and a
+// stream, and cuda_static_kernels(), their launchers as StaticLlama::set_kernels() takes them. A translation unit compiled by nvcc includes
 // this header and hands the launchers to code compiled without it. Launches are asynchronous (a
 // CUDA graph captures them); bad sizes throw refdec::Error before any CUDA call.
 

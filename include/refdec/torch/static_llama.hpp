@@ -81,9 +81,10 @@ class StaticLlama {
   }
 
   /// Runs the step's fused operations (the rotary scatter, SwiGLU and, where `kernels` has them,
-  /// the few-row linear product and attention: core/static_step_device.hpp) through `kernels` on a CUDA device, for float32, bf16 and fp16
-  /// weights: cuda_static_kernels() of refdec/cuda/static_kernels.cuh, from a translation unit nvcc compiles. StaticKernels{} goes back to
-  /// torch operations. Stores capture this model's graphs again after a change.
+  /// the few-row linear product and attention: core/static_step_device.hpp) through `kernels` on
+  /// a CUDA device, for float32, bf16 and fp16 weights: cuda_static_kernels() of
+  /// refdec/cuda/static_kernels.cuh, from a translation unit nvcc compiles. StaticKernels{} goes
+  /// back to torch operations. Stores capture this model's graphs again after a change.
   void set_kernels(const StaticKernels& kernels) {
     kernels_ = kernels;
     id_ = next_id();
@@ -356,7 +357,8 @@ class StaticLlama {
         q = rotated.narrow(1, 0, H);
       }
       at::Tensor attended;  // [P, H * D]
-      if (fused_ops && kernels_.attention != nullptr && attention_kernel_takes(D, E, element) && q.is_contiguous()) {
+      if (fused_ops && kernels_.attention != nullptr && attention_kernel_takes(D, E, element) && q.is_contiguous() && aligned16(q) &&
+          aligned16(layer[0]) && aligned16(layer[1])) {
         attended = at::empty({P, H * D}, q.options());
         AttentionArgs a;
         a.q = q.data_ptr(), a.keys = layer[0].data_ptr(), a.values = layer[1].data_ptr(), a.bias = bias.data_ptr();
@@ -397,11 +399,12 @@ class StaticLlama {
     return product(rms_norm(x.index_select(0, gather), final_norm_), output_, element, stream).to(compute);
   }
 
+  // The fused kernels read 16 bytes at a time.
+  static bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
   // Whether the linear kernel (StaticKernels::linear) takes x [rows, in] times w^T.
   bool linear_kernel_runs(const at::Tensor& x, const at::Tensor& w, ElementType element) const {
-    const auto aligned = [](const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; };
     return fused() && kernels_.linear != nullptr && x.is_contiguous() && w.is_contiguous() &&
-           linear_kernel_takes(x.size(0), x.size(1), element) && aligned(x) && aligned(w);
+           linear_kernel_takes(x.size(0), x.size(1), element) && aligned16(x) && aligned16(w);
   }
   // x W^T: through the linear kernel where it runs (a few rows stream each weight once), else
   // through torch's product.
