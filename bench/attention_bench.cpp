@@ -37,7 +37,7 @@ Inputs make(const benchmark::State& state) {
 void args(benchmark::internal::Benchmark* b) {
   for (const std::int64_t shape : {0, 1})
     for (const std::int64_t s : {128, 512, 2048})
-      for (const std::int64_t n : {1, 8, 32}) b->Args({s, n, shape});
+      for (const std::int64_t n : {1, 8, 16, 24, 32}) b->Args({s, n, shape});
   b->Unit(benchmark::kMicrosecond);
 }
 
@@ -63,6 +63,18 @@ void BM_PackedPathProducts(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PackedPathProducts)->Apply(args);
+
+// refdec's AVX2 attention (scores, softmax and values per kv head, the cache read in place), which
+// the packed path takes where oneDNN runs no bf16, and for a paged store's blocks.
+void BM_Avx2Attention(benchmark::State& state) {
+  const Inputs in = make(state);
+  if (!avx2_attention_supported(in.keys)) {
+    state.SkipWithError("refdec's AVX2 attention does not run here (no AVX2 and FMA)");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(avx2_attention(in.q, in.keys, in.values, at::Tensor(), in.scale));
+}
+BENCHMARK(BM_Avx2Attention)->Apply(args);
 
 // The packed path where oneDNN runs no bf16 (llama.hpp): the products in float32.
 void BM_Float32Products(benchmark::State& state) {

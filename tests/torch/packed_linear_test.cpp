@@ -16,6 +16,7 @@
 #include "refdec/torch/linear_choice.hpp"
 #include "refdec/torch/llama.hpp"
 #include "refdec/torch/packed_linear.hpp"
+#include "refdec/torch/thread_scratch.hpp"
 
 namespace {
 
@@ -278,6 +279,44 @@ void expect_attention_products(at::Tensor (*scores_of)(const at::Tensor&, const 
 TEST(AttentionProducts, EqualTheProductsOverTheCacheInPlace) {
   REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
   expect_attention_products(attention_scores, attention_values);
+}
+
+// attention_scores_into() writes what attention_scores() returns into the tensor given, and
+// refuses one of another shape or type.
+TEST(AttentionProducts, ScoresIntoAGivenTensorEqualTheReturnedOnes) {
+  REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kOneDnn, at::kBFloat16);
+  const auto bf = [](at::IntArrayRef sizes) { return at::randn(sizes).to(at::kBFloat16); };
+  const auto keys = bf({20, 2, 8}).narrow(0, 0, 13);
+  const auto q = bf({2, 3, 8});
+  const auto out = at::full({2, 3, 13}, 7.0f);
+  attention_scores_into(q, keys, 0.5, out);
+  EXPECT_TRUE(at::equal(out, attention_scores(q, keys, 0.5)));
+  refdec_test::expect_error([&] { attention_scores_into(q, keys, 0.5, at::empty({2, 3, 12})); }, "the output must be a contiguous float32");
+  refdec_test::expect_error([&] { attention_scores_into(q, keys, 0.5, out.to(at::kBFloat16)); }, "the output must be");
+  refdec_test::expect_error([&] { (void)attention_scores(q.select(0, 0), keys, 0.5); }, "needs bf16 CPU queries [KV, rows, D]");
+}
+
+// A thread's scratch: the shape and type asked, the same memory for the same slot while it fits,
+// other memory for another slot or thread, and a tensor of its own past kMaxScratchBytes.
+TEST(ThreadScratch, ReusesASlotsMemoryPerThreadUpToItsLimit) {
+  using torch_detail::ScratchSlot, torch_detail::thread_scratch;
+  const auto a = thread_scratch(ScratchSlot::kAttentionScores, {4, 5}, at::kFloat);
+  EXPECT_EQ(a.sizes(), at::IntArrayRef({4, 5}));
+  EXPECT_EQ(a.scalar_type(), at::kFloat);
+  EXPECT_TRUE(a.is_contiguous());
+  const auto b = thread_scratch(ScratchSlot::kAttentionScores, {3, 2}, at::kBFloat16);
+  EXPECT_EQ(b.data_ptr(), a.data_ptr()) << "a smaller request reuses the slot";
+  EXPECT_EQ(b.scalar_type(), at::kBFloat16);
+  const auto other = thread_scratch(ScratchSlot::kAttentionWeights, {4, 5}, at::kFloat);
+  EXPECT_NE(other.data_ptr(), a.data_ptr());
+  void* elsewhere = nullptr;
+  std::thread([&] { elsewhere = thread_scratch(ScratchSlot::kAttentionScores, {4, 5}, at::kFloat).data_ptr(); }).join();
+  EXPECT_NE(elsewhere, a.data_ptr());
+  const std::int64_t over = torch_detail::kMaxScratchBytes / 4 + 1;
+  const auto big = thread_scratch(ScratchSlot::kAttentionScores, {over}, at::kFloat);
+  EXPECT_EQ(big.numel(), over);
+  EXPECT_NE(big.data_ptr(), thread_scratch(ScratchSlot::kAttentionScores, {over}, at::kFloat).data_ptr()) << "not kept";
+  EXPECT_EQ(thread_scratch(ScratchSlot::kAttentionScores, {4, 5}, at::kFloat).data_ptr(), a.data_ptr());
 }
 
 // The same through refdec's AVX2 kernel (the path of CPUs where oneDNN runs no bf16).

@@ -80,16 +80,19 @@ inline void run_attention_primitive(const dnnl::matmul& product, const dnnl::mem
 }  // namespace torch_detail
 #endif
 
-/// scale * q k^T per kv head: q [KV, rows, D] bf16 (query rows grouped by the kv head they read),
-/// keys [S, KV, D] (a sequence's cache, read in place). Returns [KV, rows, S] float32.
-inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, [[maybe_unused]] double scale) {
+/// attention_scores() into `out`: [KV, rows, S] float32, contiguous (for example a scratch tensor
+/// kept across calls).
+inline void attention_scores_into(const at::Tensor& q, const at::Tensor& keys, [[maybe_unused]] double scale, const at::Tensor& out) {
   REFDEC_CHECK(attention_products_supported(keys) && q.dim() == 3 && q.scalar_type() == at::kBFloat16 && q.device().is_cpu() &&
                    q.size(0) == keys.size(1) && q.size(2) == keys.size(2),
                "attention_scores: needs bf16 CPU queries [KV, rows, D] and keys [S, KV, D] with oneDNN running bf16 on this CPU, got "
                    << q.toString() << " " << q.sizes() << " and " << keys.toString() << " " << keys.sizes());
   const auto qc = q.contiguous();
   [[maybe_unused]] const std::int64_t kv = q.size(0), rows = q.size(1), d = q.size(2), s = keys.size(0);  // d: oneDNN's
-  auto out = at::empty({kv, rows, s}, q.options().dtype(at::kFloat));
+  REFDEC_CHECK(
+      out.scalar_type() == at::kFloat && out.is_contiguous() && out.device().is_cpu() && out.sizes() == at::IntArrayRef({kv, rows, s}),
+      "attention_scores: the output must be a contiguous float32 CPU tensor [" << kv << ", " << rows << ", " << s << "], got "
+                                                                               << out.toString() << " " << out.sizes());
 #if REFDEC_HAVE_ONEDNN
   using dt = dnnl::memory::data_type;
   const auto product = torch_detail::attention_primitive(true, kv, rows, d, keys.stride(0), keys.stride(1), static_cast<float>(scale));
@@ -97,6 +100,15 @@ inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, 
                                         {{kv, d, s}, dt::bf16, {keys.stride(1), 1, keys.stride(0)}}, keys.data_ptr(),
                                         {{kv, rows, s}, dt::f32, {rows * s, s, 1}}, out.data_ptr());
 #endif
+}
+
+/// scale * q k^T per kv head: q [KV, rows, D] bf16 (query rows grouped by the kv head they read),
+/// keys [S, KV, D] (a sequence's cache, read in place). Returns [KV, rows, S] float32.
+inline at::Tensor attention_scores(const at::Tensor& q, const at::Tensor& keys, double scale) {
+  at::Tensor out;  // (malformed inputs are refused by attention_scores_into(), naming them)
+  if (q.defined() && keys.defined() && q.dim() == 3 && keys.dim() == 3)
+    out = at::empty({q.size(0), q.size(1), keys.size(0)}, q.options().dtype(at::kFloat));
+  attention_scores_into(q, keys, scale, out);
   return out;
 }
 

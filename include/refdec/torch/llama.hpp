@@ -25,6 +25,7 @@
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/linear_choice.hpp"
 #include "refdec/torch/packed_linear.hpp"
+#include "refdec/torch/thread_scratch.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
@@ -344,13 +345,22 @@ class LlamaModel {
           // (No lambdas over keys and values: clang 14 cannot capture structured bindings.)
           if (avx2) {
             attended_heads = avx2_attention(qg, keys, values, mask, scale);
+          } else if (onednn) {  // its temporaries in this thread's scratch (thread_scratch.hpp)
+            using torch_detail::ScratchSlot, torch_detail::thread_scratch;
+            const auto scores = thread_scratch(ScratchSlot::kAttentionScores, {KV, G * n, S}, at::kFloat);
+            attention_scores_into(qg, keys, scale, scores);
+            if (mask.defined()) scores.view({KV, G, n, S}).narrow(-1, S - n, n).add_(mask);
+            auto weights = thread_scratch(ScratchSlot::kAttentionWeights, {KV, G * n, S}, at::kFloat);
+            at::_softmax_out(weights, scores, -1, false);
+            const auto probs = thread_scratch(ScratchSlot::kAttentionProbs, {KV, G * n, S}, dt);
+            probs.copy_(weights);
+            attended_heads = attention_values(probs, values);
           } else {
-            const auto pt = packed() && !onednn ? at::kFloat : dt;  // the dtype of ATen's products
-            const auto raw = onednn ? attention_scores(qg, keys, scale) : at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale;
-            auto scores = raw.view({KV, G, n, S});  // [KV, G*n, S] float32 (pt on ATen's path)
+            const auto pt = packed() ? at::kFloat : dt;  // the dtype of ATen's products
+            auto scores = (at::matmul(qg.to(pt), keys.permute({1, 2, 0}).to(pt)) * scale).view({KV, G, n, S});
             if (mask.defined()) scores.narrow(-1, S - n, n).add_(mask);
-            const auto probs = at::softmax(scores, -1, compute).to(onednn ? dt : pt).view({KV, G * n, S});
-            attended_heads = onednn ? attention_values(probs, values) : at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt);
+            const auto probs = at::softmax(scores, -1, compute).to(pt).view({KV, G * n, S});
+            attended_heads = at::matmul(probs, values.permute({1, 0, 2}).to(pt)).to(dt);
           }
         }
         heads[static_cast<std::size_t>(b)] = attended_heads

@@ -35,6 +35,7 @@
 #include "refdec/cpu/stream_linear.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/onednn.hpp"
+#include "refdec/torch/thread_scratch.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
@@ -256,7 +257,8 @@ class PackedLinear {
     const std::string no = StreamLinear::unavailable(tiles, format());
     REFDEC_CHECK(no.empty(), "PackedLinear: " << no);
     const std::int64_t rows = x.size(0), blocks = stream_->blocks();
-    const auto prepared = at::empty({(stream_->prepared_bytes(tiles, rows) + 3) / 4}, x.options().dtype(at::kFloat));
+    const auto prepared = torch_detail::thread_scratch(torch_detail::ScratchSlot::kPreparedInput,
+                                                       {(stream_->prepared_bytes(tiles, rows) + 3) / 4}, at::kFloat);
     stream_->prepare(tiles, static_cast<const std::uint16_t*>(x.data_ptr()), rows, prepared.data_ptr());
     const void* xp = prepared.data_ptr();
     void* op = out.data_ptr();
