@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
         layer->prepare(sets[i], x.data(), rows, prepared.data());
         std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads
 #pragma omp parallel
-        layer->run_taking(sets[i], prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next);
+        layer->run_taking(sets[i], prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next, omp_get_num_threads());
       }
       const double kernel_s = seconds_since(t);
       if (r == 0) continue;

@@ -161,6 +161,16 @@ TEST_P(StreamTilesTest, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
       threads.emplace_back([&] { linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next); });
     for (auto& th : threads) th.join();
     EXPECT_EQ(alone, taken) << name(format) << ", runs taken";
+    // And with runs that shrink as the product nears its end (the number of sharers given). (A run
+    // must start at an even block: one row's tiles over two blocks sum in another order than
+    // over one, which PackedLinear.StreamSplitsItsColumnsOverTheThreads checks at one row.)
+    std::vector<float> guided(alone.size(), -1.0f);
+    next = 0;
+    threads.clear();
+    for (std::int64_t t = 0; t < 3; ++t)
+      threads.emplace_back([&] { linear.run_taking(tiles, xf.data(), rows, guided.data(), true, Epilogue::kStore, nullptr, next, 3); });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(alone, guided) << name(format) << ", shrinking runs";
   }
 }
 

@@ -264,8 +264,9 @@ class PackedLinear {
     void* op = out.data_ptr();
     std::atomic<std::int64_t> next{0};
     const std::int64_t takes = (blocks + StreamLinear::kBlocksPerTake - 1) / StreamLinear::kBlocksPerTake;
-    at::parallel_for(0, std::min<std::int64_t>(takes, at::get_num_threads()), 1,
-                     [&](std::int64_t, std::int64_t) { stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next); });
+    const std::int64_t sharers = std::min<std::int64_t>(takes, at::get_num_threads());
+    at::parallel_for(0, sharers, 1,
+                     [&](std::int64_t, std::int64_t) { stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next, sharers); });
   }
 
 #if REFDEC_HAVE_ONEDNN
