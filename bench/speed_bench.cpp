@@ -806,7 +806,7 @@ void time_matmuls(Bench& b, const Plain& plain) {
 #if REFDEC_EVAL_STATIC_KERNELS
   const auto linear = refdec_eval::static_kernels().linear;
   if (!b.opt.static_kernels || linear == nullptr) return;
-  const auto element = b.dtype == at::kBFloat16 ? ElementType::kBFloat16 : b.dtype == at::kHalf ? ElementType::kFloat16 : ElementType::kFloat32;
+  const ElementType element = kernel_element_type(b.dtype);
   const auto out = at::empty({1, w.output.size(0)}, opts);  // large enough for every product
   const auto kernel_products = [&] {
     void* stream = at::cuda::getCurrentCUDAStream().stream();

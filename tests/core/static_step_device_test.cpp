@@ -141,4 +141,13 @@ TEST(LinearKernel, TakesFewRowsOfWholeLoads) {
   EXPECT_FALSE(linear_kernel_takes(1, 0, ElementType::kFloat32));
 }
 
+// The fused kernels' 16-byte loads start at non-null, 16-byte aligned addresses only.
+TEST(LinearKernel, LoadsStartAtAlignedAddresses) {
+  alignas(16) static const float buffer[8] = {};
+  EXPECT_TRUE(aligned_for_loads(buffer));
+  EXPECT_TRUE(aligned_for_loads(buffer + 4));
+  EXPECT_FALSE(aligned_for_loads(buffer + 1));
+  EXPECT_FALSE(aligned_for_loads(nullptr));
+}
+
 }  // namespace

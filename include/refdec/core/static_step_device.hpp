@@ -116,6 +116,9 @@ struct LinearArgs {
   ElementType type = ElementType::kFloat32;
 };
 
+/// Whether `p` is a non-null address the fused kernels' 16-byte loads may start at.
+REFDEC_HOST_DEVICE bool aligned_for_loads(const void* p) { return p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 /// Whether the linear kernel takes a product of `rows` rows of `in` elements of `type`: 1 to
 /// kLinearKernelRows rows, and rows a whole number of 16-byte loads long (with x, weight and out
 /// 16-byte aligned, which the launcher checks).

@@ -249,8 +249,8 @@ inline void launch_linear(const LinearArgs& a, cudaStream_t stream) {
   REFDEC_CHECK(linear_kernel_takes(a.rows, a.in, a.type) && a.out_features > 0 && a.out_features < (std::int64_t{1} << 40),
                "launch_linear: rows " << a.rows << " (1 to " << kLinearKernelRows << "), in " << a.in
                                       << " (a whole number of 16 bytes), out " << a.out_features);
-  const auto aligned = [](const void* p) { return p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  REFDEC_CHECK(aligned(a.x) && aligned(a.weight) && a.out != nullptr, "launch_linear: x and weight must be 16-byte aligned, out not null");
+  REFDEC_CHECK(aligned_for_loads(a.x) && aligned_for_loads(a.weight) && a.out != nullptr,
+               "launch_linear: x and weight must be 16-byte aligned, out not null");
   using namespace detail;
   constexpr int kWarps = kStaticThreads / 32;
   const auto blocks = static_cast<unsigned>((a.out_features + kWarps - 1) / kWarps);
@@ -271,11 +271,10 @@ inline void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
                                           << a.kv_heads << ", head_dim " << a.head_dim << " (a whole number of 16 bytes, at most "
                                           << kAttentionKernelHeadDim << "), entries " << a.entries << " (at most "
                                           << kAttentionKernelEntries << ")");
-  const auto aligned = [](const void* p) { return p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const auto whole = [&](std::int64_t stride) { return (stride * element_bytes(a.type)) % 16 == 0; };
   REFDEC_CHECK(
-      aligned(a.q) && aligned(a.keys) && aligned(a.values) && a.bias != nullptr && a.out != nullptr && whole(a.stride_sequence) &&
-          whole(a.stride_head) && whole(a.stride_element),
+      aligned_for_loads(a.q) && aligned_for_loads(a.keys) && aligned_for_loads(a.values) && a.bias != nullptr && a.out != nullptr &&
+          whole(a.stride_sequence) && whole(a.stride_head) && whole(a.stride_element),
       "launch_attention: q, keys and values must be 16-byte aligned, the cache's strides whole 16-byte loads, bias and out not null");
   using namespace detail;
   const std::int64_t lanes = a.head_dim * element_bytes(a.type) / 16, groups = kStaticThreads / lanes;

@@ -44,6 +44,12 @@
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
+/// The fused kernels' element type of `type` (float32 for any type but bf16 and fp16, which the
+/// kernels do not run: fused() excludes float64).
+inline ElementType kernel_element_type(at::ScalarType type) {
+  return type == at::kBFloat16 ? ElementType::kBFloat16 : type == at::kHalf ? ElementType::kFloat16 : ElementType::kFloat32;
+}
+
 /// A Llama-family model that runs steps over a StaticKvStore (or a StaticPagedKvStore) as
 /// static-shape, capturable work (see the file comment); CausalLM<StaticLlama, StaticKvStore>, so
 /// verify() and Session drive it as they drive LlamaModel. forward() is const; what a step needs besides the weights lives in
@@ -304,7 +310,7 @@ class StaticLlama {
 #if REFDEC_TORCH_CUDA
     if (fused_ops) stream = at::cuda::getCurrentCUDAStream().stream();
 #endif
-    const auto element = dt == at::kBFloat16 ? ElementType::kBFloat16 : dt == at::kHalf ? ElementType::kFloat16 : ElementType::kFloat32;
+    const ElementType element = kernel_element_type(dt);
     const at::Tensor turns = fused_ops ? at::view_as_real(store.state().rotary) : at::Tensor();  // [E, D/2, 2] float
 
     // The cache's layout for the fused kernels, in elements: a layer's keys (or values) are
@@ -357,8 +363,8 @@ class StaticLlama {
         q = rotated.narrow(1, 0, H);
       }
       at::Tensor attended;  // [P, H * D]
-      if (fused_ops && kernels_.attention != nullptr && attention_kernel_takes(D, E, element) && q.is_contiguous() && aligned16(q) &&
-          aligned16(layer[0]) && aligned16(layer[1])) {
+      if (fused_ops && kernels_.attention != nullptr && attention_kernel_takes(D, E, element) && q.is_contiguous() &&
+          aligned_for_loads(q.data_ptr()) && aligned_for_loads(layer[0].data_ptr()) && aligned_for_loads(layer[1].data_ptr())) {
         attended = at::empty({P, H * D}, q.options());
         AttentionArgs a;
         a.q = q.data_ptr(), a.keys = layer[0].data_ptr(), a.values = layer[1].data_ptr(), a.bias = bias.data_ptr();
@@ -399,12 +405,10 @@ class StaticLlama {
     return product(rms_norm(x.index_select(0, gather), final_norm_), output_, element, stream).to(compute);
   }
 
-  // The fused kernels read 16 bytes at a time.
-  static bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
   // Whether the linear kernel (StaticKernels::linear) takes x [rows, in] times w^T.
   bool linear_kernel_runs(const at::Tensor& x, const at::Tensor& w, ElementType element) const {
     return fused() && kernels_.linear != nullptr && x.is_contiguous() && w.is_contiguous() &&
-           linear_kernel_takes(x.size(0), x.size(1), element) && aligned16(x) && aligned16(w);
+           linear_kernel_takes(x.size(0), x.size(1), element) && aligned_for_loads(x.data_ptr()) && aligned_for_loads(w.data_ptr());
   }
   // x W^T: through the linear kernel where it runs (a few rows stream each weight once), else
   // through torch's product.
