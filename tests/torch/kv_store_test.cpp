@@ -1,7 +1,9 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// The KV stores (contiguous, paged, read in place): commits, joins and leaves, bad use.
+// The KV stores (contiguous, paged, read in place): commits, joins and leaves, bad use; the
+// huge-page tensors their CPU caches live in.
 
 #include "common/counted_paged_store.hpp"
+#include "refdec/torch/huge_page_tensor.hpp"
 #include "torch/model_helpers.hpp"
 
 namespace {
@@ -234,6 +236,26 @@ TEST(KvStores, RejectBadUse) {
   refdec_test::expect_error([] { ContiguousKvStore(KvLayout{1, 1, 1, {}}, 0); }, "capacity must be positive");
   refdec_test::expect_error([] { PagedKvStore(KvLayout{1, 1, 1, {}}, 0, 4); }, "must be positive");
   refdec_test::expect_error([] { PagedKvStore(KvLayout{0, 1, 1, {}}, 4, 4); }, "sizes must be positive");
+}
+
+TEST(HugePageZeros, IsZerosInHugePageAlignedMemoryOnTheCpu) {
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    // Below and above one huge page (2 MiB): the first in plain memory, the second aligned to it.
+    for (const std::int64_t rows : {3, 1024}) {
+      const at::Tensor t = huge_page_zeros({rows, 1024}, at::TensorOptions().dtype(dtype));
+      EXPECT_TRUE(t.equal(at::zeros({rows, 1024}, at::TensorOptions().dtype(dtype))));
+      const auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+      EXPECT_EQ(address % (rows * 1024 * t.element_size() >= static_cast<std::int64_t>(HugePageBuffer::kHugePageBytes) ? HugePageBuffer::kHugePageBytes : 64), 0u);
+      // Its own memory, writable to the end, and kept alive by views past the tensor's life.
+      at::Tensor last_row;
+      {
+        at::Tensor owner = huge_page_zeros({rows, 1024}, at::TensorOptions().dtype(dtype));
+        owner[rows - 1].fill_(2.0);
+        last_row = owner[rows - 1];
+      }
+      EXPECT_TRUE(last_row.eq(2.0).all().item<bool>());
+    }
+  }
 }
 
 }  // namespace

@@ -31,7 +31,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -40,6 +39,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/cpu/bf16_kernels.hpp"
 #include "refdec/cpu/cpu_isa.hpp"
+#include "refdec/cpu/huge_pages.hpp"
 
 #if REFDEC_X86
 #include <immintrin.h>
@@ -127,11 +127,10 @@ class StreamLinear {
                  "StreamLinear: needs a weight of positive sizes, got [" << out << ", " << in << "]");
     const std::int64_t pairs = padded_in() / 2;
     const std::size_t size = static_cast<std::size_t>(blocks() * pairs * 2 * kBlockColumns);
-    packed_.reset(static_cast<std::uint16_t*>(std::aligned_alloc(64, (size * sizeof(std::uint16_t) + 63) / 64 * 64)));
-    REFDEC_CHECK(packed_ != nullptr, "StreamLinear: cannot allocate " << size * 2 << " bytes");
-    std::memset(packed_.get(), 0, size * sizeof(std::uint16_t));  // padding columns and positions stay 0
+    packed_ = HugePageBuffer(size * sizeof(std::uint16_t));  // zeroed: padding columns and positions stay 0
+    std::uint16_t* to = packed();
     for (std::int64_t col = 0; col < out; ++col)
-      for (std::int64_t k = 0; k < in; ++k) packed_[static_cast<std::size_t>(offset(col, k))] = weight[col * in + k];
+      for (std::int64_t k = 0; k < in; ++k) to[offset(col, k)] = weight[col * in + k];
   }
 
   std::int64_t in_features() const { return in_; }
@@ -445,7 +444,7 @@ class StreamLinear {
     const std::int64_t pairs = padded_in() / 2, width = padded_in();
     alignas(64) float sums[kRows][kBlockColumns];
     for (std::int64_t b = first_block; b < last_block; ++b) {
-      const std::uint16_t* block = packed_.get() + b * pairs * 32;
+      const std::uint16_t* block = packed() + b * pairs * 32;
       for (std::int64_t r = 0; r < rows; r += static_cast<std::int64_t>(kRows)) {
         const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(kRows), rows - r);
         tiles[static_cast<std::size_t>(m - 1)](block, pairs, xf + r * width, width, sums);
@@ -548,7 +547,7 @@ class StreamLinear {
     alignas(64) float sums[2 * kDotRows2][kBlockColumns], block_sums[kDotRows][kBlockColumns];
     for (std::int64_t b = first_block; b < last_block;) {
       const std::int64_t nb = two ? std::min<std::int64_t>(2, last_block - b) : 1;
-      const std::uint16_t* block = packed_.get() + b * pairs * 32;
+      const std::uint16_t* block = packed() + b * pairs * 32;
       for (std::int64_t r = 0; r < rows; r += tile) {
         const std::int64_t m = std::min(tile, rows - r);
         const DotTile run_tile = nb == 2 ? kTwo[static_cast<std::size_t>(m - 1)] : kOne[static_cast<std::size_t>(m - 1)];
@@ -624,12 +623,11 @@ class StreamLinear {
   }
 #endif
 
-  struct Free {
-    void operator()(std::uint16_t* p) const { std::free(p); }
-  };
+  std::uint16_t* packed() const { return static_cast<std::uint16_t*>(packed_.data()); }
+
   std::int64_t out_ = 0, in_ = 0;
   HalfFormat format_ = HalfFormat::kBf16;
-  std::unique_ptr<std::uint16_t[], Free> packed_;  // [blocks, padded_in / 2, 2 halves, 16]: see the header comment
+  HugePageBuffer packed_;  // [blocks, padded_in / 2, 2 halves, 16]: see the header comment
 };
 
 REFDEC_NAMESPACE_END

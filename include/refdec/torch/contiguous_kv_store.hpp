@@ -13,6 +13,7 @@
 #include "refdec/core/config.hpp"
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/abi.hpp"
+#include "refdec/torch/huge_page_tensor.hpp"
 #include "refdec/torch/kv_store.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -36,7 +37,7 @@ class ContiguousKvStore {
   /// Appends an empty sequence (allocating its buffer) and returns its index.
   std::int64_t add() {
     // [2 (keys, values), layers, capacity, kv_heads, head_dim]
-    buffers_.push_back(at::empty({2, layout_.layers, capacity_, layout_.kv_heads, layout_.head_dim}, layout_.options));
+    buffers_.push_back(huge_page_zeros({2, layout_.layers, capacity_, layout_.kv_heads, layout_.head_dim}, layout_.options));
     return steps_.add();
   }
 

@@ -32,6 +32,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/cpu/cpu_isa.hpp"
+#include "refdec/cpu/huge_pages.hpp"
 #include "refdec/cpu/stream_linear.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/onednn.hpp"
@@ -157,10 +158,10 @@ class PackedLinear {
     // The layout oneDNN picks for one row of input; rows up to a few hundred reuse it at full speed.
     const auto pd = primitive_desc(1, dnnl::memory::desc({in_, out_}, dnnl::memory::data_type::bf16, tag::any), false, Epilogue::kStore);
     packed_desc_ = pd.weights_desc();
-    packed_ = at::empty({static_cast<std::int64_t>(packed_desc_.get_size())}, at::TensorOptions().dtype(at::kByte));
+    packed_ = HugePageBuffer(packed_desc_.get_size());
     // torch's [out, in] row-major is oneDNN's [in, out] with tag ba: no transpose copy.
     dnnl::memory from({{in_, out_}, dnnl::memory::data_type::bf16, tag::ba}, torch_detail::onednn_engine(), source.data_ptr());
-    dnnl::memory to(packed_desc_, torch_detail::onednn_engine(), packed_.data_ptr());
+    dnnl::memory to(packed_desc_, torch_detail::onednn_engine(), packed_.data());
     dnnl::stream s(torch_detail::onednn_engine());
     dnnl::reorder(from, to).execute(s, from, to);
     s.wait();
@@ -177,7 +178,7 @@ class PackedLinear {
   /// The weights' (and the inputs') dtype: bf16 or fp16.
   at::ScalarType dtype() const { return dtype_; }
   /// Bytes of the packed weight (what one step streams).
-  std::int64_t bytes() const { return stream_ ? stream_->bytes() : packed_.numel(); }
+  std::int64_t bytes() const { return stream_ ? stream_->bytes() : static_cast<std::int64_t>(packed_.size()); }
   /// The streaming kernel's tile sets by row count (kStream only).
   const TilesByRows& tiles() const { return tiles_; }
 
@@ -215,7 +216,7 @@ class PackedLinear {
     const dnnl::engine& engine = torch_detail::onednn_engine();
     const dnnl::memory::desc dst_desc({x.size(0), out_}, f32 ? dt::f32 : dt::bf16, tag::ab);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory({{x.size(0), in_}, dt::bf16, tag::ab}, engine, x.data_ptr())},
-                                               {DNNL_ARG_WEIGHTS, dnnl::memory(packed_desc_, engine, packed_.data_ptr())},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(packed_desc_, engine, packed_.data())},
                                                {DNNL_ARG_DST, dnnl::memory(dst_desc, engine, out.data_ptr())}};
     if (multiply)
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
@@ -307,7 +308,7 @@ class PackedLinear {
   at::ScalarType dtype_ = at::kBFloat16;
   TilesByRows tiles_;
   std::unique_ptr<const StreamLinear> stream_;  // the streaming backend's packed weight and kernel
-  at::Tensor packed_;                           // [bytes] uint8: the weight in oneDNN's layout
+  HugePageBuffer packed_;                       // the weight in oneDNN's layout
 };
 
 REFDEC_TORCH_NAMESPACE_END

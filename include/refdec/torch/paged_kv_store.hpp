@@ -16,6 +16,7 @@
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/block_tables.hpp"
+#include "refdec/torch/huge_page_tensor.hpp"
 #include "refdec/torch/kv_store.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -28,7 +29,7 @@ class PagedKvStore {
       : layout_(std::move(layout)), blocks_(num_blocks, block_size, "PagedKvStore") {
     layout_.validate();
     // [2 (keys, values), layers, num_blocks * block_size, kv_heads, head_dim]
-    pool_ = at::zeros({2, layout_.layers, num_blocks * block_size, layout_.kv_heads, layout_.head_dim}, layout_.options);
+    pool_ = huge_page_zeros({2, layout_.layers, num_blocks * block_size, layout_.kv_heads, layout_.head_dim}, layout_.options);
   }
 
   const KvLayout& layout() const { return layout_; }

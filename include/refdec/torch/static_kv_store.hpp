@@ -30,6 +30,7 @@
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/cuda_graph.hpp"
+#include "refdec/torch/huge_page_tensor.hpp"
 #include "refdec/torch/kv_store.hpp"
 
 REFDEC_TORCH_NAMESPACE_BEGIN
@@ -113,7 +114,7 @@ class StaticKvStore {
     REFDEC_CHECK(capacity > 0, "StaticKvStore: capacity must be positive, got " << capacity);
     // Zeros, not garbage: attention multiplies every entry, masked ones by a probability of 0,
     // and 0 times a NaN bit pattern would poison the row.
-    cache_ = at::zeros({layout_.layers, 2, options_.max_batch, layout_.kv_heads, entries(), layout_.head_dim}, layout_.options);
+    cache_ = huge_page_zeros({layout_.layers, 2, options_.max_batch, layout_.kv_heads, entries(), layout_.head_dim}, layout_.options);
   }
 
   const KvLayout& layout() const { return layout_; }

@@ -21,6 +21,7 @@
 #include "refdec/core/step_plan.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/block_tables.hpp"
+#include "refdec/torch/huge_page_tensor.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/static_kv_store.hpp"
 
@@ -45,7 +46,7 @@ class StaticPagedKvStore {
     REFDEC_CHECK(max_entries > 0, "StaticPagedKvStore: max_entries must be positive, got " << max_entries);
     // [layers, 2 (keys, values), num_blocks * block_size + 1 (the scratch slot), kv_heads, head_dim];
     // zeros: attention multiplies masked entries by a probability of 0.
-    pool_ = at::zeros({layout_.layers, 2, num_blocks * block_size + 1, layout_.kv_heads, layout_.head_dim}, layout_.options);
+    pool_ = huge_page_zeros({layout_.layers, 2, num_blocks * block_size + 1, layout_.kv_heads, layout_.head_dim}, layout_.options);
   }
 
   const KvLayout& layout() const { return layout_; }
