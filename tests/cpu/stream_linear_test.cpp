@@ -174,6 +174,28 @@ TEST_P(StreamTilesTest, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
   }
 }
 
+// The dot tiles' input as prepare() documents it, for row counts below, at and past 16 and
+// lengths with and without whole runs of 16 pairs and an odd last position.
+TEST(StreamLinear, PreparesTheDotTilesInputPairByPairRowsSideBySide) {
+  const std::string why = StreamLinear::unavailable(StreamTiles::kAvx512Bf16, HalfFormat::kBf16);
+  if (!why.empty()) GTEST_SKIP() << why;
+  std::mt19937 rng(5);
+  for (const std::int64_t in : {1, 2, 31, 32, 33, 64, 65, 97})
+    for (std::int64_t rows = 1; rows <= 40; ++rows) {
+      const std::vector<std::uint16_t> w(static_cast<std::size_t>(3 * in), 0x3f80);
+      const StreamLinear linear(w.data(), 3, in, HalfFormat::kBf16);
+      const auto x = random_halves(rng, static_cast<std::size_t>(rows * in), HalfFormat::kBf16);
+      std::vector<std::uint32_t> got(static_cast<std::size_t>(linear.prepared_bytes(StreamTiles::kAvx512Bf16, rows) / 4), 0xDEADBEEF);
+      linear.prepare(StreamTiles::kAvx512Bf16, x.data(), rows, got.data());
+      for (std::int64_t p = 0; p < linear.padded_in() / 2; ++p)
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const std::uint32_t low = x[static_cast<std::size_t>(r * in + 2 * p)];
+          const std::uint32_t high = 2 * p + 1 < in ? x[static_cast<std::size_t>(r * in + 2 * p + 1)] : 0;
+          ASSERT_EQ(got[static_cast<std::size_t>(p * rows + r)], low | high << 16) << in << " inputs, " << rows << " rows, pair " << p << ", row " << r;
+        }
+    }
+}
+
 TEST(StreamLinear, RejectsBadInput) {
   const std::vector<std::uint16_t> w(8, 0);
   refdec_test::expect_error([&] { StreamLinear l(w.data(), 0, 8, HalfFormat::kBf16); },

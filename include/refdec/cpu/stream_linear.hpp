@@ -158,20 +158,21 @@ class StreamLinear {
   void prepare(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* prepared) const {
     const std::int64_t width = padded_in();
     if (tiles == StreamTiles::kAvx512Bf16) {
-      // A transpose of the rows' pairs, in runs of 32 pairs: a run's writes stay within 128 rows
-      // of 4 bytes, and each row's reads within two cache lines. (Pair by pair, each row in turn,
-      // read rows whose lines share one L1 set where a row is 4 KB long: 16 rows missed it.)
       auto* to = static_cast<std::uint32_t*>(prepared);
       const std::int64_t pairs = in_ / 2;
-      constexpr std::int64_t kRun = 32;
-      for (std::int64_t p0 = 0; p0 < pairs; p0 += kRun) {
-        const std::int64_t p1 = std::min(pairs, p0 + kRun);
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const std::uint16_t* from = x + r * in_;
-          for (std::int64_t p = p0; p < p1; ++p)
-            to[p * rows + r] = static_cast<std::uint32_t>(from[2 * p]) | static_cast<std::uint32_t>(from[2 * p + 1]) << 16;
-        }
-      }
+#if REFDEC_X86
+      // A transpose of the rows' pairs in blocks of 16 rows by 16 pairs, in registers. It runs
+      // on one thread while the others wait: element by element it took 2 ms of a 16-token step
+      // of the 1.1B shape (perf, 2-core Zen 5), in registers a fifteenth of that. The step itself
+      // shortened by only 0.3-0.7% there (bench/step_ab.sh), but the more threads share the
+      // products, the larger a serial part's share.
+      const std::int64_t done = rows > 1 ? transpose_pairs(x, rows, pairs, to) : 0;
+#else
+      const std::int64_t done = 0;
+#endif
+      // The pairs past the last whole 16 (all of them for one row, a copy).
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t p = done; p < pairs; ++p) to[p * rows + r] = pair_at(x + r * in_, p);
       if (width != in_)
         for (std::int64_t r = 0; r < rows; ++r) to[pairs * rows + r] = x[r * in_ + in_ - 1];
       return;
@@ -273,6 +274,11 @@ class StreamLinear {
     for (std::int64_t i = 0; i < n; ++i) out[i] = to_float(x[i], format);
   }
 
+  // Input pair p of a row of bf16 values, as the dot tiles read it: k = 2p in the low half.
+  static std::uint32_t pair_at(const std::uint16_t* row, std::int64_t p) {
+    return static_cast<std::uint32_t>(row[2 * p]) | static_cast<std::uint32_t>(row[2 * p + 1]) << 16;
+  }
+
   // Where a run writes and what it applies as it does.
   struct Output {
     void* out;
@@ -286,6 +292,52 @@ class StreamLinear {
     std::int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
     for (; i < n; ++i) out[i] = _cvtsh_ss(x[i]);
+  }
+
+  // prepare()'s transpose for kAvx512Bf16 (whose CPUs run AVX-512 F): pairs [0, 16 (pairs / 16))
+  // of each of the `rows` rows of x to to[p * rows + r], 16 rows by 16 pairs at a time (rows past
+  // the last masked off). Returns the pairs done.
+  REFDEC_AVX512_TARGET std::int64_t transpose_pairs(const std::uint16_t* x, std::int64_t rows, std::int64_t pairs,
+                                                    std::uint32_t* to) const {
+    // (The zero-masked forms with every lane kept, as in decode512: GCC bug 105593.)
+    constexpr __mmask16 kAll = 0xFFFF;
+    constexpr __mmask8 kAll8 = 0xFF;
+    const std::int64_t whole = pairs / 16 * 16;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const std::int64_t n = std::min<std::int64_t>(16, rows - r0);
+      const auto lanes = static_cast<__mmask16>((1u << n) - 1u);
+      for (std::int64_t p0 = 0; p0 < whole; p0 += 16) {
+        __m512i v[16], t[16];
+        // Row r's 16 pairs (64 bytes; a row of an odd length starts 2 bytes off alignment).
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          v[i] = _mm512_maskz_loadu_epi32(i < n ? kAll : __mmask16{0}, x + std::min(r0 + i, rows - 1) * in_ + 2 * p0);
+          // 4x4 blocks of 32-bit elements within each 128-bit lane: t[4k + q]'s lane j holds rows
+          // 4k..4k+3 of pair 4j + q.
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m512i a = _mm512_maskz_unpacklo_epi32(kAll, v[4 * k], v[4 * k + 1]),
+                        b = _mm512_maskz_unpackhi_epi32(kAll, v[4 * k], v[4 * k + 1]);
+          const __m512i c = _mm512_maskz_unpacklo_epi32(kAll, v[4 * k + 2], v[4 * k + 3]),
+                        d = _mm512_maskz_unpackhi_epi32(kAll, v[4 * k + 2], v[4 * k + 3]);
+          t[4 * k] = _mm512_maskz_unpacklo_epi64(kAll8, a, c), t[4 * k + 1] = _mm512_maskz_unpackhi_epi64(kAll8, a, c);
+          t[4 * k + 2] = _mm512_maskz_unpacklo_epi64(kAll8, b, d), t[4 * k + 3] = _mm512_maskz_unpackhi_epi64(kAll8, b, d);
+        }
+        // Then the 128-bit lanes across vectors: pair 4j + q's rows 4k..4k+3 into lane k.
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const __m512i a = _mm512_maskz_shuffle_i32x4(kAll, t[q], t[4 + q], 0x88),
+                        b = _mm512_maskz_shuffle_i32x4(kAll, t[q], t[4 + q], 0xDD);
+          const __m512i c = _mm512_maskz_shuffle_i32x4(kAll, t[8 + q], t[12 + q], 0x88),
+                        d = _mm512_maskz_shuffle_i32x4(kAll, t[8 + q], t[12 + q], 0xDD);
+          v[q] = _mm512_maskz_shuffle_i32x4(kAll, a, c, 0x88), v[8 + q] = _mm512_maskz_shuffle_i32x4(kAll, a, c, 0xDD);
+          v[4 + q] = _mm512_maskz_shuffle_i32x4(kAll, b, d, 0x88), v[12 + q] = _mm512_maskz_shuffle_i32x4(kAll, b, d, 0xDD);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) _mm512_mask_storeu_epi32(to + (p0 + i) * rows + r0, lanes, v[i]);
+      }
+    }
+    return whole;
   }
 
   // How far ahead of the pair being read the weights are prefetched. The AVX2 tiles: with the
