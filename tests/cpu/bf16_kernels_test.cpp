@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -46,6 +48,35 @@ TEST(Bf16Kernels, ConversionsRoundToNearestEven) {
   EXPECT_EQ(from_float(std::numeric_limits<float>::max()), 0x7F80) << "rounds to infinity as c10::BFloat16 does";
   EXPECT_EQ(from_float(std::numeric_limits<float>::infinity()), 0x7F80);
   EXPECT_EQ(from_float(std::numeric_limits<float>::quiet_NaN()), 0x7FC0);
+}
+
+// Every instruction set's copy of RMSNorm writes the same bits as the baseline's, for both
+// formats (the squares are exact in float, so fused multiply-adds change no sum). A set this CPU
+// does not run is left out, named.
+TEST(Bf16Kernels, RmsNormIsTheSameOnEveryInstructionSet) {
+  namespace detail = refdec::half::detail;
+  const refdec::CpuIsa& isa = refdec::cpu_isa();
+  if (!isa.runs_avx2()) GTEST_SKIP() << "this CPU runs only x86-64's baseline (" << isa.describe() << "): nothing to compare";
+  if (!isa.runs_avx512()) std::cout << "[ NOTE     ] AVX-512 copy not compared: this CPU runs " << isa.describe() << "\n";
+  std::mt19937 rng(9);
+  for (const std::size_t n : {1, 15, 16, 33, 2048, 5000})
+    for (const float scale : {1e-3f, 1.0f, 300.0f}) {
+      auto x = random_row(rng, n, scale), w = random_row(rng, n, 1.0f);
+      std::vector<std::uint16_t> xh(n), wh(n);  // the same values' bits read as fp16 (finite, any range)
+      for (std::size_t i = 0; i < n; ++i) xh[i] = x[i] & 0xBBFF, wh[i] = w[i] & 0xBBFF;
+      const auto check = [&](auto format, const std::vector<std::uint16_t>& in, const std::vector<std::uint16_t>& weight) {
+        constexpr refdec::HalfFormat F = decltype(format)::value;
+        std::vector<std::uint16_t> base(n), avx2(n), avx512(n);
+        detail::rms_norm_row<F>(in.data(), weight.data(), base.data(), n, 1e-5f);
+        detail::rms_norm_avx2<F>(in.data(), weight.data(), avx2.data(), n, 1e-5f);
+        EXPECT_EQ(avx2, base) << n << " values of scale " << scale;
+        if (!isa.runs_avx512()) return;
+        detail::rms_norm_avx512<F>(in.data(), weight.data(), avx512.data(), n, 1e-5f);
+        EXPECT_EQ(avx512, base) << n << " values of scale " << scale;
+      };
+      check(std::integral_constant<refdec::HalfFormat, refdec::HalfFormat::kBf16>{}, x, w);
+      check(std::integral_constant<refdec::HalfFormat, refdec::HalfFormat::kFp16>{}, xh, wh);
+    }
 }
 
 // RMSNorm in float64, then the reference model's two roundings (after the scaling, after the

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "refdec/core/config.hpp"
+#include "refdec/cpu/cpu_isa.hpp"
 
 REFDEC_NAMESPACE_BEGIN
 
@@ -78,10 +79,16 @@ inline std::uint16_t from_float(float x) {
   return F == HalfFormat::kBf16 ? bf16::from_float(x) : fp16::from_float(x);
 }
 
-/// One row of RMSNorm as the reference model computes it in format F: with r = 1 / sqrt(mean(x^2) +
-/// eps) in float, out = F(F(x r) w). x, weight, out: `n` values each (out may be x).
+namespace detail {
+
+// RMSNorm's row as rms_norm() documents it, inlined into each instruction set's copy below: the
+// same plain loops, which the compiler vectorises for the set of the function it lands in (16
+// rows of the 1.1B shape: 21 us a layer for x86-64's baseline, 10 for AVX2, 6 for AVX-512, one
+// thread). Every copy computes the same values: the squares of 16-bit values are exact in float,
+// so a fused multiply-add sums them as a multiply then an add does.
 template <HalfFormat F>
-inline void rms_norm(const std::uint16_t* x, const std::uint16_t* weight, std::uint16_t* out, std::size_t n, float eps) {
+__attribute__((always_inline)) inline void rms_norm_row(const std::uint16_t* x, const std::uint16_t* weight, std::uint16_t* out,
+                                                        std::size_t n, float eps) {
   // Sixteen partial sums, which the compiler vectorises: one sum is a chain of dependent additions
   // (at 16 rows of the 1.1B shape, 1.4 ms of a step, on one thread).
   float part[16] = {};
@@ -99,6 +106,30 @@ inline void rms_norm(const std::uint16_t* x, const std::uint16_t* weight, std::u
   for (const float p : part) squares += p;
   const float r = 1.0f / std::sqrt(squares / static_cast<float>(n) + eps);
   for (std::size_t i = 0; i < n; ++i) out[i] = from_float<F>(to_float<F>(from_float<F>(to_float<F>(x[i]) * r)) * to_float<F>(weight[i]));
+}
+
+template <HalfFormat F>
+REFDEC_AVX2_TARGET void rms_norm_avx2(const std::uint16_t* x, const std::uint16_t* weight, std::uint16_t* out, std::size_t n, float eps) {
+  rms_norm_row<F>(x, weight, out, n, eps);
+}
+template <HalfFormat F>
+REFDEC_AVX512_TARGET void rms_norm_avx512(const std::uint16_t* x, const std::uint16_t* weight, std::uint16_t* out, std::size_t n,
+                                          float eps) {
+  rms_norm_row<F>(x, weight, out, n, eps);
+}
+
+}  // namespace detail
+
+/// One row of RMSNorm as the reference model computes it in format F: with r = 1 / sqrt(mean(x^2) +
+/// eps) in float, out = F(F(x r) w). x, weight, out: `n` values each (out may be x). The same
+/// values on every CPU, in the widest instruction set it runs (cpu_isa()).
+template <HalfFormat F>
+inline void rms_norm(const std::uint16_t* x, const std::uint16_t* weight, std::uint16_t* out, std::size_t n, float eps) {
+#if REFDEC_X86
+  if (cpu_isa().runs_avx512()) return detail::rms_norm_avx512<F>(x, weight, out, n, eps);
+  if (cpu_isa().runs_avx2()) return detail::rms_norm_avx2<F>(x, weight, out, n, eps);
+#endif
+  detail::rms_norm_row<F>(x, weight, out, n, eps);
 }
 
 /// Rotary embedding of one token's `heads` heads of size `d` (even), in place: each pair (a, b)

@@ -21,6 +21,18 @@
 #define REFDEC_X86 0
 #endif
 
+// Functions compiled for an instruction set by attribute, so that the headers build without
+// -mavx2 and each runs only where cpu_isa() says the CPU runs its set.
+#if REFDEC_X86
+#define REFDEC_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+#define REFDEC_AVX512_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define REFDEC_AVX512_BF16_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
+#else
+#define REFDEC_AVX2_TARGET
+#define REFDEC_AVX512_TARGET
+#define REFDEC_AVX512_BF16_TARGET
+#endif
+
 REFDEC_NAMESPACE_BEGIN
 
 /// The instruction sets refdec's CPU kernels choose between.

@@ -43,13 +43,6 @@
 
 #if REFDEC_X86
 #include <immintrin.h>
-#define REFDEC_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
-#define REFDEC_AVX512_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
-#define REFDEC_AVX512_BF16_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
-#else
-#define REFDEC_AVX2_TARGET
-#define REFDEC_AVX512_TARGET
-#define REFDEC_AVX512_BF16_TARGET
 #endif
 
 REFDEC_NAMESPACE_BEGIN
