@@ -307,7 +307,7 @@ TEST(ThreadScratch, ReusesASlotsMemoryPerThreadUpToItsLimit) {
   const auto b = thread_scratch(ScratchSlot::kAttentionScores, {3, 2}, at::kBFloat16);
   EXPECT_EQ(b.data_ptr(), a.data_ptr()) << "a smaller request reuses the slot";
   EXPECT_EQ(b.scalar_type(), at::kBFloat16);
-  const auto other = thread_scratch(ScratchSlot::kAttentionWeights, {4, 5}, at::kFloat);
+  const auto other = thread_scratch(ScratchSlot::kAttentionProbs, {4, 5}, at::kFloat);
   EXPECT_NE(other.data_ptr(), a.data_ptr());
   void* elsewhere = nullptr;
   std::thread([&] { elsewhere = thread_scratch(ScratchSlot::kAttentionScores, {4, 5}, at::kFloat).data_ptr(); }).join();
@@ -357,6 +357,36 @@ TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
   const auto keys = bf({8, 2, 16}), q = bf({2, 4, 16});
   refdec_test::expect_error([&] { (void)avx2_attention(q, keys, keys, at::zeros({3, 3}), 1.0); }, "the mask must be a floating CPU [n, n]");
   refdec_test::expect_error([&] { (void)avx2_attention(q, keys, bf({8, 2, 8}), {}, 1.0); }, "avx2_attention: needs queries");
+}
+
+// The masked softmax the oneDNN path runs between its products equals at::softmax of the scores
+// with the mask added to each group's last columns, with and without a mask, on one and several
+// threads (the AVX2 softmax where the CPU runs it, ATen's otherwise), and refuses what does not fit.
+TEST(AttentionProducts, MaskSoftmaxInPlaceEqualsTheSoftmaxOfTheMaskedScores) {
+  auto gen = at::detail::createCPUGenerator(12);
+  const int threads_before = at::get_num_threads();
+  for (const int threads : {1, 2, 3})
+    for (const std::int64_t n : {1, 4})
+      for (const std::int64_t s : {4, 37, 600}) {
+        at::set_num_threads(threads);
+        const std::int64_t kv = 2, groups = 3;
+        const auto scores = at::randn({kv, groups * n, s}, gen, at::kFloat) * 4;
+        const auto mask = n == 1 ? at::Tensor() : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kFloat);
+        auto want = scores.to(at::kDouble);
+        if (mask.defined()) want.view({kv, groups, n, s}).narrow(-1, s - n, n).add_(mask.to(at::kDouble));
+        want = at::softmax(want, -1);
+        auto got = scores.clone();
+        mask_softmax_in_place(got, mask);
+        EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-6)
+            << threads << " threads, " << n << " step rows, length " << s;
+        if (mask.defined()) {
+          EXPECT_EQ(got.view({kv, groups, n, s})[0][0][0][s - 1].item<float>(), 0.0f) << "a masked entry is 0";
+        }
+      }
+  at::set_num_threads(threads_before);
+  refdec_test::expect_error([] { mask_softmax_in_place(at::zeros({2, 4}, at::kDouble), {}); }, "needs contiguous float32 CPU scores");
+  refdec_test::expect_error([] { mask_softmax_in_place(at::zeros({3, 4}), at::zeros({2, 2})); }, "with n dividing the rows");
+  refdec_test::expect_error([] { mask_softmax_in_place(at::zeros({4, 4}), at::zeros({2, 2}, at::kBFloat16)); }, "needs a contiguous float32 CPU mask");
 }
 
 TEST(AttentionProducts, RejectWhatTheyCannotRun) {

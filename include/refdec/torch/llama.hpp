@@ -299,7 +299,7 @@ class LlamaModel {
       for (std::int32_t i = 0; i < n; ++i)
         for (std::int32_t j = 0; j < n; ++j)
           if (plan.sees(b, i, j)) hp[static_cast<std::int64_t>(i) * n + j] = 0.0f;
-      bias.push_back(host.to(opts));
+      bias.push_back(packed() ? host : host.to(opts));  // the packed path adds it to float32 scores
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
 
@@ -349,11 +349,9 @@ class LlamaModel {
             using torch_detail::ScratchSlot, torch_detail::thread_scratch;
             const auto scores = thread_scratch(ScratchSlot::kAttentionScores, {KV, G * n, S}, at::kFloat);
             attention_scores_into(qg, keys, scale, scores);
-            if (mask.defined()) scores.view({KV, G, n, S}).narrow(-1, S - n, n).add_(mask);
-            auto weights = thread_scratch(ScratchSlot::kAttentionWeights, {KV, G * n, S}, at::kFloat);
-            at::_softmax_out(weights, scores, -1, false);
+            mask_softmax_in_place(scores, mask);
             const auto probs = thread_scratch(ScratchSlot::kAttentionProbs, {KV, G * n, S}, dt);
-            probs.copy_(weights);
+            probs.copy_(scores);
             attended_heads = attention_values(probs, values);
           } else {
             const auto pt = packed() ? at::kFloat : dt;  // the dtype of ATen's products

@@ -22,10 +22,9 @@ namespace torch_detail {
 
 /// What each of a thread's scratch tensors holds; one use of a slot ends before the next begins.
 enum class ScratchSlot : std::size_t {
-  kAttentionScores,   ///< attention's scores, float32
-  kAttentionWeights,  ///< their softmax, float32
-  kAttentionProbs,    ///< the softmax in the model's dtype
-  kPreparedInput,     ///< a packed product's input, as its kernel reads it
+  kAttentionScores,  ///< attention's scores, float32
+  kAttentionProbs,   ///< the softmax in the model's dtype
+  kPreparedInput,    ///< a packed product's input, as its kernel reads it
   kCount,
 };
 
