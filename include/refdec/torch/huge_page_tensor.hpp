@@ -2,7 +2,10 @@
 #pragma once
 // Zeroed tensors whose CPU memory is in transparent huge pages (cpu/huge_pages.hpp), for what a
 // decoding step streams besides the weights: the KV cache, which at long contexts is read whole
-// by every step (2 GB for the 7B shape at 4096 entries).
+// by every step (2 GB for the 7B shape at 4096 entries). The cost: memory becomes resident in
+// 2 MiB steps, so a contiguous store's sequence that uses a small part of a large capacity holds
+// up to 2 MiB per layer's keys and values (the 7B shape: 128 MiB) where 4 KiB pages held its
+// entries only.
 
 #include <ATen/ATen.h>
 
