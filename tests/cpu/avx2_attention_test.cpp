@@ -163,6 +163,19 @@ TEST(Avx2Attention, SoftmaxEqualsTheFloat64Softmax) {
   std::vector<float> masked(9, -inf);
   refdec::avx2::softmax(masked.data(), 1, 9);
   for (const float v : masked) EXPECT_EQ(v, 0.0f) << "a row entirely masked";
+  // A step's mask: row r gets mask row r % n on its last n entries, exactly as adding it first.
+  const std::int64_t n = 2, len = 11, rows = 3 * n;
+  const std::vector<float> mask = {0.0f, -inf, 0.5f, -1.0f};
+  std::vector<float> with(static_cast<std::size_t>(rows * len)), added;
+  for (auto& v : with) v = normal(rng);
+  added = with;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < n; ++c) added[static_cast<std::size_t>(r * len + len - n + c)] += mask[static_cast<std::size_t>((r % n) * n + c)];
+  refdec::avx2::softmax(with.data(), rows, len, mask.data(), n);
+  refdec::avx2::softmax(added.data(), rows, len);
+  EXPECT_EQ(with, added);
+  EXPECT_EQ(with[static_cast<std::size_t>(len - 1)], 0.0f) << "row 0's masked entry";
+  refdec_test::expect_error([&] { refdec::avx2::softmax(with.data(), 5, len, mask.data(), n); }, "dividing the 5 rows");
 }
 
 TEST(Avx2Attention, RejectsWhatItCannotRun) {

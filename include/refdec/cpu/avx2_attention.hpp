@@ -218,11 +218,17 @@ inline void attention_scores(const float* q, std::int64_t rows, const CacheView&
 
 /// Each of `rows` rows of `len` floats at x replaced in place by its softmax: e^(x - max) over
 /// their sum, e^ within 2 ulp, entries below max - 87.3 (and -inf) 0; a row entirely -inf becomes
-/// all 0. Throws ArgumentError unless StreamLinear::cpu_runs().
-inline void softmax(float* x, std::int64_t rows, std::int64_t len) {
+/// all 0. With a `mask` ([n, n] floats, row-major; n <= len, rows a multiple of n), row r first
+/// has mask row r % n added to its last n entries: a step's n rows against their own entries.
+/// Throws ArgumentError unless StreamLinear::cpu_runs().
+inline void softmax(float* x, std::int64_t rows, std::int64_t len, const float* mask = nullptr, std::int64_t n = 0) {
   REFDEC_CHECK(REFDEC_X86 && StreamLinear::cpu_runs(),
                "avx2 softmax: this CPU does not run AVX2 with FMA and F16C (it has " << cpu_isa().describe() << ")");
   REFDEC_CHECK(rows >= 0 && len >= 0 && (x != nullptr || rows * len == 0), "avx2 softmax: bad rows " << rows << " of length " << len);
+  REFDEC_CHECK(mask == nullptr || (0 < n && n <= len && rows % n == 0),
+               "avx2 softmax: a mask of " << n << " rows needs 0 < n <= " << len << " dividing the " << rows << " rows");
+  for (std::int64_t r = 0; mask != nullptr && r < rows; ++r)
+    for (std::int64_t c = 0; c < n; ++c) x[r * len + len - n + c] += mask[(r % n) * n + c];
 #if REFDEC_X86
   detail::softmax_rows(x, rows, len);
 #endif

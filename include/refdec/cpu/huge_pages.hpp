@@ -7,7 +7,7 @@
 // pages each step, every one a TLB miss and a page walk while the stream runs. On a 2-core Zen 5
 // EPYC the AVX512_BF16 tiles streamed 5-6% closer to a plain read with huge pages at 1 and 8
 // rows (refdec-stream-linear, 0.88-0.95 against 0.82-0.89 of a read at 1 row, 0.78-0.83
-// against 0.72-0.79 at 8); the plain read itself gained about 1%.
+// against 0.72-0.79 at 8).
 
 #include <cstddef>
 #include <cstdint>

@@ -303,10 +303,11 @@ class StreamLinear {
         __m512i v[16], t[16];
         // Row r's 16 pairs (64 bytes; a row of an odd length starts 2 bytes off alignment).
 #pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i)
+        for (int i = 0; i < 16; ++i) {
           v[i] = _mm512_maskz_loadu_epi32(i < n ? kAll : __mmask16{0}, x + std::min(r0 + i, rows - 1) * in_ + 2 * p0);
-          // 4x4 blocks of 32-bit elements within each 128-bit lane: t[4k + q]'s lane j holds rows
-          // 4k..4k+3 of pair 4j + q.
+        }
+        // 4x4 blocks of 32-bit elements within each 128-bit lane: t[4k + q]'s lane j holds rows
+        // 4k..4k+3 of pair 4j + q.
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const __m512i a = _mm512_maskz_unpacklo_epi32(kAll, v[4 * k], v[4 * k + 1]),

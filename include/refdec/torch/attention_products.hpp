@@ -129,15 +129,18 @@ inline void mask_softmax_in_place(const at::Tensor& scores, const at::Tensor& ma
                                    n <= S && rows % n == 0 && mask.is_contiguous()),
                "mask_softmax_in_place: needs a contiguous float32 CPU mask [n, n] with n dividing the rows and at most " << S << ", got "
                                                                                                                          << mask.sizes());
+  if (!StreamLinear::cpu_runs()) {
+    if (n > 0) scores.view({-1, n, S}).narrow(-1, S - n, n).add_(mask);
+    scores.copy_(at::softmax(scores, -1));
+    return;
+  }
   float* const x = scores.data_ptr<float>();
   const float* const bias = n > 0 ? mask.data_ptr<float>() : nullptr;
-  const bool own = StreamLinear::cpu_runs();
-  at::parallel_for(0, rows, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(S, 1)), [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t r = first; r < last && bias != nullptr; ++r)
-      for (std::int64_t c = 0; c < n; ++c) x[r * S + S - n + c] += bias[(r % n) * n + c];
-    if (own) avx2::softmax(x + first * S, last - first, S);
-  });
-  if (!own) scores.copy_(at::softmax(scores, -1));
+  // Whole groups of n rows per range, so that a range's row r takes mask row r % n.
+  const std::int64_t group = std::max<std::int64_t>(n, 1), groups = rows / group;
+  at::parallel_for(
+      0, groups, std::max<std::int64_t>(1, 32768 / (group * std::max<std::int64_t>(S, 1))),
+      [&](std::int64_t first, std::int64_t last) { avx2::softmax(x + first * group * S, (last - first) * group, S, bias, n); });
 }
 
 /// probabilities v per kv head: probabilities [KV, rows, S] bf16, values [S, KV, D] (read in
@@ -233,17 +236,14 @@ inline at::Tensor avx2_attention_over(const at::Tensor& q, const CacheView& key_
   const std::int64_t kv = q.size(0), rows = q.size(1), S = key_view.length, D = key_view.head_dim;
   check_avx2_attention_mask(mask, rows, S);
   const auto qf = q.to(at::kFloat).contiguous();  // [KV, rows, D] float32
-  const auto bias = mask.defined() ? mask.to(at::kFloat) : mask;
+  const auto bias = mask.defined() ? mask.to(at::kFloat).contiguous() : mask;
   auto out = at::empty({kv, rows, D}, values_options);
   at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
     auto scores = at::empty({last - first, rows, S}, qf.options());
     avx2::attention_scores(qf.data_ptr<float>() + first * rows * D, rows, shifted(key_view, first), format, static_cast<float>(scale),
                            scores.data_ptr<float>(), 0, last - first);
-    if (bias.defined()) {
-      const std::int64_t n = bias.size(0);
-      scores.view({last - first, rows / n, n, S}).narrow(-1, S - n, n).add_(bias);
-    }
-    avx2::softmax(scores.data_ptr<float>(), (last - first) * rows, S);
+    avx2::softmax(scores.data_ptr<float>(), (last - first) * rows, S, bias.defined() ? bias.data_ptr<float>() : nullptr,
+                  bias.defined() ? bias.size(0) : 0);
     avx2::attention_values(scores.data_ptr<float>(), rows, shifted(value_view, first), format,
                            static_cast<std::uint16_t*>(out.data_ptr()) + first * rows * D, 0, last - first);
   });

@@ -22,9 +22,12 @@ inline at::Tensor huge_page_zeros(at::IntArrayRef sizes, const at::TensorOptions
   if (!options.device().is_cpu()) return at::zeros(sizes, options);
   std::int64_t elements = 1;
   for (const std::int64_t s : sizes) elements *= s;
-  auto* memory = new HugePageBuffer(static_cast<std::size_t>(elements) * options.dtype().itemsize());
-  return at::from_blob(
-      memory->data(), sizes, [memory](void*) { delete memory; }, options);
+  auto memory = std::make_unique<HugePageBuffer>(static_cast<std::size_t>(elements) * options.dtype().itemsize());
+  HugePageBuffer* const owned = memory.get();
+  at::Tensor t = at::from_blob(
+      owned->data(), sizes, [owned](void*) { delete owned; }, options);
+  memory.release();  // the tensor's storage owns it now
+  return t;
 }
 
 REFDEC_TORCH_NAMESPACE_END
