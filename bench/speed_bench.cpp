@@ -8,8 +8,8 @@
 // 3. the step cost curve (1 .. 128 tokens per step), the calibration the adaptive budget uses
 //    (written to --json for refdec-replay --step-cost-file);
 // 4. forced trajectories (the LLMA paper's method): the steps a replay produced (draft nodes
-//    verified, tokens accepted) run through the model, timed against plain decoding of the same
-//    tokens in the same run;
+//    verified, tokens accepted) run through the model, each step timed beside a plain step taken
+//    right after it;
 // 5. a batch sweep, the budget chosen per batch size by a measured trial (plain decoding included,
 //    so speculation is used only where it pays).
 // With `--shape tiny` it is the smoke test that keeps it working.
@@ -25,6 +25,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -341,6 +342,27 @@ class ForcedDecoder {
 };
 
 // Speculative and plain time over the same output tokens.
+// Plain decoding timed beside a speculative run, one plain step right after each speculative
+// one, from the same prefill: a speculative step that emitted e tokens is charged e times the
+// plain step that followed it. This machine's memory switches between two speeds within seconds,
+// so a plain window timed before or after the speculative steps (as this benchmark did) could
+// run at the other speed and move a ratio by 40%; steps side by side see the same speed. The
+// plain decoder shares the prefill's cache buffers with the speculative one (ForcedDecoder's copy)
+// and so overwrites its entries past the prefix, and it runs up to a step's width behind in
+// context: neither changes what a step costs.
+struct PlainBeside {
+  explicit PlainBeside(const ForcedDecoder& prefilled) : decoder(prefilled) {}
+  // One plain step; returns the plain time of `emitted` tokens at its rate.
+  double charge(std::int64_t emitted) {
+    const std::int32_t zero = 0;
+    const double t = decoder.step(std::span(&zero, 1), std::span(&zero, 1));
+    fastest = std::min(fastest, t), slowest = std::max(slowest, t);
+    return static_cast<double>(emitted) * t;
+  }
+  ForcedDecoder decoder;
+  double fastest = std::numeric_limits<double>::infinity(), slowest = 0.0;
+};
+
 struct Timed {
   double spec = 0, plain = 0;
   std::int64_t steps = 0, tokens = 0;
@@ -388,6 +410,7 @@ struct LiveRow {
 struct LiveSteps {
   LiveRow& row;
   ForcedDecoder* decoder = nullptr;
+  PlainBeside* plain = nullptr;  // with `decoder`
   std::size_t offset = 0;
   std::int64_t tokens = 0;
   Timed window{};
@@ -404,6 +427,7 @@ struct LiveSteps {
     const double model = decoder->step(std::span(&n, 1), std::span(&a, 1));
     if (row.tracker) row.tracker->observe(static_cast<std::size_t>(n) + 1, model);
     window.spec += drafting + model;
+    window.plain += plain->charge(static_cast<std::int64_t>(emitted));
     ++window.steps;
     window.tokens += static_cast<std::int64_t>(emitted);
   }
@@ -527,7 +551,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--context", o.context, "cached tokens before the timed steps (at most; a trace's own prompt length when known)")
       ->capture_default_str()
       ->transform(cli::integer_in(1, 3000));
-  app.add_option("--paired-steps", o.paired_steps, "plain decoding steps each timed right after a bandwidth measurement (0: none)")
+  app.add_option("--paired-steps", o.paired_steps, "plain decoding steps each timed between two bandwidth measurements (0: none)")
       ->capture_default_str()
       ->transform(cli::integer_in(0, 1024));
   app.add_option("--bandwidth-mib", o.bandwidth_mib, "buffer read to measure memory bandwidth")
@@ -833,15 +857,17 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The same steps each right after a short bandwidth measurement: on a machine whose bandwidth
-// moves by tens of percent within a minute, the roofline of the moment a step runs, rather
-// than the better of two measurements a minute apart. The median over the steps of
+// The same steps each between two bandwidth measurements (the bracket's method: --bandwidth-mib,
+// best of 10): on a machine whose bandwidth moves by tens of percent within a minute, the roofline
+// of the moment a step runs, rather than the better of two measurements a minute apart. A step
+// whose two reads differ by more than 5% saw the memory change speed and is left out (counted);
+// the others' roofline is at the mean of their reads. The median over the steps kept of
 // (bytes / bandwidth) / step time.
 void time_paired_steps(Bench& b) {
   const Options& opt = b.opt;
   if (opt.paired_steps > 0 && opt.static_step) std::cout << "(--paired-steps: not with --static)\n";
   if (opt.paired_steps <= 0 || opt.static_step) return;
-  b.report.phase("plain decoding, " + std::to_string(opt.paired_steps) + " steps each after a bandwidth measurement");
+  b.report.phase("plain decoding, " + std::to_string(opt.paired_steps) + " steps each between two bandwidth measurements");
   GenerateOptions paired_opt = b.plain_opt;
   paired_opt.limits.max_new_tokens = opt.paired_steps;
   Session paired(b.model, ContiguousKvStore(b.model.kv_layout(), static_cast<std::int64_t>(opt.context) + opt.paired_steps + 1),
@@ -849,16 +875,30 @@ void time_paired_steps(Bench& b) {
   paired.add(b.req);
   paired.step();
   std::vector<double> fractions, bandwidths;
-  while (!paired.idle()) {
-    const double bw = b.read_bandwidth();
+  std::int64_t moved = 0;
+  for (double before = b.read_bandwidth(); !paired.idle();) {
     const auto t_step = Clock::now();
     paired.step();
-    fractions.push_back(static_cast<double>(b.weight_bytes + b.kv_bytes) / bw / seconds_since(t_step));
-    bandwidths.push_back(bw);
+    const double seconds = seconds_since(t_step), after = b.read_bandwidth();
+    if (std::max(before, after) / std::min(before, after) > 1.05) {
+      ++moved;
+    } else {
+      const double bw = (before + after) / 2.0;
+      fractions.push_back(static_cast<double>(b.weight_bytes + b.kv_bytes) / bw / seconds);
+      bandwidths.push_back(bw);
+    }
+    before = after;
+  }
+  b.report.json["paired_steps_moved"] = moved;
+  if (fractions.empty()) {
+    std::cout << "plain decoding between bandwidth measurements: the bandwidth moved by more than 5% around every one of "
+              << moved << " steps; no figure\n";
+    return;
   }
   const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
-  std::cout << "plain decoding, each of " << fractions.size() << " steps right after a bandwidth measurement (" << *low / 1e9 << "-"
-            << *high / 1e9 << " GB/s): median " << 100.0 * median(fractions) << "% of that moment's roofline\n";
+  std::cout << "plain decoding, each of " << fractions.size() << " steps between two bandwidth measurements within 5% ("
+            << *low / 1e9 << "-" << *high / 1e9 << " GB/s; " << moved << " steps left out, the bandwidth moving): median "
+            << 100.0 * median(fractions) << "% of that moment's roofline\n";
   b.report.json["paired_roofline_fraction"] = median(fractions);
   b.report.json["paired_bandwidth_range"] = {*low, *high};
 }
@@ -1059,45 +1099,33 @@ std::vector<TraceRef> trace_order(const ForcedRows& rows, const std::vector<Traj
 struct ForcedTimes {
   std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (row, category or "overall")
   std::map<std::string, std::vector<std::string>> categories;  // per dataset, in order
-  double plain_drift = 0.0;                                    // the largest relative difference between a trace's two plain timings
+  double plain_spread = 0.0;  // the largest relative difference between two plain steps beside one row's window
 };
 
-// Plain decoding of plain_after.size() - 1 tokens after `prefilled`: the time after each token,
-// so each set is charged the tokens it emitted. Timed before the sets and again after them, each
-// adding half: this machine's bandwidth drifts within the minutes a trace's sets take, and a
-// drift then cancels to first order. Returns the whole time.
-double time_plain_window(const ForcedDecoder& prefilled, std::vector<double>& plain_after) {
-  ForcedDecoder plain_run(prefilled);
-  const std::int32_t zero = 0;
-  double elapsed = 0.0;
-  for (std::size_t k = 1; k < plain_after.size(); ++k) {
-    elapsed += plain_run.step(std::span(&zero, 1), std::span(&zero, 1));
-    plain_after[k] += elapsed / 2.0;
-  }
-  return elapsed;
-}
-
-Timed time_window(const ForcedDecoder& prefilled, const Trajectory& t, const Window& w) {
+Timed time_window(const ForcedDecoder& prefilled, const Trajectory& t, const Window& w, PlainBeside& plain) {
   ForcedDecoder spec(prefilled);
   Timed run;
   for (std::size_t k = w.begin; k < w.end; ++k) {
     const auto [n, a] = t.steps[k];
     run.spec += spec.step(std::span(&n, 1), std::span(&a, 1));
     ++run.steps;
+    const std::int64_t emitted = t.emitted(k, w.before + run.tokens);
+    run.plain += plain.charge(emitted);
+    run.tokens += emitted;
   }
-  run.tokens = w.tokens;
   return run;
 }
 
-Timed time_live(const ForcedDecoder& prefilled, LiveRow& row, const Trace& trace, std::int64_t offset, const Options& opt) {
+Timed time_live(const ForcedDecoder& prefilled, LiveRow& row, const Trace& trace, std::int64_t offset, const Options& opt,
+                PlainBeside& plain) {
   ForcedDecoder spec(prefilled);
-  LiveSteps steps{row, &spec, static_cast<std::size_t>(offset), static_cast<std::int64_t>(opt.max_tokens)};
+  LiveSteps steps{row, &spec, &plain, static_cast<std::size_t>(offset), static_cast<std::int64_t>(opt.max_tokens)};
   (void)replay_trace(steps.row.drafter, trace, {.budget = opt.live_budget}, steps);
   return steps.window;
 }
 
-// A timed trace: every row's steps over its window, between two timings of plain decoding of as
-// many tokens, all from one prefill of the trace's prompt and the output before the window.
+// A timed trace: every row's steps over its window, each beside plain steps (PlainBeside), all
+// from one prefill of the trace's prompt and the output before the window.
 void time_trace(const Options& opt, BenchModel& bench_model, const std::vector<TrajectorySet>& sets, ForcedRows& rows,
                 const std::string& dataset, const std::vector<std::size_t>& members, const TraceRef& first, ForcedTimes& times) {
   // This trace in every set of the dataset, and the steps that emit its first tokens.
@@ -1107,28 +1135,32 @@ void time_trace(const Options& opt, BenchModel& bench_model, const std::vector<T
       for (const auto& t : sets[i].traces)
         if (t.id == first.id) runs.emplace_back(i, &t);
   const std::int64_t offset = std::max<std::int64_t>(0, (first.length - static_cast<std::int64_t>(opt.max_tokens)) / 2);
-  std::int64_t plain_tokens_needed = 0, widest = static_cast<std::int64_t>(opt.live_widest());
+  std::int64_t window_tokens = 0, widest = static_cast<std::int64_t>(opt.live_widest());
   if (first.live != nullptr)  // a live window ends with a step of at most live_budget + 1 tokens
-    plain_tokens_needed = std::min<std::int64_t>(first.length - offset, static_cast<std::int64_t>(opt.max_tokens + opt.live_budget + 1));
+    window_tokens = std::min<std::int64_t>(first.length - offset, static_cast<std::int64_t>(opt.max_tokens + opt.live_budget + 1));
   std::vector<Window> windows;
   for (const auto& [i, t] : runs) {
     const Window& w = windows.emplace_back(window(*t, offset, static_cast<std::int64_t>(opt.max_tokens)));
     for (std::size_t k = w.begin; k < w.end; ++k) widest = std::max<std::int64_t>(widest, t->steps[k].first);
-    plain_tokens_needed = std::max(plain_tokens_needed, w.tokens);
+    window_tokens = std::max(window_tokens, w.tokens);
   }
   const std::size_t ctx = std::min(std::min(first.context, opt.context) + static_cast<std::size_t>(offset), opt.context);
-  const ForcedDecoder prefilled(bench_model, 1, ctx, static_cast<std::int64_t>(ctx) + plain_tokens_needed + widest + 2, widest + 1);
-  std::vector<double> plain_after(static_cast<std::size_t>(plain_tokens_needed) + 1, 0.0);
-  const double plain_first = time_plain_window(prefilled, plain_after);
+  const ForcedDecoder prefilled(bench_model, 1, ctx, static_cast<std::int64_t>(ctx) + window_tokens + widest + 2, widest + 1);
   std::vector<std::pair<std::size_t, Timed>> spec_runs;  // (row, its window)
-  for (std::size_t r = 0; r < runs.size(); ++r) spec_runs.emplace_back(runs[r].first, time_window(prefilled, *runs[r].second, windows[r]));
+  const auto beside = [&](auto&& time) {  // each row's plain steps from a decoder of its own
+    PlainBeside plain(prefilled);
+    Timed run = time(plain);
+    times.plain_spread = std::max(times.plain_spread, plain.slowest / plain.fastest - 1.0);
+    return run;
+  };
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    spec_runs.emplace_back(runs[r].first, beside([&](PlainBeside& plain) { return time_window(prefilled, *runs[r].second, windows[r], plain); }));
   if (first.live != nullptr)
     for (std::size_t r = 0; r < rows.live_rows[dataset].size(); ++r)
-      spec_runs.emplace_back(rows.live_indices[dataset][r], time_live(prefilled, rows.live_rows[dataset][r], *first.live, offset, opt));
-  const double plain_second = time_plain_window(prefilled, plain_after);
-  times.plain_drift = std::max(times.plain_drift, std::max(plain_first, plain_second) / std::min(plain_first, plain_second) - 1.0);
+      spec_runs.emplace_back(rows.live_indices[dataset][r], beside([&](PlainBeside& plain) {
+                               return time_live(prefilled, rows.live_rows[dataset][r], *first.live, offset, opt, plain);
+                             }));
   for (auto& [row, run] : spec_runs) {
-    run.plain = plain_after[static_cast<std::size_t>(run.tokens)];
     for (const std::string& key : {first.category, std::string("overall")}) {
       Timed& sum = times.timed[{row, key}];
       sum.spec += run.spec, sum.plain += run.plain, sum.steps += run.steps, sum.tokens += run.tokens;
@@ -1214,17 +1246,18 @@ void print_learned(const Options& opt, const ForcedRows& rows, Report& report) {
 // 4. Forced trajectories at batch 1. Per trace (the first --max-traces of each category), a
 // window of --max-tokens output tokens in the middle of its output (the start of an output
 // copies less than the rest: a window there would understate every drafter): every set's steps
-// over it, and plain decoding of as many tokens, all from one prefill of the trace's prompt and
-// the output before the window (capped at --context). Speedup = plain seconds / speculative
-// seconds over the same tokens.
+// over it, each step beside a plain one (PlainBeside), all from one prefill of the trace's prompt
+// and the output before the window (capped at --context). Speedup = plain seconds / speculative
+// seconds over the same tokens, a step's tokens charged at the plain step beside it.
 void forced_trajectories(Bench& b, const std::vector<TrajectorySet>& sets, ForcedRows& rows) {
   ForcedTimes times = time_forced(b.opt, b.bench_model, sets, rows);
   const nlohmann::json forced = print_forced(b.opt, rows, times);
   if (!forced.empty())
-    std::cout << "plain decoding of a window, timed before and after its trace's sets: at most " << std::setprecision(3)
-              << 100.0 * times.plain_drift << "% apart\n\n";
+    std::cout << "plain steps beside one row's window: the slowest up to " << std::setprecision(3) << 100.0 * times.plain_spread
+              << "% slower than the fastest (the machine's speed moving; each speculative step is weighed against the plain step "
+                 "right after it)\n\n";
   b.report.json["forced"] = forced;
-  b.report.json["forced_plain_drift"] = times.plain_drift;
+  b.report.json["forced_plain_spread"] = times.plain_spread;
   print_learned(b.opt, rows, b.report);
   b.report.write();
 }
