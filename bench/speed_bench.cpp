@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -341,28 +342,48 @@ class ForcedDecoder {
   StepTimes times_;
 };
 
-// Speculative and plain time over the same output tokens.
-// Plain decoding timed beside a speculative run, one plain step right after each speculative
-// one, from the same prefill: a speculative step that emitted e tokens is charged e times the
-// plain step that followed it. This machine's memory switches between two speeds within seconds,
-// so a plain window timed before or after the speculative steps (as this benchmark did) could
-// run at the other speed and move a ratio by 40%; steps side by side see the same speed. The
-// plain decoder shares the prefill's cache buffers with the speculative one (ForcedDecoder's copy)
-// and so overwrites its entries past the prefix, and it runs up to a step's width behind in
-// context: neither changes what a step costs.
-struct PlainBeside {
-  explicit PlainBeside(const ForcedDecoder& prefilled) : decoder(prefilled) {}
-  // One plain step; returns the plain time of `emitted` tokens at its rate.
-  double charge(std::int64_t emitted) {
-    const std::int32_t zero = 0;
-    const double t = decoder.step(std::span(&zero, 1), std::span(&zero, 1));
-    fastest = std::min(fastest, t), slowest = std::max(slowest, t);
-    return static_cast<double>(emitted) * t;
+// Plain decoding timed beside a speculative run, from the same prefill: a plain step before the
+// first speculative step and one after each, so that every speculative step sits between two
+// plain ones. The window's plain time is its tokens times the mean over its speculative steps of
+// the two plain steps around each. This machine's memory switches between about 50 and 80 GB/s
+// (and, for moments, slower) within seconds, so a plain window timed before or after the
+// speculative steps, as this benchmark did, could run at another speed and move a ratio by 40%;
+// steps side by side see the same speed. Weighing each step's pair alike, rather than by the
+// tokens the step emitted, keeps one plain step caught in a slow moment from being counted a
+// dozen times. The plain decoder shares the prefill's cache buffers with the speculative one
+// (ForcedDecoder's copy), so overwrites its entries past the prefix, and runs behind it in
+// context by what the drafts gained: neither changes what a step costs.
+class PlainBeside {
+ public:
+  explicit PlainBeside(const ForcedDecoder& prefilled) : decoder_(prefilled) {}
+  // Runs one speculative step of the window after a plain one (the step after the previous
+  // speculative step, or one of its own for the first) and before another.
+  void between(const std::function<void()>& speculative_step) {
+    if (steps_ == 0) last_ = step();
+    speculative_step();
+    const double t = step();
+    sum_ += (last_ + t) / 2.0;
+    last_ = t;
+    ++steps_;
   }
-  ForcedDecoder decoder;
-  double fastest = std::numeric_limits<double>::infinity(), slowest = 0.0;
+  // Plain decoding's time for `tokens` at this window's rate (0 before any step).
+  double window_seconds(std::int64_t tokens) const { return steps_ == 0 ? 0.0 : sum_ / static_cast<double>(steps_) * static_cast<double>(tokens); }
+  // The slowest plain step over the fastest, less one.
+  double spread() const { return steps_ == 0 ? 0.0 : slowest_ / fastest_ - 1.0; }
+
+ private:
+  double step() {
+    const std::int32_t zero = 0;
+    const double t = decoder_.step(std::span(&zero, 1), std::span(&zero, 1));
+    fastest_ = std::min(fastest_, t), slowest_ = std::max(slowest_, t);
+    return t;
+  }
+  ForcedDecoder decoder_;
+  double last_ = 0.0, sum_ = 0.0, fastest_ = std::numeric_limits<double>::infinity(), slowest_ = 0.0;
+  std::int64_t steps_ = 0;
 };
 
+// Speculative and plain time over the same output tokens.
 struct Timed {
   double spec = 0, plain = 0;
   std::int64_t steps = 0, tokens = 0;
@@ -424,10 +445,10 @@ struct LiveSteps {
     if (decoder == nullptr || pos < offset || window.tokens >= tokens) return;
     const double drafting = seconds_since(start);
     const std::int32_t n = tree.num_drafts(), a = static_cast<std::int32_t>(accepted);
-    const double model = decoder->step(std::span(&n, 1), std::span(&a, 1));
+    double model = 0.0;
+    plain->between([&] { model = decoder->step(std::span(&n, 1), std::span(&a, 1)); });
     if (row.tracker) row.tracker->observe(static_cast<std::size_t>(n) + 1, model);
     window.spec += drafting + model;
-    window.plain += plain->charge(static_cast<std::int64_t>(emitted));
     ++window.steps;
     window.tokens += static_cast<std::int64_t>(emitted);
   }
@@ -1107,12 +1128,11 @@ Timed time_window(const ForcedDecoder& prefilled, const Trajectory& t, const Win
   Timed run;
   for (std::size_t k = w.begin; k < w.end; ++k) {
     const auto [n, a] = t.steps[k];
-    run.spec += spec.step(std::span(&n, 1), std::span(&a, 1));
+    plain.between([&] { run.spec += spec.step(std::span(&n, 1), std::span(&a, 1)); });
     ++run.steps;
-    const std::int64_t emitted = t.emitted(k, w.before + run.tokens);
-    run.plain += plain.charge(emitted);
-    run.tokens += emitted;
   }
+  run.tokens = w.tokens;
+  run.plain = plain.window_seconds(run.tokens);
   return run;
 }
 
@@ -1121,6 +1141,7 @@ Timed time_live(const ForcedDecoder& prefilled, LiveRow& row, const Trace& trace
   ForcedDecoder spec(prefilled);
   LiveSteps steps{row, &spec, &plain, static_cast<std::size_t>(offset), static_cast<std::int64_t>(opt.max_tokens)};
   (void)replay_trace(steps.row.drafter, trace, {.budget = opt.live_budget}, steps);
+  steps.window.plain = plain.window_seconds(steps.window.tokens);
   return steps.window;
 }
 
@@ -1150,7 +1171,7 @@ void time_trace(const Options& opt, BenchModel& bench_model, const std::vector<T
   const auto beside = [&](auto&& time) {  // each row's plain steps from a decoder of its own
     PlainBeside plain(prefilled);
     Timed run = time(plain);
-    times.plain_spread = std::max(times.plain_spread, plain.slowest / plain.fastest - 1.0);
+    times.plain_spread = std::max(times.plain_spread, plain.spread());
     return run;
   };
   for (std::size_t r = 0; r < runs.size(); ++r)
