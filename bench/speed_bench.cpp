@@ -1275,8 +1275,8 @@ void forced_trajectories(Bench& b, const std::vector<TrajectorySet>& sets, Force
   const nlohmann::json forced = print_forced(b.opt, rows, times);
   if (!forced.empty())
     std::cout << "plain steps beside one row's window: the slowest up to " << std::setprecision(3) << 100.0 * times.plain_spread
-              << "% slower than the fastest (the machine's speed moving; each speculative step is weighed against the plain step "
-                 "right after it)\n\n";
+              << "% slower than the fastest (the machine's speed moving; each speculative step is weighed against the two plain "
+                 "steps around it)\n\n";
   b.report.json["forced"] = forced;
   b.report.json["forced_plain_spread"] = times.plain_spread;
   print_learned(b.opt, rows, b.report);

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <numeric>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -33,18 +32,22 @@ struct CalibrationOptions {
   std::int64_t batch = 1;                                               ///< sequences per step
   std::int64_t context = 256;                                           ///< cached tokens per sequence before the step
   std::int64_t prefill_chunk = 0;  ///< context tokens prefilled per step at most; 0: the whole context in one step
-  int repeats = 5;  ///< timed runs per size (the median is kept), in rounds from the largest size to the smallest after one untimed round,
-                    ///< each after an untimed run of its size
+  int repeats = 5;  ///< rounds over every size after one untimed round; each size's median ratio to the one-token step is kept
   /// Seconds since any fixed origin, read before and after each timed run; empty: the steady
   /// clock. Tests inject one, so that no assertion depends on how fast the machine is.
   std::function<double()> clock = {};
 };
 
-/// Median wall time of one forward pass per step size, as (tokens, seconds) samples for
+/// Wall time of one forward pass per step size, as (tokens, seconds) samples for
 /// StepCost::calibrated(). Each step is a chain of `tokens` tokens after `context` cached ones,
 /// verified as a session verifies (plan_step, verify) but never committed, so every run sees the
 /// same state. On CUDA the time includes a synchronisation, as a real step ends with a copy of its
 /// result to the host.
+///
+/// Each size is timed right after a one-token step, and its sample is the median of its ratios to
+/// those steps times the median one-token step: on a machine whose speed moves within seconds (a
+/// shared VM's memory switching between two bandwidths), the curve's shape, which is what the
+/// adaptive budget weighs drafts by, comes from steps run moments apart.
 ///
 /// `make_store(capacity, rows)` makes the empty store the steps run in (a KvStore `model` runs
 /// over) with room for `capacity` entries per sequence and steps of up to `rows` rows per sequence
@@ -95,33 +98,46 @@ measure_step_cost(const M& model, const CalibrationOptions& options, MakeStore m
     plan_step(chains[size], {}, store.lengths(), model.vocab_size(), plan);
     verify(model, store, plan, verification, times);
   };
+  // The one-token step every size is paired with (also where 1 is not asked for).
+  const auto asked_one = std::find(options.tokens.begin(), options.tokens.end(), std::size_t{1});
+  const std::size_t one = asked_one != options.tokens.end() ? static_cast<std::size_t>(asked_one - options.tokens.begin()) : chains.size();
+  if (one == chains.size()) chains.emplace_back(B, LinearTree::chain(std::vector<Token>{token(1)}));
   for (std::size_t size = 0; size < chains.size(); ++size) run(size);  // warm-up, untimed
-  // Rounds over every size rather than each size's runs in a row: a machine whose speed drifts
-  // during calibration (a shared VM's memory bandwidth moves by tens of percent within minutes)
-  // then slows every size alike instead of bending the curve. Each round goes from the largest
-  // step to the smallest: timed right after the previous round's largest step, one token measured
-  // 4-16% dearer than two on two models, even after an untimed one-token step in between (and
-  // the cheapest of all where only small steps ran), which told the adaptive budget that small
-  // drafts were free.
-  std::vector<std::size_t> order(chains.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
+  // Each timed step follows an untimed one of its size, as in a decoding loop whose budget holds
+  // steady: a one-token step timed right after a large one measured 4-16% dearer than one after
+  // its own kind on two models.
+  const auto timed = [&](std::size_t size) {
+    run(size);
+    const double t0 = now();
+    run(size);
+    return now() - t0;
+  };
+  // Rounds over every size from the largest to the smallest, each size right after a one-token
+  // step. Sizes timed in turn far apart, as this did before, put a change of speed between them
+  // into the curve: on a 2-core EPYC VM whose memory switched mode mid-calibration, four tokens
+  // came out 1.19x one token where steps alternated in one process measured 1.07x.
+  std::vector<std::size_t> order;
+  for (std::size_t size = 0; size < options.tokens.size(); ++size)
+    if (size != one) order.push_back(size);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return options.tokens[a] > options.tokens[b]; });
-  std::vector<std::vector<double>> runs(chains.size());
-  for (int r = 0; r < options.repeats; ++r)
+  std::vector<std::vector<double>> ratios(options.tokens.size());
+  std::vector<double> ones;
+  for (int r = 0; r < options.repeats; ++r) {
     for (const std::size_t size : order) {
-      // Each timed step follows an untimed one of its size, as in a decoding loop whose budget
-      // holds steady.
-      run(size);
-      const double t0 = now();
-      run(size);
-      runs[size].push_back(now() - t0);
+      const double t_one = timed(one);
+      ones.push_back(t_one);
+      ratios[size].push_back(timed(size) / t_one);
     }
-  std::vector<std::pair<std::size_t, double>> samples;
-  for (std::size_t size = 0; size < chains.size(); ++size) {
-    auto& t = runs[size];
-    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
-    samples.emplace_back(options.tokens[size], t[t.size() / 2]);
+    if (order.empty()) ones.push_back(timed(one));
   }
+  const auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  const double one_step = median(ones);
+  std::vector<std::pair<std::size_t, double>> samples;
+  for (std::size_t size = 0; size < options.tokens.size(); ++size)
+    samples.emplace_back(options.tokens[size], size == one ? one_step : median(ratios[size]) * one_step);
   return samples;
 }
 
