@@ -8,8 +8,7 @@
 // 3. the step cost curve (1 .. 128 tokens per step), the calibration the adaptive budget uses
 //    (written to --json for refdec-replay --step-cost-file);
 // 4. forced trajectories (the LLMA paper's method): the steps a replay produced (draft nodes
-//    verified, tokens accepted) run through the model, each step timed beside a plain step taken
-//    right after it;
+//    verified, tokens accepted) run through the model, each step timed between two plain steps;
 // 5. a batch sweep, the budget chosen per batch size by a measured trial (plain decoding included,
 //    so speculation is used only where it pays).
 // With `--shape tiny` it is the smoke test that keeps it working.
@@ -1269,7 +1268,7 @@ void print_learned(const Options& opt, const ForcedRows& rows, Report& report) {
 // copies less than the rest: a window there would understate every drafter): every set's steps
 // over it, each step beside a plain one (PlainBeside), all from one prefill of the trace's prompt
 // and the output before the window (capped at --context). Speedup = plain seconds / speculative
-// seconds over the same tokens, a step's tokens charged at the plain step beside it.
+// seconds over the same tokens, the window's tokens charged at its plain steps' mean.
 void forced_trajectories(Bench& b, const std::vector<TrajectorySet>& sets, ForcedRows& rows) {
   ForcedTimes times = time_forced(b.opt, b.bench_model, sets, rows);
   const nlohmann::json forced = print_forced(b.opt, rows, times);
