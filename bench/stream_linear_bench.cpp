@@ -124,7 +124,10 @@ int main(int argc, char** argv) {
   std::fill(buffer, buffer + floats, 1.0f);
   const std::int64_t widest = std::max(s.dim, s.hidden) + 2;
   const std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * widest), 0x3c23);  // 0.01 in bf16
-  std::vector<float> prepared(static_cast<std::size_t>(rows * widest)), y(static_cast<std::size_t>(rows * widest));
+  std::int64_t prepared_bytes = 0;
+  for (const auto& layer : layers)
+    for (const auto tiles : refdec::kAllStreamTiles) prepared_bytes = std::max(prepared_bytes, layer->prepared_bytes(tiles, rows));
+  std::vector<float> prepared(static_cast<std::size_t>(prepared_bytes / 4 + 1)), y(static_cast<std::size_t>(rows * widest));
   std::printf("%s: %zu bf16 layers, %.3f GB; %lld row(s); %d threads; CPU %s\n", shape_name.c_str(), layers.size(), static_cast<double>(bytes) / 1e9,
               static_cast<long long>(rows), omp_get_max_threads(), refdec::cpu_isa().describe().c_str());
   std::printf("| round | read GB/s |");

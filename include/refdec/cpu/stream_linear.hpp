@@ -8,7 +8,8 @@
 // torch/packed_linear.hpp) without a second copy of the weights:
 //  - kAvx2 (AVX2, FMA, F16C): 8 columns per instruction, weights widened to float32 in registers
 //    (bf16 by a shift or a mask, fp16 by F16C), 4 rows per tile;
-//  - kAvx512 (AVX-512 F/BW/VL): the same at 16 columns, 8 rows per tile;
+//  - kAvx512 (AVX-512 F/BW/VL): the same at 16 columns, up to 16 rows per tile (an Intel Xeon
+//    whose vdpbf16ps runs at half its FMAs' rate multiplies many rows fastest this way);
 //  - kAvx512Bf16 (AVX512_BF16, bf16 weights): vdpbf16ps multiplies each column's pair of weights
 //    by the pair of inputs and adds both products in one instruction, with no widening: about two
 //    instructions per 64 bytes of weights at one row, where kAvx2 spends a dozen. The inputs are
@@ -110,7 +111,7 @@ class StreamLinear {
 
   /// Rows one tile of `tiles` computes per pass over a block's weights.
   static constexpr std::int64_t tile_rows(StreamTiles tiles) {
-    return tiles == StreamTiles::kAvx2 ? 4 : tiles == StreamTiles::kAvx512 ? 8 : kDotRows;
+    return tiles == StreamTiles::kAvx2 ? 4 : tiles == StreamTiles::kAvx512 ? 16 : kDotRows;
   }
 
   /// Packs `weight`: [out, in] row-major values of `format` (as torch.nn.Linear holds them).
@@ -136,15 +137,16 @@ class StreamLinear {
   /// Bytes of the packed weight (what one step streams).
   std::int64_t bytes() const { return blocks() * padded_in() * kBlockColumns * 2; }
 
-  /// Bytes of `rows` rows of input as prepare() writes them for `tiles`: padded_in() float32
-  /// values per row, or (kAvx512Bf16) padded_in() bf16 values.
+  /// Bytes of `rows` rows of input as prepare() writes them for `tiles`: a little over
+  /// padded_in() float32 values per row, or (kAvx512Bf16) padded_in() bf16 values.
   std::int64_t prepared_bytes(StreamTiles tiles, std::int64_t rows) const {
-    return rows * padded_in() * (tiles == StreamTiles::kAvx512Bf16 ? 2 : 4);
+    return tiles == StreamTiles::kAvx512Bf16 ? rows * padded_in() * 2 : rows * float_stride() * 4;
   }
 
   /// x ([rows, in_features()] values of format()) as `tiles` read it, into `prepared`
-  /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned), the padding 0: rows of padded_in()
-  /// float32 values, or (kAvx512Bf16) each input pair's 32-bit (k, k+1) of every row in turn.
+  /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned), the padding 0: rows of in_features()
+  /// float32 values, each a little over padded_in() values after the one before it, or
+  /// (kAvx512Bf16) each input pair's 32-bit (k, k+1) of every row in turn.
   /// The dot tiles broadcast each row's pair at each step; rows side by side keep a tile's
   /// broadcasts in one cache line, where rows of a power-of-two size apart (2048 inputs: 4 KB)
   /// all fell into one set of the L1 cache and 16 rows of them evicted one another.
@@ -171,9 +173,10 @@ class StreamLinear {
       return;
     }
     auto* to = static_cast<float*>(prepared);
+    const std::int64_t stride = float_stride();
     for (std::int64_t r = 0; r < rows; ++r) {
-      convert_row(x + r * in_, to + r * width, in_, format_);
-      if (width != in_) to[r * width + in_] = 0.0f;
+      convert_row(x + r * in_, to + r * stride, in_, format_);
+      std::fill(to + r * stride + in_, to + (r + 1) * stride, 0.0f);
     }
   }
 
@@ -430,42 +433,55 @@ class StreamLinear {
     }
   }
 
-  // One pair of one block into chain c of M rows' accumulators ([M][2 parities][chains]).
+  // Accumulators per row and chain in the AVX-512 float tiles: even and odd positions apart (two
+  // more chains of additions) up to 8 rows, one for both beyond, so that 16 rows' accumulators and
+  // a pair's weights fit AVX-512's 32 registers.
+  template <int M>
+  static constexpr int kAvx512Parities = M <= 8 ? 2 : 1;
+
+  // One pair of one block into chain c of M rows' accumulators ([M][parities][chains]).
   template <HalfFormat F, int M, int C>
   REFDEC_AVX512_TARGET __attribute__((always_inline)) static inline void step_avx512(
       const std::uint16_t* block, std::int64_t p, const float* x, std::int64_t width,
-      __m512 (&acc)[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(C)], int c) {
+      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(kAvx512Parities<M>)][static_cast<std::size_t>(C)], int c) {
+    constexpr int kOdd = kAvx512Parities<M> - 1;
     __m512 even, odd;
     prefetch<kAvx512PrefetchBytes>(block + p * 32);
     decode512<F>(block + p * 32, even, odd);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int m = 0; m < M; ++m) {
       acc[m][0][c] = _mm512_fmadd_ps(even, _mm512_set1_ps(x[m * width + 2 * p]), acc[m][0][c]);
-      acc[m][1][c] = _mm512_fmadd_ps(odd, _mm512_set1_ps(x[m * width + 2 * p + 1]), acc[m][1][c]);
+      acc[m][kOdd][c] = _mm512_fmadd_ps(odd, _mm512_set1_ps(x[m * width + 2 * p + 1]), acc[m][kOdd][c]);
     }
   }
 
-  // M rows (1 to 8) times one block, as tile_avx2: even and odd positions in accumulators of
-  // their own, and up to two rows alternate pairs between two sets, so that a lone row has four
-  // chains of additions in flight.
+  // M rows (1 to 16) times one block, as tile_avx2: even and odd positions in accumulators of
+  // their own up to 8 rows, and up to two rows alternate pairs between two sets, so that a lone row
+  // has four chains of additions in flight. 9 to 16 rows in one tile, not two: the second tile's
+  // products would no longer run beside the stream (below, run_bf16_dot). On a 2-core Intel Xeon
+  // (model 207) 12 and 16 rows of the 1.1B shape streamed at 0.66-0.72 and 0.57-0.59 of a plain
+  // read in one tile against 0.53-0.56 and 0.48-0.52 in two (refdec-stream-linear, alternated).
   template <HalfFormat F, int M>
   REFDEC_AVX512_TARGET static void tile_avx512(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,
                                                float (*sums)[kBlockColumns]) {
-    constexpr int kChains = M <= 2 ? 2 : 1;
-    __m512 acc[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(kChains)];
-#pragma GCC unroll 8
+    constexpr int kChains = M <= 2 ? 2 : 1, kParities = kAvx512Parities<M>;
+    __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(kParities)][static_cast<std::size_t>(kChains)];
+#pragma GCC unroll 16
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 2
-      for (int c = 0; c < kChains; ++c) acc[m][0][c] = acc[m][1][c] = _mm512_setzero_ps();
+      for (int q = 0; q < kParities; ++q)
+#pragma GCC unroll 2
+        for (int c = 0; c < kChains; ++c) acc[m][q][c] = _mm512_setzero_ps();
     std::int64_t p = 0;
     for (; p + kChains <= pairs; p += kChains)
 #pragma GCC unroll 2
       for (int c = 0; c < kChains; ++c) step_avx512<F, M, kChains>(block, p + c, x, width, acc, c);
     for (; p < pairs; ++p) step_avx512<F, M, kChains>(block, p, x, width, acc, 0);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int m = 0; m < M; ++m) {
-      __m512 s = _mm512_add_ps(acc[m][0][0], acc[m][1][0]);
-      if constexpr (kChains == 2) s = _mm512_add_ps(s, _mm512_add_ps(acc[m][0][1], acc[m][1][1]));
+      __m512 s = acc[m][0][0];
+      if constexpr (kParities == 2) s = _mm512_add_ps(s, acc[m][1][0]);
+      if constexpr (kChains == 2) s = _mm512_add_ps(s, _mm512_add_ps(acc[m][0][1], acc[m][kParities - 1][1]));
       _mm512_storeu_ps(sums[m], s);
     }
   }
@@ -487,7 +503,7 @@ class StreamLinear {
   template <HalfFormat F, std::size_t kRows>
   void run_float(const std::array<FloatTile, kRows>& tiles, const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
                  std::int64_t last_block) const {
-    const std::int64_t pairs = padded_in() / 2, width = padded_in();
+    const std::int64_t pairs = padded_in() / 2, width = float_stride();
     alignas(64) float sums[kRows][kBlockColumns];
     for (std::int64_t b = first_block; b < last_block; ++b) {
       const std::uint16_t* block = packed() + b * pairs * 32;
@@ -506,7 +522,7 @@ class StreamLinear {
   }
   template <HalfFormat F>
   void run_avx512(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
-    static constexpr auto kTiles = avx512_tiles<F>(std::make_integer_sequence<int, 8>{});
+    static constexpr auto kTiles = avx512_tiles<F>(std::make_integer_sequence<int, tile_rows(StreamTiles::kAvx512)>{});
     run_float<F>(kTiles, xf, rows, o, first_block, last_block);
   }
 
@@ -668,6 +684,16 @@ class StreamLinear {
       for (std::int64_t c = 0; c < cols; ++c) h16[c] = half::from_float<F>(v[c]);
   }
 #endif
+
+  // Floats from one row of the float tiles' input to the next: padded_in() rounded up to an odd
+  // number of 64-byte lines. Rows a power of two apart (2048 inputs: 8 KB) fall into one set of
+  // the L1 cache, and a tile's rows then evict one another's broadcast inputs: 8 rows of the
+  // 1.1B shape streamed at 0.84-0.86 of a plain read with the odd stride, 0.76-0.81 without (a
+  // 2-core Intel Xeon, model 207).
+  std::int64_t float_stride() const {
+    const std::int64_t lines = (padded_in() + 15) / 16;
+    return (lines | 1) * 16;
+  }
 
   std::uint16_t* packed() const { return static_cast<std::uint16_t*>(packed_.data()); }
 
