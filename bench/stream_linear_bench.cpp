@@ -7,7 +7,7 @@
 // taken per round, so that a shared machine's bandwidth, which moves from minute to minute, moves
 // both sides alike.
 //
-//   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-bf16]
+//   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]
 //
 // Torch-free; OpenMP threads (OMP_NUM_THREADS). Exits 77 where the CPU runs no tiles.
 
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     } else if (i + 1 < argc && arg == "--tiles") {
       tiles_name = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-bf16]\n");
+      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]\n");
       return 2;
     }
   }

@@ -1,5 +1,6 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
-// The streaming half-precision linear kernels, each set of tiles (AVX2, AVX-512, AVX512_BF16)
+// The streaming half-precision linear kernels, each set of tiles (AVX2, AVX-512, AVX512_FP16,
+// AVX512_BF16)
 // against the float64 product of the same values: every row count a step has (1 to 64), sizes
 // that are not multiples of the blocks, bf16 and fp16, every epilogue, and threads sharing one
 // layer. A set this CPU does not run (or runs only above REFDEC_CPU_ISA's cap) skips with the
@@ -63,7 +64,13 @@ const char* name(HalfFormat f) { return f == HalfFormat::kBf16 ? "bf16" : "fp16"
 class StreamTilesTest : public ::testing::TestWithParam<StreamTiles> {};
 
 INSTANTIATE_TEST_SUITE_P(StreamLinear, StreamTilesTest, ::testing::ValuesIn(refdec::kAllStreamTiles), [](const auto& param_info) {
-  return std::string(param_info.param == StreamTiles::kAvx2 ? "Avx2" : param_info.param == StreamTiles::kAvx512 ? "Avx512" : "Avx512Bf16");
+  switch (param_info.param) {
+    case StreamTiles::kAvx2: return std::string("Avx2");
+    case StreamTiles::kAvx512: return std::string("Avx512");
+    case StreamTiles::kAvx512Fp16: return std::string("Avx512Fp16");
+    case StreamTiles::kAvx512Bf16: return std::string("Avx512Bf16");
+  }
+  return std::string("Unknown");
 });
 
 TEST_P(StreamTilesTest, EqualsTheFloat64ProductForEveryRowCountAndEpilogue) {
@@ -83,7 +90,9 @@ TEST_P(StreamTilesTest, EqualsTheFloat64ProductForEveryRowCountAndEpilogue) {
         const auto want = reference(x, w, rows, out, in, format);
         const std::size_t n = want.size();
         // Summation order is the only difference in float32: relative to the sum of magnitudes.
-        const double tol32 = 1e-5 * std::sqrt(static_cast<double>(in)) * 4;
+        // The fp16 tiles' sums round to fp16 for a chunk of pairs: about 2^-11 of a chunk's sum at
+        // each addition: within 2^-6 of a sum's typical size (sqrt(in) here).
+        const double tol32 = (tiles == StreamTiles::kAvx512Fp16 ? std::ldexp(1.0, -6) : 4e-5) * std::sqrt(static_cast<double>(in));
         // Rounded to the format: its half-ulp relative error plus the float32 bound.
         const double tol16 = (format == HalfFormat::kBf16 ? 1.0 / 256 : 1.0 / 2048) + 1e-5;
         const auto check = [&](const std::vector<double>& expect, const auto& got, double rel, const char* what) {
@@ -196,6 +205,30 @@ TEST(StreamLinear, PreparesTheDotTilesInputPairByPairRowsSideBySide) {
     }
 }
 
+// The fp16 tiles scale weights and inputs into fp16's range by powers of two: long sums of
+// positive products (every addition growing the sum) at scales far outside fp16's range, where
+// an unscaled fp16 sum would overflow or vanish and one chunk's sum too long would stall, keep
+// within a few of fp16's units of the float64 product, relative to it.
+TEST(StreamLinear, Fp16TilesKeepTheirSumsInRangeAtAnyScale) {
+  const std::string why = StreamLinear::unavailable(StreamTiles::kAvx512Fp16, HalfFormat::kBf16);
+  if (!why.empty()) GTEST_SKIP() << why;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> positive(0.5f, 1.0f);
+  const std::int64_t out = 32, in = 4097, rows = 5;
+  for (const int weight_scale : {-40, 0, 20})
+    for (const int input_scale : {-30, 0, 30}) {
+      std::vector<std::uint16_t> w(static_cast<std::size_t>(out * in)), x(static_cast<std::size_t>(rows * in));
+      for (auto& v : w) v = StreamLinear::from_float(std::ldexp(positive(rng), weight_scale), HalfFormat::kBf16);
+      for (auto& v : x) v = StreamLinear::from_float(std::ldexp(positive(rng), input_scale), HalfFormat::kBf16);
+      const StreamLinear linear(w.data(), out, in, HalfFormat::kBf16);
+      const auto want = reference(x, w, rows, out, in, HalfFormat::kBf16);
+      std::vector<float> got(want.size());
+      linear.run(StreamTiles::kAvx512Fp16, x.data(), rows, got.data(), true);
+      for (std::size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i] / want[i], 1.0, std::ldexp(1.0, -9)) << "weights 2^" << weight_scale << ", inputs 2^" << input_scale << ", element " << i;
+    }
+}
+
 TEST(StreamLinear, RejectsBadInput) {
   const std::vector<std::uint16_t> w(8, 0);
   refdec_test::expect_error([&] { StreamLinear l(w.data(), 0, 8, HalfFormat::kBf16); },
@@ -211,6 +244,9 @@ TEST(StreamLinear, RejectsBadInput) {
   refdec_test::expect_error(
       [&] { fp16.run_blocks(StreamTiles::kAvx512Bf16, xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 1); },
       "StreamLinear: the avx512-bf16 tiles take bf16 weights only");
+  refdec_test::expect_error(
+      [&] { fp16.run_blocks(StreamTiles::kAvx512Fp16, xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 1); },
+      "StreamLinear: the avx512-fp16 tiles take bf16 weights only");
   EXPECT_EQ(StreamLinear::widest(HalfFormat::kFp16) == StreamTiles::kAvx512Bf16, false);
   if (!StreamLinear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C: only the errors were checked";
   const StreamTiles tiles = StreamLinear::widest(HalfFormat::kBf16);
@@ -226,13 +262,15 @@ TEST(StreamLinear, RejectsBadInput) {
 TEST(StreamLinear, WidestFollowsTheCpu) {
   const auto& isa = refdec::cpu_isa();
   const StreamTiles bf16 = StreamLinear::widest(HalfFormat::kBf16), fp16 = StreamLinear::widest(HalfFormat::kFp16);
-  EXPECT_EQ(bf16, isa.runs_avx512() && isa.avx512_bf16 ? StreamTiles::kAvx512Bf16
-                  : isa.runs_avx512()                  ? StreamTiles::kAvx512
-                                                       : StreamTiles::kAvx2);
+  EXPECT_EQ(bf16, isa.runs_avx512() && isa.avx512_bf16                               ? StreamTiles::kAvx512Bf16
+                  : isa.runs_avx512() && isa.avx512_fp16 && REFDEC_HAVE_AVX512_FP16 ? StreamTiles::kAvx512Fp16
+                  : isa.runs_avx512()                                               ? StreamTiles::kAvx512
+                                                                                    : StreamTiles::kAvx2);
   EXPECT_EQ(fp16, isa.runs_avx512() ? StreamTiles::kAvx512 : StreamTiles::kAvx2);
   EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx2), 4);
   EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx512), 16);
   EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx512Bf16), 16);
+  EXPECT_EQ(StreamLinear::tile_rows(StreamTiles::kAvx512Fp16), 16);
 }
 
 #if REFDEC_X86
@@ -272,10 +310,10 @@ TEST(Fp16, ConversionsAreExactAndRoundAsF16cDoes) {
 
 TEST(CpuIsa, CapsRemoveWhatTheyNameAndDescribeThemselves) {
   refdec::CpuIsa all;
-  all.avx2 = all.fma = all.f16c = all.avx512f = all.avx512bw = all.avx512vl = all.avx512_bf16 = true;
+  all.avx2 = all.fma = all.f16c = all.avx512f = all.avx512bw = all.avx512vl = all.avx512_bf16 = all.avx512_fp16 = true;
   EXPECT_TRUE(all.runs_avx2());
   EXPECT_TRUE(all.runs_avx512_bf16());
-  EXPECT_EQ(all.describe(), "avx2 fma f16c avx512f avx512bw avx512vl avx512_bf16");
+  EXPECT_EQ(all.describe(), "avx2 fma f16c avx512f avx512bw avx512vl avx512_bf16 avx512_fp16");
   const auto avx2 = all.capped("avx2");
   EXPECT_TRUE(avx2.runs_avx2());
   EXPECT_FALSE(avx2.runs_avx512_bf16());
@@ -284,11 +322,13 @@ TEST(CpuIsa, CapsRemoveWhatTheyNameAndDescribeThemselves) {
   const auto f = all.capped("avx512f");
   EXPECT_TRUE(f.runs_avx512());
   EXPECT_FALSE(f.avx512_bf16);
+  EXPECT_FALSE(f.avx512_fp16);
   EXPECT_EQ(f.describe(), "avx2 fma f16c avx512f avx512bw avx512vl (capped by REFDEC_CPU_ISA=avx512f)");
   const auto base = all.capped("baseline");
   EXPECT_FALSE(base.runs_avx2());
   EXPECT_EQ(base.describe(), "no AVX2 or AVX-512 (capped by REFDEC_CPU_ISA=baseline)");
   EXPECT_TRUE(all.capped("avx512").runs_avx512_bf16());
+  EXPECT_TRUE(all.capped("avx512").avx512_fp16);
   refdec_test::expect_error([&] { (void)all.capped("sse"); }, "REFDEC_CPU_ISA must be avx512, avx512f, avx2 or baseline, got 'sse'");
   // The process's own view is the hardware's under the cap in the environment.
   const char* cap = std::getenv("REFDEC_CPU_ISA");

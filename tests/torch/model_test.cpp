@@ -205,11 +205,12 @@ void expect_stream_layers_match_aten(at::ScalarType dtype) {
   REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, dtype);
   const HalfFormat format = dtype == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16;
   std::string not_run;
-  for (const LinearKernel k : {LinearKernel::kAvx2, LinearKernel::kAvx512, LinearKernel::kAvx512Bf16}) {
-    const StreamTiles t = k == LinearKernel::kAvx2     ? StreamTiles::kAvx2
-                          : k == LinearKernel::kAvx512 ? StreamTiles::kAvx512
-                                                       : StreamTiles::kAvx512Bf16;
-    if (t == StreamTiles::kAvx512Bf16 && format == HalfFormat::kFp16) continue;  // a bf16 instruction
+  for (const LinearKernel k : {LinearKernel::kAvx2, LinearKernel::kAvx512, LinearKernel::kAvx512Fp16, LinearKernel::kAvx512Bf16}) {
+    const StreamTiles t = k == LinearKernel::kAvx2         ? StreamTiles::kAvx2
+                          : k == LinearKernel::kAvx512     ? StreamTiles::kAvx512
+                          : k == LinearKernel::kAvx512Fp16 ? StreamTiles::kAvx512Fp16
+                                                           : StreamTiles::kAvx512Bf16;
+    if (t >= StreamTiles::kAvx512Fp16 && format == HalfFormat::kFp16) continue;  // bf16 weights only
     if (const std::string why = StreamLinear::unavailable(t, format); !why.empty()) {
       not_run += (not_run.empty() ? "" : "; ") + why;
       refdec_test::expect_error([&] { (void)LlamaModel::random(refdec_test::attention_kind_config(0), 1, dtype, at::kCPU, k); }, why);
@@ -253,6 +254,14 @@ TEST(LlamaModel, ChoosesItsLinearKernelByMeasurementOrTheChoiceGiven) {
   EXPECT_EQ(automatic.linear_path().find(chosen.describe()), 0u) << automatic.linear_path();
   const bool measured = automatic.linear_path().find("measured: one layer's products at 1/2/4/8/16/32 rows") != std::string::npos;
   EXPECT_EQ(measured, candidates.size() > 1) << automatic.linear_path();
+  // The default measurement leaves out the fp16 tiles; stream-fp16 measures them too.
+  EXPECT_EQ(automatic.linear_path().find("avx512-fp16"), std::string::npos) << automatic.linear_path();
+  if (StreamLinear::unavailable(StreamTiles::kAvx512Fp16, HalfFormat::kBf16).empty() &&
+      packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16).empty()) {
+    const auto fp16 = LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kStreamFp16);
+    EXPECT_EQ(fp16.linear_kernel(), LinearKernel::kStream);
+    EXPECT_NE(fp16.linear_path().find("avx512-fp16 "), std::string::npos) << fp16.linear_path();
+  }
   // A second model of the same shapes takes the process's calibration: the same choice.
   const auto again = LlamaModel::random(config, 2, at::kBFloat16, at::kCPU, LinearKernel::kPacked);
   EXPECT_EQ(again.linear_choice().backend, chosen.backend);

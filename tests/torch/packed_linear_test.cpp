@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -33,6 +34,9 @@ void expect_products(PackedBackend backend, at::ScalarType dtype, const TilesByR
   auto gen = at::detail::createCPUGenerator(3);
   // Rounding to the half dtype: its relative half-step.
   const double step = dtype == at::kHalf ? 1e-3 : 1e-2;
+  // The sums' own error relative to the largest output: float32's summation order, or the fp16
+  // tiles' fp16 sums over a chunk of pairs.
+  const double sums = tiles == TilesByRows(StreamTiles::kAvx512Fp16) ? 1.0 / 128 : 1e-4;
   for (const auto& [out, in] : {std::pair<std::int64_t, std::int64_t>{48, 32}, {130, 70}, {256, 512}}) {
     const auto w = at::randn({out, in}, gen, at::kFloat).to(dtype);
     const PackedLinear packed(w, backend, tiles);
@@ -51,7 +55,7 @@ void expect_products(PackedBackend backend, at::ScalarType dtype, const TilesByR
       // float32 output: only the summation order differs from the reference.
       const auto f32 = packed(x, at::kFloat);
       EXPECT_EQ(f32.scalar_type(), at::kFloat);
-      EXPECT_LT((f32.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
+      EXPECT_LT((f32.to(at::kDouble) - want).abs().max().item<double>(), sums * scale) << where;
       // Output in the weights' dtype: rounded, as at::linear's is.
       const auto rounded = packed(x);
       EXPECT_EQ(rounded.scalar_type(), dtype);
@@ -60,10 +64,10 @@ void expect_products(PackedBackend backend, at::ScalarType dtype, const TilesByR
       const auto residual = at::randn({rows, out}, gen, at::kFloat);
       auto sum = residual.clone();
       packed.run(x, sum, Epilogue::kAccumulate);
-      EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), 1e-4 * scale) << where;
+      EXPECT_LT((sum.to(at::kDouble) - residual.to(at::kDouble) - want).abs().max().item<double>(), sums * scale) << where;
       // SwiGLU's epilogues: silu of the product, the product times another tensor.
       const auto silu = packed(x, at::kFloat, Epilogue::kSilu).to(at::kDouble);
-      EXPECT_LT((silu - want * at::sigmoid(want)).abs().max().item<double>(), 1e-4 * scale) << where;
+      EXPECT_LT((silu - want * at::sigmoid(want)).abs().max().item<double>(), sums * scale) << where;
       const auto other = at::randn({rows, out}, gen, at::kFloat).to(dtype);
       const auto product = packed(x, dtype, Epilogue::kMultiply, other).to(at::kDouble);
       const auto want_product = want * other.to(at::kDouble);
@@ -85,7 +89,7 @@ TEST(PackedLinear, StreamEqualsTheProductForEveryRowCountAndTileSet) {
   for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf})
     for (const StreamTiles t : kAllStreamTiles) {
       const HalfFormat format = dtype == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16;
-      if (t == StreamTiles::kAvx512Bf16 && format == HalfFormat::kFp16) continue;  // a bf16 instruction
+      if (t >= StreamTiles::kAvx512Fp16 && format == HalfFormat::kFp16) continue;  // bf16 weights only
       if (const std::string why = StreamLinear::unavailable(t, format); !why.empty()) {
         not_run += std::string(not_run.empty() ? "" : "; ") + at::toString(dtype) + ": " + why;
         continue;
@@ -195,6 +199,16 @@ TEST(LinearCalibration, TimesEveryCandidateHereAtEachRowCount) {
   if (candidates.empty())
     GTEST_SKIP() << "no packed kernel runs here: " << packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16);
   for (const auto& c : candidates) EXPECT_TRUE(packed_backend_unavailable(c.backend, at::kBFloat16).empty()) << c.name();
+  // The fp16 tiles, whose sums round to fp16, only when asked for, and then wherever they run.
+  const auto with_fp16 = linear_candidates_here(at::kBFloat16, true);
+  const LinearCandidate fp16{PackedBackend::kStream, StreamTiles::kAvx512Fp16};
+  EXPECT_EQ(std::count(candidates.begin(), candidates.end(), fp16), 0);
+  EXPECT_EQ(std::count(with_fp16.begin(), with_fp16.end(), fp16),
+            StreamLinear::unavailable(StreamTiles::kAvx512Fp16, HalfFormat::kBf16).empty() &&
+                    packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16).empty()
+                ? 1
+                : 0);
+  EXPECT_EQ(with_fp16.size(), candidates.size() + static_cast<std::size_t>(std::count(with_fp16.begin(), with_fp16.end(), fp16)));
   auto gen = at::detail::createCPUGenerator(13);
   const std::vector<at::Tensor> weights = {at::randn({48, 32}, gen, at::kFloat).to(at::kBFloat16),
                                            at::randn({32, 48}, gen, at::kFloat).to(at::kBFloat16)};

@@ -2,8 +2,8 @@
 #pragma once
 // Which vector instruction sets this CPU runs, read once at run time (CPUID and the operating
 // system's saved register state), so that one build picks its kernels on every x86-64 machine.
-// REFDEC_CPU_ISA caps what refdec uses below what the CPU has ("avx512f": as if it had no
-// AVX512_BF16; "avx2": no AVX-512 at all; "baseline": neither AVX2 nor AVX-512), so that a
+// REFDEC_CPU_ISA caps what refdec uses below what the CPU has ("avx512f": as if it had neither
+// AVX512_BF16 nor AVX512_FP16; "avx2": no AVX-512 at all; "baseline": neither AVX2 nor AVX-512), so that a
 // machine can run the tests of a lower path.
 // Plain C++20, no libtorch; on other architectures every flag is false.
 
@@ -27,7 +27,16 @@
 #define REFDEC_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
 #define REFDEC_AVX512_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 #define REFDEC_AVX512_BF16_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
+// AVX512_FP16's intrinsics came with GCC 12 and Clang 14; an older compiler builds without the
+// tiles that use them (StreamLinear::unavailable() says so).
+#if (defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12)
+#define REFDEC_HAVE_AVX512_FP16 1
+#define REFDEC_AVX512_FP16_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512fp16")))
 #else
+#define REFDEC_HAVE_AVX512_FP16 0
+#endif
+#else
+#define REFDEC_HAVE_AVX512_FP16 0
 #define REFDEC_AVX2_TARGET
 #define REFDEC_AVX512_TARGET
 #define REFDEC_AVX512_BF16_TARGET
@@ -44,6 +53,7 @@ struct CpuIsa {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512_bf16 = false;
+  bool avx512_fp16 = false;
   std::string cap;  ///< the REFDEC_CPU_ISA value applied ("" when none)
 
   /// Whether refdec's AVX2 kernels (stream_linear.hpp, avx2_attention.hpp) run: AVX2, FMA and F16C.
@@ -62,7 +72,8 @@ struct CpuIsa {
                                    {avx512f, "avx512f"},
                                    {avx512bw, "avx512bw"},
                                    {avx512vl, "avx512vl"},
-                                   {avx512_bf16, "avx512_bf16"}})
+                                   {avx512_bf16, "avx512_bf16"},
+                                   {avx512_fp16, "avx512_fp16"}})
       if (on) {
         if (!s.empty()) s += ' ';
         s += name;
@@ -72,7 +83,7 @@ struct CpuIsa {
     return s;
   }
 
-  /// This ISA without what `level` excludes: "avx512" (nothing), "avx512f" (AVX512_BF16),
+  /// This ISA without what `level` excludes: "avx512" (nothing), "avx512f" (AVX512_BF16 and FP16),
   /// "avx2" (every AVX-512 flag), "baseline" (AVX2, FMA and F16C too). Throws ArgumentError for
   /// any other value.
   CpuIsa capped(std::string_view level) const {
@@ -81,6 +92,7 @@ struct CpuIsa {
     CpuIsa c = *this;
     c.cap = level;
     c.avx512_bf16 = c.avx512_bf16 && level == "avx512";
+    c.avx512_fp16 = c.avx512_fp16 && level == "avx512";
     if (level == "avx2" || level == "baseline") c.avx512f = c.avx512bw = c.avx512vl = false;
     if (level == "baseline") c.avx2 = c.fma = c.f16c = false;
     return c;
@@ -107,6 +119,7 @@ inline CpuIsa detect_cpu_isa() {
       isa.avx512f = (b >> 16) & 1;
       isa.avx512bw = (b >> 30) & 1;
       isa.avx512vl = (b >> 31) & 1;
+      isa.avx512_fp16 = (d >> 23) & 1;
       if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) isa.avx512_bf16 = (a >> 5) & 1;
     }
   }

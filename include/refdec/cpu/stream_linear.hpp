@@ -15,7 +15,13 @@
 //    instructions per 64 bytes of weights at one row, where kAvx2 spends a dozen. The inputs are
 //    the rows' own bf16 values and the products exact, so the sums differ from the float32
 //    tiles' only in their order. Up to 16 rows per tile, so that the 16 tokens of a speculative
-//    step cost one pass over the weights with every row's products beside the stream.
+//    step cost one pass over the weights with every row's products beside the stream;
+//  - kAvx512Fp16 (AVX512_FP16, bf16 weights): vfmadd231ph multiplies 32 half-precision pairs per
+//    instruction, twice the float32 FMA's products at its rate, where an Intel Xeon's vdpbf16ps
+//    runs at a quarter of it. Weights and inputs are scaled by powers of two into fp16's range
+//    (exact: a bf16 value has fewer significant bits than fp16), each product is exact, and the
+//    sums run in fp16 for kFp16Chunk pairs, then in float32: so the sums carry fp16's rounding
+//    over a few dozen additions, about the size of a bf16 input's own (see kFp16Chunk).
 //
 // Layout: the output columns in blocks of 16; a block holds, for each pair of input positions
 // (k, k+1), 64 bytes: columns 0-7 then 8-15 at k and k+1 (bf16: each column's two values side by
@@ -57,21 +63,26 @@ enum class Epilogue {
   kMultiply,    ///< out = (x W^T) * other: SwiGLU's up projection times the gate
 };
 
-/// The instruction sets StreamLinear's tiles are written for, narrowest first.
+/// The instruction sets StreamLinear's tiles are written for, narrowest first (where two sets
+/// measure alike, the later is preferred: kAvx512Bf16, whose sums are float32's, over
+/// kAvx512Fp16, whose are not quite).
 enum class StreamTiles {
   kAvx2,        ///< AVX2, FMA and F16C; bf16 and fp16 weights
   kAvx512,      ///< AVX-512 F, BW and VL (with AVX2, FMA and F16C); bf16 and fp16 weights
+  kAvx512Fp16,  ///< the same with AVX512_FP16's half-precision FMAs; bf16 weights only
   kAvx512Bf16,  ///< the same with AVX512_BF16's dot products; bf16 weights only
 };
 
 /// Every StreamTiles value, narrowest first.
-inline constexpr std::array<StreamTiles, 3> kAllStreamTiles = {StreamTiles::kAvx2, StreamTiles::kAvx512, StreamTiles::kAvx512Bf16};
+inline constexpr std::array<StreamTiles, 4> kAllStreamTiles = {StreamTiles::kAvx2, StreamTiles::kAvx512, StreamTiles::kAvx512Fp16,
+                                                               StreamTiles::kAvx512Bf16};
 
-/// The tiles' name as options and reports spell it: "avx2", "avx512", "avx512-bf16".
+/// The tiles' name as options and reports spell it: "avx2", "avx512", "avx512-fp16", "avx512-bf16".
 inline const char* stream_tiles_name(StreamTiles tiles) {
   switch (tiles) {
     case StreamTiles::kAvx2: return "avx2";
     case StreamTiles::kAvx512: return "avx512";
+    case StreamTiles::kAvx512Fp16: return "avx512-fp16";
     case StreamTiles::kAvx512Bf16: return "avx512-bf16";
   }
   return "?";
@@ -98,11 +109,16 @@ class StreamLinear {
       case StreamTiles::kAvx512Bf16:
         if (format != HalfFormat::kBf16) return "the avx512-bf16 tiles take bf16 weights only";
         return isa.runs_avx512() && isa.avx512_bf16 ? "" : "the avx512-bf16 tiles need AVX512_BF16 (this CPU runs " + isa.describe() + ")";
+      case StreamTiles::kAvx512Fp16:
+        if (format != HalfFormat::kBf16) return "the avx512-fp16 tiles take bf16 weights only";
+        if (!REFDEC_HAVE_AVX512_FP16) return "the avx512-fp16 tiles were not compiled: this compiler has no AVX512_FP16 intrinsics";
+        return isa.runs_avx512() && isa.avx512_fp16 ? "" : "the avx512-fp16 tiles need AVX512_FP16 (this CPU runs " + isa.describe() + ")";
     }
     return "unknown tiles";
   }
 
-  /// The widest tiles this CPU runs for `format` weights (kAvx2 where none runs: check cpu_runs()).
+  /// The widest tiles this CPU runs for `format` weights (kAvx2 where none runs: check cpu_runs()):
+  /// the last of kAllStreamTiles that runs.
   static StreamTiles widest(HalfFormat format) {
     for (auto it = kAllStreamTiles.rbegin(); it != kAllStreamTiles.rend(); ++it)
       if (unavailable(*it, format).empty()) return *it;
@@ -111,7 +127,7 @@ class StreamLinear {
 
   /// Rows one tile of `tiles` computes per pass over a block's weights.
   static constexpr std::int64_t tile_rows(StreamTiles tiles) {
-    return tiles == StreamTiles::kAvx2 ? 4 : tiles == StreamTiles::kAvx512 ? 16 : kDotRows;
+    return tiles == StreamTiles::kAvx2 ? 4 : tiles == StreamTiles::kAvx512Bf16 ? kDotRows : 16;
   }
 
   /// Packs `weight`: [out, in] row-major values of `format` (as torch.nn.Linear holds them).
@@ -123,8 +139,15 @@ class StreamLinear {
     const std::size_t size = static_cast<std::size_t>(blocks() * pairs * 2 * kBlockColumns);
     packed_ = HugePageBuffer(size * sizeof(std::uint16_t));  // zeroed: padding columns and positions stay 0
     std::uint16_t* to = packed();
+    int top = 0;  // the largest finite weight's exponent field (bf16)
     for (std::int64_t col = 0; col < out; ++col)
-      for (std::int64_t k = 0; k < in; ++k) to[offset(col, k)] = weight[col * in + k];
+      for (std::int64_t k = 0; k < in; ++k) {
+        const std::uint16_t w = weight[col * in + k];
+        to[offset(col, k)] = w;
+        if (const int e = (w & 0x7FFF) >> 7; e < 0xFF) top = std::max(top, e);
+      }
+    // The fp16 tiles' weights: the largest at fp16's exponent field 29, below 2^15 (kFp16Chunk).
+    fp16_shift_ = std::max(0, top - 29);
   }
 
   std::int64_t in_features() const { return in_; }
@@ -138,40 +161,36 @@ class StreamLinear {
   std::int64_t bytes() const { return blocks() * padded_in() * kBlockColumns * 2; }
 
   /// Bytes of `rows` rows of input as prepare() writes them for `tiles`: a little over
-  /// padded_in() float32 values per row, or (kAvx512Bf16) padded_in() bf16 values.
+  /// padded_in() float32 values per row, (kAvx512Bf16) padded_in() bf16 values, or (kAvx512Fp16)
+  /// a float32 scale and padded_in() fp16 values.
   std::int64_t prepared_bytes(StreamTiles tiles, std::int64_t rows) const {
-    return tiles == StreamTiles::kAvx512Bf16 ? rows * padded_in() * 2 : rows * float_stride() * 4;
+    switch (tiles) {
+      case StreamTiles::kAvx512Bf16: return rows * padded_in() * 2;
+      case StreamTiles::kAvx512Fp16: return rows * (4 + padded_in() * 2);
+      default: return rows * float_stride() * 4;
+    }
   }
 
   /// x ([rows, in_features()] values of format()) as `tiles` read it, into `prepared`
   /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned), the padding 0: rows of in_features()
   /// float32 values, each a little over padded_in() values after the one before it, or
-  /// (kAvx512Bf16) each input pair's 32-bit (k, k+1) of every row in turn.
+  /// (kAvx512Bf16) each input pair's 32-bit (k, k+1) of every row in turn, or (kAvx512Fp16) each
+  /// row's float32 factor, then the pairs as kAvx512Bf16's, of the rows' values in fp16 scaled
+  /// by a power of two (the factor undoes both scales).
   /// The dot tiles broadcast each row's pair at each step; rows side by side keep a tile's
   /// broadcasts in one cache line, where rows of a power-of-two size apart (2048 inputs: 4 KB)
   /// all fell into one set of the L1 cache and 16 rows of them evicted one another.
   void prepare(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* prepared) const {
-    const std::int64_t width = padded_in();
-    if (tiles == StreamTiles::kAvx512Bf16) {
-      auto* to = static_cast<std::uint32_t*>(prepared);
-      const std::int64_t pairs = in_ / 2;
-#if REFDEC_X86
-      // A transpose of the rows' pairs in blocks of 16 rows by 16 pairs, in registers. It runs
-      // on one thread while the others wait: element by element it took 2 ms of a 16-token step
-      // of the 1.1B shape (perf, 2-core Zen 5), in registers a fifteenth of that. The step itself
-      // shortened by only 0.3-0.7% there (bench/step_ab.sh), but the more threads share the
-      // products, the larger a serial part's share.
-      const std::int64_t done = rows > 1 ? transpose_pairs(x, rows, pairs, to) : 0;
-#else
-      const std::int64_t done = 0;
-#endif
-      // The pairs past the last whole 16 (all of them for one row, a copy).
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t p = done; p < pairs; ++p) to[p * rows + r] = pair_at(x + r * in_, p);
-      if (width != in_)
-        for (std::int64_t r = 0; r < rows; ++r) to[pairs * rows + r] = x[r * in_ + in_ - 1];
-      return;
+#if REFDEC_HAVE_AVX512_FP16
+    if (tiles == StreamTiles::kAvx512Fp16) {
+      REFDEC_CHECK(unavailable(tiles, format_).empty(), "StreamLinear: " << unavailable(tiles, format_));
+      std::unique_ptr<std::uint16_t[]> scaled(new std::uint16_t[static_cast<std::size_t>(rows * in_)]);
+      auto* factors = static_cast<float*>(prepared);
+      for (std::int64_t r = 0; r < rows; ++r) factors[r] = scale_fp16(x + r * in_, scaled.get() + r * in_);
+      return prepare_pairs(scaled.get(), rows, reinterpret_cast<std::uint32_t*>(factors + rows));
     }
+#endif
+    if (tiles == StreamTiles::kAvx512Bf16) return prepare_pairs(x, rows, static_cast<std::uint32_t*>(prepared));
     auto* to = static_cast<float*>(prepared);
     const std::int64_t stride = float_stride();
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -195,6 +214,9 @@ class StreamLinear {
                  "StreamLinear: Epilogue::kMultiply needs the values to multiply by, and only it takes them");
 #if REFDEC_X86
     const Output o{out, out_f32, epilogue, other};
+#if REFDEC_HAVE_AVX512_FP16
+    if (tiles == StreamTiles::kAvx512Fp16) return run_fp16(static_cast<const float*>(prepared), rows, o, first_block, last_block);
+#endif
     if (tiles == StreamTiles::kAvx512Bf16)
       return run_bf16_dot(static_cast<const std::uint32_t*>(prepared), rows, o, first_block, last_block);
     const auto* xf = static_cast<const float*>(prepared);
@@ -256,6 +278,26 @@ class StreamLinear {
   }
 
  private:
+  // x's rows as the dot tiles read them: each input pair's 32-bit (k, k+1) of every row in turn.
+  void prepare_pairs(const std::uint16_t* x, std::int64_t rows, std::uint32_t* to) const {
+    const std::int64_t pairs = in_ / 2;
+#if REFDEC_X86
+    // A transpose of the rows' pairs in blocks of 16 rows by 16 pairs, in registers. It runs
+    // on one thread while the others wait: element by element it took 2 ms of a 16-token step
+    // of the 1.1B shape (perf, 2-core Zen 5), in registers a fifteenth of that. The step itself
+    // shortened by only 0.3-0.7% there (bench/step_ab.sh), but the more threads share the
+    // products, the larger a serial part's share.
+    const std::int64_t done = rows > 1 ? transpose_pairs(x, rows, pairs, to) : 0;
+#else
+    const std::int64_t done = 0;
+#endif
+    // The pairs past the last whole 16 (all of them for one row, a copy).
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t p = done; p < pairs; ++p) to[p * rows + r] = pair_at(x + r * in_, p);
+    if (padded_in() != in_)
+      for (std::int64_t r = 0; r < rows; ++r) to[pairs * rows + r] = x[r * in_ + in_ - 1];
+  }
+
   // Where weight (col, k) lives in the packed layout (see the header comment).
   std::int64_t offset(std::int64_t col, std::int64_t k) const {
     const std::int64_t block = col / kBlockColumns, c = col % kBlockColumns, side = c / 8, lane = c % 8, pair = k / 2, parity = k % 2;
@@ -623,6 +665,131 @@ class StreamLinear {
     }
   }
 
+#if REFDEC_HAVE_AVX512_FP16
+  // ---- kAvx512Fp16: the packed bf16 pairs as 32 fp16 lanes, each lane a column's value at k or
+  // k+1, times the row's (k, k+1) broadcast to every 32-bit lane.
+
+  // Pairs whose products one fp16 accumulator sums before they go into float32. A chunk's sums
+  // are bounded by kFp16Chunk products of a weight below 2^15 (the largest weight's exponent at
+  // fp16's 29) and an input below 2^-5 (prepare()'s scale): 2^15, within fp16's 65504, so no sum
+  // overflows whatever the values. Each of the chunk's additions rounds to fp16's 11 bits; the
+  // longer the chunk, the fewer float32 additions per product (each row's chunk ends in two
+  // conversions and two additions: at 16 rows a chunk of 32 pairs spends 21 instructions per
+  // pair against the float32 tiles' 34).
+  static constexpr std::int64_t kFp16Chunk = 32;
+  static constexpr int kFp16ChunkLog2 = 5;
+  static_assert(std::int64_t{1} << kFp16ChunkLog2 == kFp16Chunk);
+
+  // A row of bf16 inputs times 2^-t into `to` as fp16, t such that every value is below 2^-5
+  // (exact where the result is a normal fp16: 2^-5 down to 2^-14, beneath which tiny values keep
+  // fewer bits). Returns 2^t times the weights' 2^(fp16_shift_ - 112): the tile's factor.
+  REFDEC_AVX512_TARGET float scale_fp16(const std::uint16_t* x, std::uint16_t* to) const {
+    constexpr __mmask16 kAll = 0xFFFF;  // (the zero-masked forms with every lane kept: GCC bug 105593)
+    // The largest finite magnitude's bits (an inf or NaN input stays one through the scale).
+    __m512i top = _mm512_setzero_si512();
+    const __m512i finite = _mm512_set1_epi16(0x7F7F), magnitude = _mm512_set1_epi16(0x7FFF);
+    std::int64_t i = 0;
+    for (; i + 32 <= in_; i += 32)
+      top = _mm512_max_epu16(top, _mm512_min_epu16(finite, _mm512_and_si512(magnitude, _mm512_loadu_si512(x + i))));
+    alignas(64) std::uint16_t lanes[32];
+    _mm512_store_si512(lanes, top);
+    int largest = 0;
+    for (const std::uint16_t v : lanes) largest = std::max<int>(largest, v);
+    for (; i < in_; ++i) largest = std::max<int>(largest, std::min<int>(0x7F7F, x[i] & 0x7FFF));
+    // Values below 2^(e - 126), e the largest's exponent field; two factors, each a normal float.
+    const int t = (largest >> 7) - 126 + kFp16ChunkLog2;
+    const __m512 down = _mm512_set1_ps(std::ldexp(1.0f, -(t / 2))), down2 = _mm512_set1_ps(std::ldexp(1.0f, t / 2 - t));
+    for (i = 0; i + 16 <= in_; i += 16) {
+      const __m512i wide = _mm512_maskz_slli_epi32(
+          kAll, _mm512_maskz_cvtepu16_epi32(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))), 16);
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(wide), down), down2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + i),
+                          _mm512_maskz_cvtps_ph(kAll, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < in_; ++i) to[i] = fp16::from_float(std::ldexp(bf16::to_float(x[i]), -t));
+    return std::ldexp(1.0f, t + fp16_shift_ - 112);
+  }
+
+  // The 32 bf16 weights at p as fp16 times 2^(112 - fp16_shift_): the exponent field lowered by
+  // the shift and the mantissa widened, integer arithmetic on 16-bit lanes; below fp16's
+  // smallest normal, 0 (2^-28 of the largest weight and less).
+  REFDEC_AVX512_FP16_TARGET __attribute__((always_inline)) static inline __m512h decode_fp16(const std::uint16_t* p, __m512i shift,
+                                                                                             __m512i smallest) {
+    const __m512i w = _mm512_load_si512(p);
+    const __m512i magnitude = _mm512_and_si512(w, _mm512_set1_epi16(0x7FFF));
+    const __mmask32 normal = _mm512_cmpge_epu16_mask(magnitude, smallest);
+    const __m512i h = _mm512_slli_epi16(_mm512_maskz_sub_epi16(normal, magnitude, shift), 3);
+    // h | (w & sign)
+    return _mm512_castsi512_ph(_mm512_ternarylogic_epi32(h, w, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8));
+  }
+
+  using Fp16Tile = void (*)(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x, std::int64_t stride,
+                            const float* factors, int shift, float (*sums)[kBlockColumns]);
+
+  // M rows (1 to 16) times one block: x as the dot tiles read it, factors[m] row m's scale.
+  // Lane 2c of a sum holds column c's products at even positions, lane 2c + 1 at odd ones.
+  template <int M>
+  REFDEC_AVX512_FP16_TARGET static void tile_fp16(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x,
+                                                  std::int64_t stride, const float* factors, int shift, float (*sums)[kBlockColumns]) {
+    constexpr __mmask16 kAll = 0xFFFF;  // (the zero-masked forms with every lane kept: GCC bug 105593)
+    constexpr __mmask8 kAll8 = 0xFF;
+    const __m512i lower = _mm512_set1_epi16(static_cast<short>(shift << 7)),
+                  smallest = _mm512_set1_epi16(static_cast<short>((shift + 1) << 7));
+    __m512 wide[static_cast<std::size_t>(M)][2];
+#pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) wide[m][0] = wide[m][1] = _mm512_setzero_ps();
+    for (std::int64_t p0 = 0; p0 < pairs; p0 += kFp16Chunk) {
+      const std::int64_t end = std::min(pairs, p0 + kFp16Chunk);
+      __m512h h[static_cast<std::size_t>(M)];
+#pragma GCC unroll 16
+      for (int m = 0; m < M; ++m) h[m] = _mm512_setzero_ph();
+      for (std::int64_t p = p0; p < end; ++p) {
+        prefetch<kAvx512PrefetchBytes>(block + p * 32);
+        const __m512h w = decode_fp16(block + p * 32, lower, smallest);
+#pragma GCC unroll 16
+        for (int m = 0; m < M; ++m)
+          h[m] = _mm512_fmadd_ph(w, _mm512_castsi512_ph(_mm512_set1_epi32(static_cast<int>(x[p * stride + m]))), h[m]);
+      }
+#pragma GCC unroll 16
+      for (int m = 0; m < M; ++m) {
+        const __m512i bits = _mm512_castph_si512(h[m]);
+        wide[m][0] = _mm512_add_ps(wide[m][0], _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_extracti64x4_epi64(kAll8, bits, 0)));
+        wide[m][1] = _mm512_add_ps(wide[m][1], _mm512_maskz_cvtph_ps(kAll, _mm512_maskz_extracti64x4_epi64(kAll8, bits, 1)));
+      }
+    }
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+#pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) {
+      const __m512 s = _mm512_add_ps(_mm512_permutex2var_ps(wide[m][0], even, wide[m][1]),
+                                     _mm512_permutex2var_ps(wide[m][0], odd, wide[m][1]));
+      _mm512_storeu_ps(sums[m], _mm512_mul_ps(s, _mm512_set1_ps(factors[m])));
+    }
+  }
+
+  template <int... M>
+  static constexpr std::array<Fp16Tile, sizeof...(M)> fp16_tiles(std::integer_sequence<int, M...>) {
+    return {&tile_fp16<M + 1>...};
+  }
+
+  // Rows in tiles of at most 16, sized alike, one block at a time.
+  void run_fp16(const float* factors, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
+    static constexpr auto kTiles = fp16_tiles(std::make_integer_sequence<int, tile_rows(StreamTiles::kAvx512Fp16)>{});
+    constexpr std::int64_t kRows = kTiles.size();
+    const auto* xp = reinterpret_cast<const std::uint32_t*>(factors + rows);
+    const std::int64_t pairs = padded_in() / 2, tiles = (rows + kRows - 1) / kRows, tile = (rows + tiles - 1) / tiles;
+    alignas(64) float sums[kRows][kBlockColumns];
+    for (std::int64_t b = first_block; b < last_block; ++b) {
+      const std::uint16_t* block = packed() + b * pairs * 32;
+      for (std::int64_t r = 0; r < rows; r += tile) {
+        const std::int64_t m = std::min(tile, rows - r);
+        kTiles[static_cast<std::size_t>(m - 1)](block, pairs, xp + r, rows, factors + r, fp16_shift_, sums);
+        finish_tile<HalfFormat::kBf16>(sums, r, m, b, o);
+      }
+    }
+  }
+#endif
+
   // ---- Every set's epilogue: the tile's sums of rows [r, r + m) and block b written out.
   template <HalfFormat F>
   REFDEC_AVX2_TARGET void finish_tile(const float (*sums)[kBlockColumns], std::int64_t r, std::int64_t m, std::int64_t b,
@@ -699,6 +866,7 @@ class StreamLinear {
 
   std::int64_t out_ = 0, in_ = 0;
   HalfFormat format_ = HalfFormat::kBf16;
+  int fp16_shift_ = 0;     // what the fp16 tiles subtract from a weight's bf16 exponent field
   HugePageBuffer packed_;  // [blocks, padded_in / 2, 2 halves, 16]: see the header comment
 };
 

@@ -40,7 +40,7 @@ struct LinearCandidate {
   PackedBackend backend = PackedBackend::kStream;
   StreamTiles tiles = StreamTiles::kAvx2;  ///< kStream only
 
-  /// "onednn", or the tile set's name ("avx2", "avx512", "avx512-bf16").
+  /// "onednn", or the tile set's name ("avx2", "avx512", "avx512-fp16", "avx512-bf16").
   std::string name() const { return backend == PackedBackend::kOneDnn ? "onednn" : stream_tiles_name(tiles); }
   bool operator==(const LinearCandidate& o) const {
     return backend == o.backend && (backend == PackedBackend::kOneDnn || tiles == o.tiles);
@@ -48,13 +48,17 @@ struct LinearCandidate {
 };
 
 /// Every candidate that runs `dtype` weights on this CPU: oneDNN first, then the tile sets,
-/// narrowest first.
-inline std::vector<LinearCandidate> linear_candidates_here(at::ScalarType dtype) {
+/// narrowest first. The avx512-fp16 tiles only with `fp16_sums`: their sums round to fp16 over a
+/// few dozen products (stream_linear.hpp), so a step of several tokens that runs them no longer
+/// sums as the one-token step does, and greedy speculative decoding can part from plain decoding
+/// where two logits nearly tie. A user trades that for their speed by asking.
+inline std::vector<LinearCandidate> linear_candidates_here(at::ScalarType dtype, bool fp16_sums = false) {
   std::vector<LinearCandidate> v;
   if (packed_backend_unavailable(PackedBackend::kOneDnn, dtype).empty()) v.push_back({PackedBackend::kOneDnn});
   if (packed_backend_unavailable(PackedBackend::kStream, dtype).empty())
     for (const StreamTiles t : kAllStreamTiles)
-      if (StreamLinear::unavailable(t, dtype == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16).empty())
+      if ((fp16_sums || t != StreamTiles::kAvx512Fp16) &&
+          StreamLinear::unavailable(t, dtype == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16).empty())
         v.push_back({PackedBackend::kStream, t});
   return v;
 }

@@ -91,15 +91,17 @@ enum class LinearKernel {
   kAvx2,        ///< the streaming kernel with its AVX2 tiles only (AVX2, FMA and F16C; bf16 or fp16)
   kAvx512,      ///< the streaming kernel with its AVX-512 tiles only (AVX-512 F/BW/VL; bf16 or fp16)
   kAvx512Bf16,  ///< the streaming kernel with its AVX512_BF16 tiles only (bf16)
+  kStreamFp16,  ///< kStream with the AVX512_FP16 tiles among those measured (bf16; their sums round to fp16)
+  kAvx512Fp16,  ///< the streaming kernel with its AVX512_FP16 tiles only (bf16; their sums round to fp16)
 };
 
 /// Every LinearKernel, in declaration order.
-inline constexpr std::array<LinearKernel, 8> kAllLinearKernels = {LinearKernel::kAuto,   LinearKernel::kAten,      LinearKernel::kPacked,
-                                                                  LinearKernel::kOneDnn, LinearKernel::kStream,    LinearKernel::kAvx2,
-                                                                  LinearKernel::kAvx512, LinearKernel::kAvx512Bf16};
+inline constexpr std::array<LinearKernel, 10> kAllLinearKernels = {
+    LinearKernel::kAuto, LinearKernel::kAten,   LinearKernel::kPacked,     LinearKernel::kOneDnn,     LinearKernel::kStream,
+    LinearKernel::kAvx2, LinearKernel::kAvx512, LinearKernel::kAvx512Bf16, LinearKernel::kStreamFp16, LinearKernel::kAvx512Fp16};
 
 /// The kernel's name as options and reports spell it: "auto", "aten", "packed", "onednn",
-/// "stream", "avx2", "avx512", "avx512-bf16".
+/// "stream", "avx2", "avx512", "avx512-bf16", "stream-fp16", "avx512-fp16".
 inline const char* linear_kernel_name(LinearKernel kernel) {
   switch (kernel) {
     case LinearKernel::kAuto: return "auto";
@@ -110,6 +112,8 @@ inline const char* linear_kernel_name(LinearKernel kernel) {
     case LinearKernel::kAvx2: return stream_tiles_name(StreamTiles::kAvx2);
     case LinearKernel::kAvx512: return stream_tiles_name(StreamTiles::kAvx512);
     case LinearKernel::kAvx512Bf16: return stream_tiles_name(StreamTiles::kAvx512Bf16);
+    case LinearKernel::kStreamFp16: return "stream-fp16";
+    case LinearKernel::kAvx512Fp16: return stream_tiles_name(StreamTiles::kAvx512Fp16);
   }
   return "?";
 }
@@ -118,14 +122,18 @@ inline const char* linear_kernel_name(LinearKernel kernel) {
 inline const char* linear_kernels_help() {
   return "auto (the packed kernels where one runs, else at::linear), aten (at::linear), packed (oneDNN or refdec's streaming kernel, "
          "whichever measures faster here; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512), stream (the streaming "
-         "kernel, its tile set per row count measured), avx2, avx512 or avx512-bf16 (the streaming kernel with those tiles only)";
+         "kernel, its tile set per row count measured), avx2, avx512 or avx512-bf16 (the streaming kernel with those tiles only), "
+         "stream-fp16 or avx512-fp16 (the same with AVX512_FP16's tiles, whose sums round to fp16: faster steps of several tokens "
+         "where vdpbf16ps is slow, which may part greedy speculative decoding from plain decoding at near ties)";
 }
 
 /// The LinearKernel a name from linear_kernel_name() stands for; throws ArgumentError otherwise.
 inline LinearKernel parse_linear_kernel(const std::string& name) {
   for (const LinearKernel k : kAllLinearKernels)
     if (name == linear_kernel_name(k)) return k;
-  REFDEC_CHECK(false, "unknown linear kernel '" << name << "': use auto, aten, packed, onednn, stream, avx2, avx512 or avx512-bf16");
+  REFDEC_CHECK(false, "unknown linear kernel '" << name
+                                                << "': use auto, aten, packed, onednn, stream, avx2, avx512, avx512-bf16, stream-fp16 or "
+                                                   "avx512-fp16");
   return LinearKernel::kAuto;
 }
 
@@ -402,7 +410,8 @@ class LlamaModel {
       linear_path_ = LinearKernel::kAten, linear_reason_ = "aten (asked for)";
       return;
     }
-    const auto candidates = half ? linear_candidates_here(dt) : std::vector<LinearCandidate>{};
+    const bool fp16_sums = kernel == LinearKernel::kStreamFp16 || kernel == LinearKernel::kAvx512Fp16;
+    const auto candidates = half ? linear_candidates_here(dt, fp16_sums) : std::vector<LinearCandidate>{};
     if (candidates.empty()) {
       const std::string why = !half ? "packed kernels take bf16 or fp16 CPU weights, these are " + w_.embedding.toString()
                                     : packed_backend_unavailable(PackedBackend::kOneDnn, dt) + "; " +
@@ -417,7 +426,7 @@ class LlamaModel {
     for (const auto& c : candidates) {
       const bool ok = kernel == LinearKernel::kAuto || kernel == LinearKernel::kPacked ||
                       (kernel == LinearKernel::kOneDnn && c.backend == PackedBackend::kOneDnn) ||
-                      (kernel == LinearKernel::kStream && c.backend == PackedBackend::kStream) ||
+                      ((kernel == LinearKernel::kStream || kernel == LinearKernel::kStreamFp16) && c.backend == PackedBackend::kStream) ||
                       (c.backend == PackedBackend::kStream && linear_kernel_name(kernel) == c.name());
       if (ok) allowed.push_back(c);
     }
@@ -426,14 +435,16 @@ class LlamaModel {
       const std::string why = onednn ? packed_backend_unavailable(PackedBackend::kOneDnn, dt)
                               : !packed_backend_unavailable(PackedBackend::kStream, dt).empty()
                                   ? packed_backend_unavailable(PackedBackend::kStream, dt)
-                                  : StreamLinear::unavailable(kernel == LinearKernel::kAvx512Bf16 ? StreamTiles::kAvx512Bf16
-                                                              : kernel == LinearKernel::kAvx512   ? StreamTiles::kAvx512
-                                                                                                  : StreamTiles::kAvx2,
+                                  : StreamLinear::unavailable(kernel == LinearKernel::kAvx512Bf16   ? StreamTiles::kAvx512Bf16
+                                                              : kernel == LinearKernel::kAvx512Fp16 ? StreamTiles::kAvx512Fp16
+                                                              : kernel == LinearKernel::kAvx512     ? StreamTiles::kAvx512
+                                                                                                    : StreamTiles::kAvx2,
                                                               format);
       REFDEC_CHECK(false, "LlamaModel: " << asked << " cannot run " << w_.embedding.toString() << " weights here: " << why
                                          << "; use LinearKernel::kAuto (the fastest that runs) or kAten");
     }
-    const bool measured = kernel == LinearKernel::kAuto || kernel == LinearKernel::kPacked || kernel == LinearKernel::kStream;
+    const bool measured = kernel == LinearKernel::kAuto || kernel == LinearKernel::kPacked || kernel == LinearKernel::kStream ||
+                          kernel == LinearKernel::kStreamFp16;
     if (given && measured) {
       const bool runs = std::any_of(allowed.begin(), allowed.end(),
                                     [&](const LinearCandidate& c) { return c.backend == given->backend; }) &&
