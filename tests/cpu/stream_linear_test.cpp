@@ -247,6 +247,9 @@ TEST(StreamLinear, RejectsBadInput) {
   refdec_test::expect_error(
       [&] { fp16.run_blocks(StreamTiles::kAvx512Fp16, xf.data(), 1, out.data(), true, Epilogue::kStore, nullptr, 0, 1); },
       "StreamLinear: the avx512-fp16 tiles take bf16 weights only");
+  std::vector<std::uint16_t> x(4);
+  refdec_test::expect_error([&] { fp16.prepare(StreamTiles::kAvx512Fp16, x.data(), 1, xf.data()); },
+                            "StreamLinear: the avx512-fp16 tiles take bf16 weights only");
   EXPECT_EQ(StreamLinear::widest(HalfFormat::kFp16) == StreamTiles::kAvx512Bf16, false);
   if (!StreamLinear::cpu_runs()) GTEST_SKIP() << "this CPU does not run AVX2 with FMA and F16C: only the errors were checked";
   const StreamTiles tiles = StreamLinear::widest(HalfFormat::kBf16);

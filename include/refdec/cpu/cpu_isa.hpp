@@ -27,9 +27,10 @@
 #define REFDEC_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
 #define REFDEC_AVX512_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 #define REFDEC_AVX512_BF16_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
-// AVX512_FP16's intrinsics came with GCC 12 and Clang 14; an older compiler builds without the
-// tiles that use them (StreamLinear::unavailable() says so).
-#if (defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12)
+// AVX512_FP16's intrinsics came with GCC 12, in functions compiled for it by attribute; Clang
+// 14 declares them only where the whole file is (-mavx512fp16). Elsewhere the tiles that use them
+// are not built (StreamLinear::unavailable() says so).
+#if (defined(__clang__) && defined(__AVX512FP16__)) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12)
 #define REFDEC_HAVE_AVX512_FP16 1
 #define REFDEC_AVX512_FP16_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512fp16")))
 #else

@@ -176,20 +176,21 @@ class StreamLinear {
   /// float32 values, each a little over padded_in() values after the one before it, or
   /// (kAvx512Bf16) each input pair's 32-bit (k, k+1) of every row in turn, or (kAvx512Fp16) each
   /// row's float32 factor, then the pairs as kAvx512Bf16's, of the rows' values in fp16 scaled
-  /// by a power of two (the factor undoes both scales).
+  /// by a power of two (the factor undoes both scales; throws ArgumentError where those tiles
+  /// do not run, as their input would not fit the float tiles' prepared_bytes()).
   /// The dot tiles broadcast each row's pair at each step; rows side by side keep a tile's
   /// broadcasts in one cache line, where rows of a power-of-two size apart (2048 inputs: 4 KB)
   /// all fell into one set of the L1 cache and 16 rows of them evicted one another.
   void prepare(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* prepared) const {
-#if REFDEC_HAVE_AVX512_FP16
     if (tiles == StreamTiles::kAvx512Fp16) {
       REFDEC_CHECK(unavailable(tiles, format_).empty(), "StreamLinear: " << unavailable(tiles, format_));
+#if REFDEC_HAVE_AVX512_FP16
       std::unique_ptr<std::uint16_t[]> scaled(new std::uint16_t[static_cast<std::size_t>(rows * in_)]);
       auto* factors = static_cast<float*>(prepared);
       for (std::int64_t r = 0; r < rows; ++r) factors[r] = scale_fp16(x + r * in_, scaled.get() + r * in_);
       return prepare_pairs(scaled.get(), rows, reinterpret_cast<std::uint32_t*>(factors + rows));
-    }
 #endif
+    }
     if (tiles == StreamTiles::kAvx512Bf16) return prepare_pairs(x, rows, static_cast<std::uint32_t*>(prepared));
     auto* to = static_cast<float*>(prepared);
     const std::int64_t stride = float_stride();
@@ -711,14 +712,13 @@ class StreamLinear {
   }
 
   // The 32 bf16 weights at p as fp16 times 2^(112 - fp16_shift_): the exponent field lowered by
-  // the shift and the mantissa widened, integer arithmetic on 16-bit lanes; below fp16's
-  // smallest normal, 0 (2^-28 of the largest weight and less).
-  REFDEC_AVX512_FP16_TARGET __attribute__((always_inline)) static inline __m512h decode_fp16(const std::uint16_t* p, __m512i shift,
-                                                                                             __m512i smallest) {
+  // the shift and the mantissa widened, integer arithmetic on 16-bit lanes. Below fp16's normals
+  // (2^-28 of the largest weight and less) the saturating subtraction leaves 0 or a subnormal of
+  // the mantissa alone: off by less than 2^-14, 2^-28 of the largest weight.
+  REFDEC_AVX512_FP16_TARGET __attribute__((always_inline)) static inline __m512h decode_fp16(const std::uint16_t* p, __m512i shift) {
     const __m512i w = _mm512_load_si512(p);
     const __m512i magnitude = _mm512_and_si512(w, _mm512_set1_epi16(0x7FFF));
-    const __mmask32 normal = _mm512_cmpge_epu16_mask(magnitude, smallest);
-    const __m512i h = _mm512_slli_epi16(_mm512_maskz_sub_epi16(normal, magnitude, shift), 3);
+    const __m512i h = _mm512_slli_epi16(_mm512_subs_epu16(magnitude, shift), 3);
     // h | (w & sign)
     return _mm512_castsi512_ph(_mm512_ternarylogic_epi32(h, w, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8));
   }
@@ -733,8 +733,7 @@ class StreamLinear {
                                                   std::int64_t stride, const float* factors, int shift, float (*sums)[kBlockColumns]) {
     constexpr __mmask16 kAll = 0xFFFF;  // (the zero-masked forms with every lane kept: GCC bug 105593)
     constexpr __mmask8 kAll8 = 0xFF;
-    const __m512i lower = _mm512_set1_epi16(static_cast<short>(shift << 7)),
-                  smallest = _mm512_set1_epi16(static_cast<short>((shift + 1) << 7));
+    const __m512i lower = _mm512_set1_epi16(static_cast<short>(shift << 7));
     __m512 wide[static_cast<std::size_t>(M)][2];
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m) wide[m][0] = wide[m][1] = _mm512_setzero_ps();
@@ -745,7 +744,7 @@ class StreamLinear {
       for (int m = 0; m < M; ++m) h[m] = _mm512_setzero_ph();
       for (std::int64_t p = p0; p < end; ++p) {
         prefetch<kAvx512PrefetchBytes>(block + p * 32);
-        const __m512h w = decode_fp16(block + p * 32, lower, smallest);
+        const __m512h w = decode_fp16(block + p * 32, lower);
 #pragma GCC unroll 16
         for (int m = 0; m < M; ++m)
           h[m] = _mm512_fmadd_ph(w, _mm512_castsi512_ph(_mm512_set1_epi32(static_cast<int>(x[p * stride + m]))), h[m]);
