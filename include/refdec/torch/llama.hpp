@@ -124,7 +124,7 @@ inline const char* linear_kernels_help() {
          "whichever measures faster here; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512), stream (the streaming "
          "kernel, its tile set per row count measured), avx2, avx512 or avx512-bf16 (the streaming kernel with those tiles only), "
          "stream-fp16 or avx512-fp16 (the same with AVX512_FP16's tiles, whose sums round to fp16: faster steps of several tokens "
-         "where vdpbf16ps is slow, which may part greedy speculative decoding from plain decoding at near ties)";
+         "where vdpbf16ps is slow, a little less precise)";
 }
 
 /// The LinearKernel a name from linear_kernel_name() stands for; throws ArgumentError otherwise.
