@@ -17,8 +17,9 @@
 //    tiles' only in their order. Up to 16 rows per tile, so that the 16 tokens of a speculative
 //    step cost one pass over the weights with every row's products beside the stream;
 //  - kAvx512Fp16 (AVX512_FP16, bf16 weights): vfmadd231ph multiplies 32 half-precision pairs per
-//    instruction, twice the float32 FMA's products at its rate, where an Intel Xeon's vdpbf16ps
-//    runs at a quarter of it. Weights and inputs are scaled by powers of two into fp16's range
+//    instruction, twice the float32 FMA's products, where an Intel Xeon (model 207) multiplies
+//    more slowly with vdpbf16ps than with float32 FMAs (16 rows of the 1.1B shape: 0.78 of a
+//    plain read against 0.58 and 0.44, refdec-stream-linear). Weights and inputs are scaled by powers of two into fp16's range
 //    (exact: a bf16 value has fewer significant bits than fp16), each product is exact, and the
 //    sums run in fp16 for kFp16Chunk pairs, then in float32: so the sums carry fp16's rounding
 //    over a few dozen additions, about the size of a bf16 input's own (see kFp16Chunk).
@@ -42,6 +43,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "refdec/core/config.hpp"
 #include "refdec/cpu/bf16_kernels.hpp"
@@ -185,10 +187,13 @@ class StreamLinear {
     if (tiles == StreamTiles::kAvx512Fp16) {
       REFDEC_CHECK(unavailable(tiles, format_).empty(), "StreamLinear: " << unavailable(tiles, format_));
 #if REFDEC_HAVE_AVX512_FP16
-      std::unique_ptr<std::uint16_t[]> scaled(new std::uint16_t[static_cast<std::size_t>(rows * in_)]);
+      // The scaled rows before their transpose: kept per thread, not allocated per product (up to
+      // 180 KB for 16 rows of 5632 inputs, each step's every layer).
+      thread_local std::vector<std::uint16_t> scaled;
+      scaled.resize(static_cast<std::size_t>(rows * in_));
       auto* factors = static_cast<float*>(prepared);
-      for (std::int64_t r = 0; r < rows; ++r) factors[r] = scale_fp16(x + r * in_, scaled.get() + r * in_);
-      return prepare_pairs(scaled.get(), rows, reinterpret_cast<std::uint32_t*>(factors + rows));
+      for (std::int64_t r = 0; r < rows; ++r) factors[r] = scale_fp16(x + r * in_, scaled.data() + r * in_);
+      return prepare_pairs(scaled.data(), rows, reinterpret_cast<std::uint32_t*>(factors + rows));
 #endif
     }
     if (tiles == StreamTiles::kAvx512Bf16) return prepare_pairs(x, rows, static_cast<std::uint32_t*>(prepared));
