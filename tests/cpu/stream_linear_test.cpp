@@ -205,6 +205,29 @@ TEST(StreamLinear, PreparesTheDotTilesInputPairByPairRowsSideBySide) {
     }
 }
 
+// The float tiles' input as prepare() documents it: each pair's two values of every row in
+// turn, exact (bf16 and fp16 widen to float32 exactly), the odd last position's partner 0.
+TEST(StreamLinear, PreparesTheFloatTilesInputPairByPairRowsSideBySide) {
+  std::mt19937 rng(6);
+  for (const HalfFormat format : {HalfFormat::kBf16, HalfFormat::kFp16})
+    for (const StreamTiles tiles : {StreamTiles::kAvx2, StreamTiles::kAvx512})
+      for (const std::int64_t in : {1, 2, 31, 32, 33, 97})
+        for (const std::int64_t rows : {1, 2, 5, 16, 17}) {
+          const std::vector<std::uint16_t> w(static_cast<std::size_t>(3 * in), 0x3c00);
+          const StreamLinear linear(w.data(), 3, in, format);
+          const auto x = random_halves(rng, static_cast<std::size_t>(rows * in), format);
+          ASSERT_EQ(linear.prepared_bytes(tiles, rows), rows * linear.padded_in() * 4);
+          std::vector<float> got(static_cast<std::size_t>(linear.prepared_bytes(tiles, rows) / 4), -7.0f);
+          linear.prepare(tiles, x.data(), rows, got.data());
+          for (std::int64_t k = 0; k < linear.padded_in(); ++k)
+            for (std::int64_t r = 0; r < rows; ++r) {
+              const float want = k < in ? StreamLinear::to_float(x[static_cast<std::size_t>(r * in + k)], format) : 0.0f;
+              ASSERT_EQ(got[static_cast<std::size_t>((k / 2 * rows + r) * 2 + k % 2)], want)
+                  << name(format) << ", " << stream_tiles_name(tiles) << ", " << in << " inputs, " << rows << " rows, position " << k << ", row " << r;
+            }
+        }
+}
+
 // The fp16 tiles scale weights and inputs into fp16's range by powers of two: long sums of
 // positive products (every addition growing the sum) at scales far outside fp16's range, where
 // an unscaled fp16 sum would overflow or vanish and one chunk's sum too long would stall, keep

@@ -162,27 +162,32 @@ class StreamLinear {
   /// Bytes of the packed weight (what one step streams).
   std::int64_t bytes() const { return blocks() * padded_in() * kBlockColumns * 2; }
 
-  /// Bytes of `rows` rows of input as prepare() writes them for `tiles`: a little over
-  /// padded_in() float32 values per row, (kAvx512Bf16) padded_in() bf16 values, or (kAvx512Fp16)
-  /// a float32 scale and padded_in() fp16 values.
+  /// Bytes of `rows` rows of input as prepare() writes them for `tiles`: padded_in() float32
+  /// values per row, (kAvx512Bf16) padded_in() bf16 values, or (kAvx512Fp16) a float32 scale and
+  /// padded_in() fp16 values.
   std::int64_t prepared_bytes(StreamTiles tiles, std::int64_t rows) const {
     switch (tiles) {
       case StreamTiles::kAvx512Bf16: return rows * padded_in() * 2;
       case StreamTiles::kAvx512Fp16: return rows * (4 + padded_in() * 2);
-      default: return rows * float_stride() * 4;
+      default: return rows * padded_in() * 4;
     }
   }
 
   /// x ([rows, in_features()] values of format()) as `tiles` read it, into `prepared`
-  /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned), the padding 0: rows of in_features()
-  /// float32 values, each a little over padded_in() values after the one before it, or
-  /// (kAvx512Bf16) each input pair's 32-bit (k, k+1) of every row in turn, or (kAvx512Fp16) each
-  /// row's float32 factor, then the pairs as kAvx512Bf16's, of the rows' values in fp16 scaled
-  /// by a power of two (the factor undoes both scales; throws ArgumentError where those tiles
-  /// do not run, as their input would not fit the float tiles' prepared_bytes()).
-  /// The dot tiles broadcast each row's pair at each step; rows side by side keep a tile's
-  /// broadcasts in one cache line, where rows of a power-of-two size apart (2048 inputs: 4 KB)
-  /// all fell into one set of the L1 cache and 16 rows of them evicted one another.
+  /// (prepared_bytes(tiles, rows) bytes, 4-byte aligned), the padding 0: (kAvx2, kAvx512) each
+  /// input pair's two float32 values (k, k+1) of every row in turn, or (kAvx512Bf16) each input
+  /// pair's 32-bit (k, k+1) of every row in turn, or (kAvx512Fp16) each row's float32 factor,
+  /// then the pairs as kAvx512Bf16's, of the rows' values in fp16 scaled by a power of two (the
+  /// factor undoes both scales; throws ArgumentError where those tiles do not run, as their
+  /// input would not fit the float tiles' prepared_bytes()).
+  /// Every tile broadcasts each row's input pair at each step; rows side by side keep a tile's
+  /// broadcasts in one or two cache lines, all at fixed distances from one pointer. Rows of a
+  /// power-of-two size apart (2048 inputs: 4 KB) all fell into one set of the L1 cache and 16
+  /// rows of them evicted one another; rows apart at any distance cost the float tiles an
+  /// address register per row and an indexed load per product, which GCC 12 ran out of
+  /// registers for at 16 rows (on a 2-core Intel Xeon, model 207, the 16-row tile streamed the
+  /// 1.1B shape at 0.46-0.55 of a plain read with rows an odd number of cache lines apart,
+  /// 0.62-0.67 side by side: refdec-stream-linear, alternated).
   void prepare(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* prepared) const {
     if (tiles == StreamTiles::kAvx512Fp16) {
       REFDEC_CHECK(unavailable(tiles, format_).empty(), "StreamLinear: " << unavailable(tiles, format_));
@@ -197,11 +202,15 @@ class StreamLinear {
 #endif
     }
     if (tiles == StreamTiles::kAvx512Bf16) return prepare_pairs(x, rows, static_cast<std::uint32_t*>(prepared));
+    // A row in float32 (kept per thread, as the fp16 tiles' scaled rows), then its pairs in place.
+    thread_local std::vector<float> row;
+    row.resize(static_cast<std::size_t>(padded_in()));
+    row.back() = 0.0f;  // the padding past an odd last position
     auto* to = static_cast<float*>(prepared);
-    const std::int64_t stride = float_stride();
+    const std::int64_t pairs = padded_in() / 2;
     for (std::int64_t r = 0; r < rows; ++r) {
-      convert_row(x + r * in_, to + r * stride, in_, format_);
-      std::fill(to + r * stride + in_, to + (r + 1) * stride, 0.0f);
+      convert_row(x + r * in_, row.data(), in_, format_);
+      for (std::int64_t p = 0; p < pairs; ++p) std::memcpy(to + (p * rows + r) * 2, row.data() + 2 * p, 2 * sizeof(float));
     }
   }
 
@@ -430,7 +439,7 @@ class StreamLinear {
   // chains of additions (a row's stream is otherwise bound by the addition's latency, not by the
   // memory); four rows have eight chains without the split.
   template <HalfFormat F, int M>
-  REFDEC_AVX2_TARGET static void tile_avx2(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,
+  REFDEC_AVX2_TARGET static void tile_avx2(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
                                            float (*sums)[kBlockColumns]) {
     constexpr int kSplit = M <= 2 ? 2 : 1;
     // The loops over rows are unrolled so that the accumulators live in registers.
@@ -447,7 +456,7 @@ class StreamLinear {
       decode<F>(block + p * 32, ae, ao, be, bo);
 #pragma GCC unroll 4
       for (int m = 0; m < M; ++m) {
-        const __m256 xe = _mm256_broadcast_ss(x + m * width + 2 * p), xo = _mm256_broadcast_ss(x + m * width + 2 * p + 1);
+        const __m256 xe = _mm256_broadcast_ss(x + p * stride + 2 * m), xo = _mm256_broadcast_ss(x + p * stride + 2 * m + 1);
         acc[m][0][0] = _mm256_fmadd_ps(ae, xe, acc[m][0][0]);
         acc[m][0][kSplit - 1] = _mm256_fmadd_ps(ao, xo, acc[m][0][kSplit - 1]);
         acc[m][1][0] = _mm256_fmadd_ps(be, xe, acc[m][1][0]);
@@ -490,7 +499,7 @@ class StreamLinear {
   // One pair of one block into chain c of M rows' accumulators ([M][parities][chains]).
   template <HalfFormat F, int M, int C>
   REFDEC_AVX512_TARGET __attribute__((always_inline)) static inline void step_avx512(
-      const std::uint16_t* block, std::int64_t p, const float* x, std::int64_t width,
+      const std::uint16_t* block, std::int64_t p, const float* x, std::int64_t stride,
       __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(kAvx512Parities<M>)][static_cast<std::size_t>(C)], int c) {
     constexpr int kOdd = kAvx512Parities<M> - 1;
     __m512 even, odd;
@@ -498,8 +507,8 @@ class StreamLinear {
     decode512<F>(block + p * 32, even, odd);
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m) {
-      acc[m][0][c] = _mm512_fmadd_ps(even, _mm512_set1_ps(x[m * width + 2 * p]), acc[m][0][c]);
-      acc[m][kOdd][c] = _mm512_fmadd_ps(odd, _mm512_set1_ps(x[m * width + 2 * p + 1]), acc[m][kOdd][c]);
+      acc[m][0][c] = _mm512_fmadd_ps(even, _mm512_set1_ps(x[p * stride + 2 * m]), acc[m][0][c]);
+      acc[m][kOdd][c] = _mm512_fmadd_ps(odd, _mm512_set1_ps(x[p * stride + 2 * m + 1]), acc[m][kOdd][c]);
     }
   }
 
@@ -510,7 +519,7 @@ class StreamLinear {
   // (model 207) 12 and 16 rows of the 1.1B shape streamed at 0.66-0.72 and 0.57-0.59 of a plain
   // read in one tile against 0.53-0.56 and 0.48-0.52 in two (refdec-stream-linear, alternated).
   template <HalfFormat F, int M>
-  REFDEC_AVX512_TARGET static void tile_avx512(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,
+  REFDEC_AVX512_TARGET static void tile_avx512(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
                                                float (*sums)[kBlockColumns]) {
     constexpr int kChains = M <= 2 ? 2 : 1, kParities = kAvx512Parities<M>;
     __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(kParities)][static_cast<std::size_t>(kChains)];
@@ -523,8 +532,8 @@ class StreamLinear {
     std::int64_t p = 0;
     for (; p + kChains <= pairs; p += kChains)
 #pragma GCC unroll 2
-      for (int c = 0; c < kChains; ++c) step_avx512<F, M, kChains>(block, p + c, x, width, acc, c);
-    for (; p < pairs; ++p) step_avx512<F, M, kChains>(block, p, x, width, acc, 0);
+      for (int c = 0; c < kChains; ++c) step_avx512<F, M, kChains>(block, p + c, x, stride, acc, c);
+    for (; p < pairs; ++p) step_avx512<F, M, kChains>(block, p, x, stride, acc, 0);
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m) {
       __m512 s = acc[m][0][0];
@@ -535,8 +544,9 @@ class StreamLinear {
   }
 
   // ---- The float tiles' run: blocks in turn, rows in tiles of up to kRows, each tile by the
-  // set's function for its row count (tiles[m - 1]).
-  using FloatTile = void (*)(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t width,
+  // set's function for its row count (tiles[m - 1]). A tile reads row m's values at pair p from
+  // x[p * stride + 2m] and x[p * stride + 2m + 1] (prepare()'s layout).
+  using FloatTile = void (*)(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
                              float (*sums)[kBlockColumns]);
 
   template <HalfFormat F, int... M>
@@ -551,13 +561,13 @@ class StreamLinear {
   template <HalfFormat F, std::size_t kRows>
   void run_float(const std::array<FloatTile, kRows>& tiles, const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
                  std::int64_t last_block) const {
-    const std::int64_t pairs = padded_in() / 2, width = float_stride();
+    const std::int64_t pairs = padded_in() / 2;
     alignas(64) float sums[kRows][kBlockColumns];
     for (std::int64_t b = first_block; b < last_block; ++b) {
       const std::uint16_t* block = packed() + b * pairs * 32;
       for (std::int64_t r = 0; r < rows; r += static_cast<std::int64_t>(kRows)) {
         const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(kRows), rows - r);
-        tiles[static_cast<std::size_t>(m - 1)](block, pairs, xf + r * width, width, sums);
+        tiles[static_cast<std::size_t>(m - 1)](block, pairs, xf + 2 * r, 2 * rows, sums);
         finish_tile<F>(sums, r, m, b, o);
       }
     }
@@ -855,16 +865,6 @@ class StreamLinear {
       for (std::int64_t c = 0; c < cols; ++c) h16[c] = half::from_float<F>(v[c]);
   }
 #endif
-
-  // Floats from one row of the float tiles' input to the next: padded_in() rounded up to an odd
-  // number of 64-byte lines. Rows a power of two apart (2048 inputs: 8 KB) fall into one set of
-  // the L1 cache, and a tile's rows then evict one another's broadcast inputs: 8 rows of the
-  // 1.1B shape streamed at 0.84-0.86 of a plain read with the odd stride, 0.76-0.81 without (a
-  // 2-core Intel Xeon, model 207).
-  std::int64_t float_stride() const {
-    const std::int64_t lines = (padded_in() + 15) / 16;
-    return (lines | 1) * 16;
-  }
 
   std::uint16_t* packed() const { return static_cast<std::uint16_t*>(packed_.data()); }
 
