@@ -497,58 +497,78 @@ class StreamLinear {
     }
   }
 
-  // Accumulators per row and chain in the AVX-512 float tiles: even and odd positions apart (two
-  // more chains of additions) up to 8 rows, one for both beyond, so that 16 rows' accumulators and
-  // a pair's weights fit AVX-512's 32 registers.
-  template <int M>
-  static constexpr int kAvx512Parities = M <= 8 ? 2 : 1;
+  // Accumulators per row, block and chain in the AVX-512 float tiles: even and odd positions apart
+  // (two more chains of additions) up to 8 rows over one block or 2 rows over two, one for both
+  // beyond, so that the accumulators and a pair's weights fit AVX-512's 32 registers (16 rows
+  // over one block, 12 over two).
+  template <int M, int NB>
+  static constexpr int kAvx512Parities = M <= (NB == 1 ? 8 : 2) ? 2 : 1;
 
-  // One pair of one block into chain c of M rows' accumulators ([M][parities][chains]).
-  template <HalfFormat F, int M, int C>
+  // One pair of NB neighbouring blocks into chain c of M rows' accumulators ([M][NB][parities][chains]).
+  template <HalfFormat F, int M, int NB, int C>
   REFDEC_AVX512_TARGET __attribute__((always_inline)) static inline void step_avx512(
-      const std::uint16_t* block, std::int64_t p, const float* x, std::int64_t stride,
-      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(kAvx512Parities<M>)][static_cast<std::size_t>(C)], int c) {
-    constexpr int kOdd = kAvx512Parities<M> - 1;
-    __m512 even, odd;
-    prefetch<kAvx512PrefetchBytes>(block + p * 32);
-    decode512<F>(block + p * 32, even, odd);
+      const std::uint16_t* block, std::int64_t block_stride, std::int64_t p, const float* x, std::int64_t stride,
+      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(kAvx512Parities<M, NB>)]
+                   [static_cast<std::size_t>(C)],
+      int c) {
+    constexpr int kOdd = kAvx512Parities<M, NB> - 1;
+    __m512 even[static_cast<std::size_t>(NB)], odd[static_cast<std::size_t>(NB)];
+#pragma GCC unroll 2
+    for (int n = 0; n < NB; ++n) {
+      prefetch<kAvx512PrefetchBytes>(block + n * block_stride + p * 32);
+      decode512<F>(block + n * block_stride + p * 32, even[n], odd[n]);
+    }
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m) {
-      acc[m][0][c] = _mm512_fmadd_ps(even, _mm512_set1_ps(x[p * stride + 2 * m]), acc[m][0][c]);
-      acc[m][kOdd][c] = _mm512_fmadd_ps(odd, _mm512_set1_ps(x[p * stride + 2 * m + 1]), acc[m][kOdd][c]);
+      const __m512 xe = _mm512_set1_ps(x[p * stride + 2 * m]), xo = _mm512_set1_ps(x[p * stride + 2 * m + 1]);
+#pragma GCC unroll 2
+      for (int n = 0; n < NB; ++n) {
+        acc[m][n][0][c] = _mm512_fmadd_ps(even[n], xe, acc[m][n][0][c]);
+        acc[m][n][kOdd][c] = _mm512_fmadd_ps(odd[n], xo, acc[m][n][kOdd][c]);
+      }
     }
   }
 
-  // M rows (1 to 16) times one block, as tile_avx2: even and odd positions in accumulators of
-  // their own up to 8 rows, and up to two rows alternate pairs between two sets, so that a lone row
-  // has four chains of additions in flight. 9 to 16 rows in one tile, not two: the second tile's
-  // products would no longer run beside the stream (below, run_bf16_dot). On a 2-core Intel Xeon
-  // (model 207) 12 and 16 rows of the 1.1B shape streamed at 0.66-0.72 and 0.57-0.59 of a plain
-  // read in one tile against 0.53-0.56 and 0.48-0.52 in two (refdec-stream-linear, alternated;
-  // each row's inputs then in a row of their own: side by side, 16 rows reach 0.62-0.70).
-  template <HalfFormat F, int M>
+  // M rows (1 to 16) times NB neighbouring blocks (1 or 2), as tile_avx2: even and odd positions
+  // in accumulators of their own (kAvx512Parities), and one or two rows over one block alternate
+  // pairs between two sets, so that a lone row has four chains of additions in flight. Rows are
+  // tiled as the dot tiles' (run_tiles()): 9 to 16 rows in one tile over one block, not two
+  // tiles: the second tile's products would no longer run beside the stream. On a 2-core Intel
+  // Xeon (model 207) 12 and 16 rows of the 1.1B shape streamed at 0.66-0.72 and 0.57-0.59 of a
+  // plain read in one tile against 0.53-0.56 and 0.48-0.52 in two (refdec-stream-linear,
+  // alternated; each row's inputs then in a row of their own: side by side, 16 rows reach
+  // 0.62-0.70). Two blocks at once read two streams and use each broadcast input twice: there
+  // 2 / 4 / 8 / 12 rows streamed at 1.00 / 0.94-1.07 / 0.90-0.91 / 0.80-0.81 of a plain read,
+  // against 0.96 / 0.88-0.91 / 0.79-0.80 / 0.72-0.74 over one block (alternated).
+  template <HalfFormat F, int M, int NB>
   REFDEC_AVX512_TARGET static void tile_avx512(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
                                                float (*sums)[kBlockColumns]) {
-    constexpr int kChains = M <= 2 ? 2 : 1, kParities = kAvx512Parities<M>;
-    __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(kParities)][static_cast<std::size_t>(kChains)];
+    constexpr int kChains = NB == 1 && M <= 2 ? 2 : 1, kParities = kAvx512Parities<M, NB>;
+    const std::int64_t block_stride = pairs * 32;
+    __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(kParities)]
+              [static_cast<std::size_t>(kChains)];
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 2
-      for (int q = 0; q < kParities; ++q)
+      for (int n = 0; n < NB; ++n)
 #pragma GCC unroll 2
-        for (int c = 0; c < kChains; ++c) acc[m][q][c] = _mm512_setzero_ps();
+        for (int q = 0; q < kParities; ++q)
+#pragma GCC unroll 2
+          for (int c = 0; c < kChains; ++c) acc[m][n][q][c] = _mm512_setzero_ps();
     std::int64_t p = 0;
     for (; p + kChains <= pairs; p += kChains)
 #pragma GCC unroll 2
-      for (int c = 0; c < kChains; ++c) step_avx512<F, M, kChains>(block, p + c, x, stride, acc, c);
-    for (; p < pairs; ++p) step_avx512<F, M, kChains>(block, p, x, stride, acc, 0);
+      for (int c = 0; c < kChains; ++c) step_avx512<F, M, NB, kChains>(block, block_stride, p + c, x, stride, acc, c);
+    for (; p < pairs; ++p) step_avx512<F, M, NB, kChains>(block, block_stride, p, x, stride, acc, 0);
 #pragma GCC unroll 16
-    for (int m = 0; m < M; ++m) {
-      __m512 s = acc[m][0][0];
-      if constexpr (kParities == 2) s = _mm512_add_ps(s, acc[m][1][0]);
-      if constexpr (kChains == 2) s = _mm512_add_ps(s, _mm512_add_ps(acc[m][0][1], acc[m][kParities - 1][1]));
-      _mm512_storeu_ps(sums[m], s);
-    }
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+      for (int n = 0; n < NB; ++n) {
+        __m512 s = acc[m][n][0][0];
+        if constexpr (kParities == 2) s = _mm512_add_ps(s, acc[m][n][1][0]);
+        if constexpr (kChains == 2) s = _mm512_add_ps(s, _mm512_add_ps(acc[m][n][0][1], acc[m][n][kParities - 1][1]));
+        _mm512_storeu_ps(sums[m * NB + n], s);
+      }
   }
 
   // ---- The float tiles' run: blocks in turn, rows in tiles of up to kRows, each tile by the
@@ -561,9 +581,9 @@ class StreamLinear {
   static constexpr std::array<FloatTile, sizeof...(M)> avx2_tiles(std::integer_sequence<int, M...>) {
     return {&tile_avx2<F, M + 1>...};
   }
-  template <HalfFormat F, int... M>
+  template <HalfFormat F, int NB, int... M>
   static constexpr std::array<FloatTile, sizeof...(M)> avx512_tiles(std::integer_sequence<int, M...>) {
-    return {&tile_avx512<F, M + 1>...};
+    return {&tile_avx512<F, M + 1, NB>...};
   }
 
   template <HalfFormat F, std::size_t kRows>
@@ -588,8 +608,9 @@ class StreamLinear {
   }
   template <HalfFormat F>
   void run_avx512(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
-    static constexpr auto kTiles = avx512_tiles<F>(std::make_integer_sequence<int, tile_rows(StreamTiles::kAvx512)>{});
-    run_float<F>(kTiles, xf, rows, o, first_block, last_block);
+    static constexpr auto kOne = avx512_tiles<F, 1>(std::make_integer_sequence<int, kDotRows>{});
+    static constexpr auto kTwo = avx512_tiles<F, 2>(std::make_integer_sequence<int, kDotRows2>{});
+    run_tiles<F>(kOne, kTwo, xf, 2, rows, o, first_block, last_block);
   }
 
   // ---- kAvx512Bf16: each 32-bit lane a column's weight pair, dotted with the input pair.
@@ -653,22 +674,23 @@ class StreamLinear {
     return {&tile_bf16_dot<M + 1, NB>...};
   }
 
-  // The dot tiles by row count (index m - 1): one block for up to kDotRows rows, two blocks for
-  // up to kDotRows2 rows (their accumulators and weights fill AVX-512's 32 registers).
+  // The dot tiles (and the AVX-512 float tiles) by row count (index m - 1): one block for up to
+  // kDotRows rows, two blocks for up to kDotRows2 rows (their accumulators and weights fill
+  // AVX-512's 32 registers).
   static constexpr int kDotRows = 16, kDotRows2 = 12;
 
-  // Rows split into tiles. A tile computes its rows from one load of each weight vector, so that
-  // while the weights stream from memory every row's products run beside the stream; a second
-  // tile over the same blocks reads them from the cache, its products no longer beside the
-  // stream. So 13 to 16 rows take one tile over one block at a time (two 8-row tiles over two
-  // blocks ran at 0.70-0.74 of a plain read on a 2-core Zen 5 EPYC, one 16-row tile at
-  // 0.78-0.86), and other row counts tiles of at most kDotRows2 sized alike over two blocks at a
-  // time (each broadcast input used twice: 24 rows 0.64 against 0.52 for two 12-row tiles over
-  // one block, 32 rows 0.49 against 0.44).
-  REFDEC_AVX512_BF16_TARGET void run_bf16_dot(const std::uint32_t* xp, std::int64_t rows, const Output& o, std::int64_t first_block,
-                                              std::int64_t last_block) const {
-    static constexpr auto kOne = bf16_dot_tiles<1>(std::make_integer_sequence<int, kDotRows>{});
-    static constexpr auto kTwo = bf16_dot_tiles<2>(std::make_integer_sequence<int, kDotRows2>{});
+  // Rows split into tiles, for both AVX-512 sets whose tiles take one or two blocks (the float
+  // tiles and the dot tiles; x holds `per_row` values per row and pair). A tile computes its rows
+  // from one load of each weight vector, so that while the weights stream from memory every
+  // row's products run beside the stream; a second tile over the same blocks reads them from the
+  // cache, its products no longer beside the stream. So 13 to 16 rows take one tile over one
+  // block at a time (the dot tiles: two 8-row tiles over two blocks ran at 0.70-0.74 of a plain
+  // read on a 2-core Zen 5 EPYC, one 16-row tile at 0.78-0.86), and other row counts tiles of at
+  // most kDotRows2 sized alike over two blocks at a time (each broadcast input used twice: 24
+  // rows 0.64 against 0.52 for two 12-row tiles over one block, 32 rows 0.49 against 0.44).
+  template <HalfFormat F, typename Tile, typename X>
+  void run_tiles(const std::array<Tile, kDotRows>& one, const std::array<Tile, kDotRows2>& two_blocks, const X* x, std::int64_t per_row,
+                 std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
     const std::int64_t pairs = padded_in() / 2;
     const bool two = rows <= kDotRows2 || rows > kDotRows;
     const std::int64_t tiles = two ? (rows + kDotRows2 - 1) / kDotRows2 : 1, tile = (rows + tiles - 1) / tiles;
@@ -678,15 +700,22 @@ class StreamLinear {
       const std::uint16_t* block = packed() + b * pairs * 32;
       for (std::int64_t r = 0; r < rows; r += tile) {
         const std::int64_t m = std::min(tile, rows - r);
-        const DotTile run_tile = nb == 2 ? kTwo[static_cast<std::size_t>(m - 1)] : kOne[static_cast<std::size_t>(m - 1)];
-        run_tile(block, pairs, xp + r, rows, sums);
+        const Tile run_tile = nb == 2 ? two_blocks[static_cast<std::size_t>(m - 1)] : one[static_cast<std::size_t>(m - 1)];
+        run_tile(block, pairs, x + r * per_row, rows * per_row, sums);
         for (std::int64_t n = 0; n < nb; ++n) {
           for (std::int64_t i = 0; i < m; ++i) std::memcpy(block_sums[i], sums[i * nb + n], sizeof(block_sums[i]));
-          finish_tile<HalfFormat::kBf16>(block_sums, r, m, b + n, o);
+          finish_tile<F>(block_sums, r, m, b + n, o);
         }
       }
       b += nb;
     }
+  }
+
+  REFDEC_AVX512_BF16_TARGET void run_bf16_dot(const std::uint32_t* xp, std::int64_t rows, const Output& o, std::int64_t first_block,
+                                              std::int64_t last_block) const {
+    static constexpr auto kOne = bf16_dot_tiles<1>(std::make_integer_sequence<int, kDotRows>{});
+    static constexpr auto kTwo = bf16_dot_tiles<2>(std::make_integer_sequence<int, kDotRows2>{});
+    run_tiles<HalfFormat::kBf16>(kOne, kTwo, xp, 1, rows, o, first_block, last_block);
   }
 
 #if REFDEC_HAVE_AVX512_FP16
