@@ -127,10 +127,8 @@ class StreamLinear {
     return StreamTiles::kAvx2;
   }
 
-  /// Rows one tile of `tiles` computes per pass over a block's weights.
-  static constexpr std::int64_t tile_rows(StreamTiles tiles) {
-    return tiles == StreamTiles::kAvx2 ? 4 : tiles == StreamTiles::kAvx512Bf16 ? kDotRows : 16;
-  }
+  /// Rows one tile of `tiles` computes per pass over a block's weights: 4 for kAvx2, 16 for the AVX-512 sets.
+  static constexpr std::int64_t tile_rows(StreamTiles tiles) { return tiles == StreamTiles::kAvx2 ? 4 : kDotRows; }
 
   /// Packs `weight`: [out, in] row-major values of `format` (as torch.nn.Linear holds them).
   /// Throws ArgumentError for non-positive sizes or a null pointer.
