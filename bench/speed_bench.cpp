@@ -60,6 +60,7 @@
 #include "eval/static_kernels.hpp"
 #endif
 #include "refdec/torch/verifier.hpp"
+#include "memory_read.hpp"
 #include "shapes.hpp"
 
 using namespace refdec;
@@ -72,20 +73,34 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Waits for the device: a one-element copy to the host.
 void sync(const at::Tensor& t) { (void)t.reshape({-1})[0].item<double>(); }
 
-// Read bandwidth in bytes/s: the best of `repeats` sums over a `bytes`-sized float buffer, a
+// Read bandwidth in bytes/s: the best of `repeats` reads of a `bytes`-sized float buffer, a
 // multi-threaded read-only stream (a copy also writes, and understates what a decoding step, which
-// only reads its weights, can get). ATen's vectorised sum keeps independent accumulators: on the
-// development machine it reads as fast as a hand-written AVX-512 loop (69 GB/s both).
-// On the CPU the buffer is in huge pages, as the packed weights are (cpu/huge_pages.hpp).
+// only reads its weights, can get): on the CPU memory_read.hpp's sums, each thread a slice, the
+// buffer in huge pages as the packed weights are (cpu/huge_pages.hpp); on a GPU ATen's sum.
 double measure_bandwidth(at::Device device, std::int64_t bytes, int repeats) {
-  const HugePageBuffer memory(device.is_cpu() ? static_cast<std::size_t>(bytes) : 0);
-  const auto buffer = device.is_cpu() ? at::from_blob(memory.data(), {bytes / 4}, at::kFloat).fill_(1.0f)
-                                      : at::ones({bytes / 4}, at::TensorOptions().dtype(at::kFloat).device(device));
+  const std::int64_t floats = bytes / 4 / refdec_bench::kReadFloats * refdec_bench::kReadFloats;
+  const HugePageBuffer memory(device.is_cpu() ? static_cast<std::size_t>(floats) * 4 : 0);
+  const auto buffer = device.is_cpu() ? at::from_blob(memory.data(), {floats}, at::kFloat).fill_(1.0f)
+                                      : at::ones({floats}, at::TensorOptions().dtype(at::kFloat).device(device));
+  const auto read = [&] {
+    if (!device.is_cpu()) return sync(buffer.sum());
+    const std::int64_t units = floats / refdec_bench::kReadFloats, threads = at::get_num_threads();
+    const auto* p = static_cast<const float*>(memory.data());
+    std::vector<float> sums(static_cast<std::size_t>(threads));
+    at::parallel_for(0, threads, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t)
+        sums[static_cast<std::size_t>(t)] = refdec_bench::read_floats(
+            p + units * t / threads * refdec_bench::kReadFloats,
+            (units * (t + 1) / threads - units * t / threads) * refdec_bench::kReadFloats);
+    });
+    volatile float sink = std::accumulate(sums.begin(), sums.end(), 0.0f);  // the reads are not dead
+    (void)sink;
+  };
   double best = 0;
   for (int r = 0; r <= repeats; ++r) {
     const auto t0 = Clock::now();
-    sync(buffer.sum());
-    if (r > 0) best = std::max(best, static_cast<double>(bytes) / seconds_since(t0));  // r == 0 warms up
+    read();
+    if (r > 0) best = std::max(best, static_cast<double>(floats * 4) / seconds_since(t0));  // r == 0 warms up
   }
   return best;
 }

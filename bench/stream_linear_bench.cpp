@@ -1,8 +1,8 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // refdec-stream-linear: how close refdec's streaming linear kernels (cpu/stream_linear.hpp)
 // stream their weights to the machine's read bandwidth. It packs the linear layers of a model
-// shape in bf16, then alternates, round by round, a plain read of as many bytes (AVX2 loads
-// summed, split over the threads) with one pass of each set of tiles over every layer, each layer
+// shape in bf16, then alternates, round by round, a plain read of as many bytes (memory_read.hpp,
+// split over the threads) with one pass of each set of tiles over every layer, each layer
 // split over the threads in runs of column blocks as PackedLinear does. The ratio of the times is
 // taken per round, so that a shared machine's bandwidth, which moves from minute to minute, moves
 // both sides alike.
@@ -27,6 +27,7 @@
 #include "refdec/cpu/stream_linear.hpp"
 #include "refdec/cpu/cpu_isa.hpp"
 #include "refdec/cpu/huge_pages.hpp"
+#include "memory_read.hpp"
 
 namespace {
 
@@ -46,22 +47,15 @@ Shape shape_named(const std::string& name) {
 }
 
 #if REFDEC_X86
-// Sums `n` floats (a multiple of 32) with four independent AVX2 chains per thread.
-REFDEC_AVX2_TARGET float read_all(const float* p, std::int64_t n) {
+// Sums `n` floats (a multiple of kReadFloats) split over the OpenMP threads.
+float read_all(const float* p, std::int64_t n) {
+  const std::int64_t units = n / refdec_bench::kReadFloats;
   float total = 0.0f;
 #pragma omp parallel reduction(+ : total)
   {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < n; i += 32) {
-      a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-      a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-      a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-      a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-    }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (const float l : lanes) total += l;
+    const std::int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    const std::int64_t begin = units * t / threads, end = units * (t + 1) / threads;
+    total += refdec_bench::read_floats(p + begin * refdec_bench::kReadFloats, (end - begin) * refdec_bench::kReadFloats);
   }
   return total;
 }
@@ -117,7 +111,7 @@ int main(int argc, char** argv) {
       layers.push_back(std::make_unique<refdec::StreamLinear>(w.data(), out, in, refdec::HalfFormat::kBf16));
       bytes += layers.back()->bytes();
     }
-  const std::int64_t floats = (bytes / 4 + 31) / 32 * 32;
+  const std::int64_t floats = (bytes / 4 + refdec_bench::kReadFloats - 1) / refdec_bench::kReadFloats * refdec_bench::kReadFloats;
   // In huge pages, as the packed weights are: the best read the machine does.
   const refdec::HugePageBuffer memory(static_cast<std::size_t>(floats) * 4);
   auto* const buffer = static_cast<float*>(memory.data());
