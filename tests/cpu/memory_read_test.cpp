@@ -1,0 +1,59 @@
+// Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
+// bench/memory_read.hpp, the read the CPU benchmarks measure the roofline by: every path (AVX-512,
+// AVX2, plain loads) sums exactly what is there, so that a read that skipped memory could not pass
+// for a fast one. Paths the CPU cannot run skip with the reason.
+
+#include "memory_read.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "refdec/cpu/huge_pages.hpp"
+
+namespace {
+
+// 37 units of small integers with a known, exactly representable sum, 64-byte aligned.
+struct Floats {
+  static constexpr std::int64_t kCount = 37 * refdec_bench::kReadFloats;
+  refdec::HugePageBuffer memory{kCount * sizeof(float)};
+  float expected = 0.0f;
+  Floats() {
+    auto* p = static_cast<float*>(memory.data());
+    for (std::int64_t i = 0; i < kCount; ++i) expected += p[i] = static_cast<float>(i % 7 - 2);
+  }
+  const float* data() const { return static_cast<const float*>(memory.data()); }
+};
+
+TEST(MemoryRead, PlainLoadsSumEveryFloat) {
+  const Floats f;
+  EXPECT_EQ(refdec_bench::detail::read_plain(f.data(), Floats::kCount), f.expected);
+  EXPECT_EQ(refdec_bench::detail::read_plain(f.data(), 0), 0.0f);
+}
+
+#if REFDEC_X86
+TEST(MemoryRead, Avx2LoadsSumEveryFloat) {
+  if (!refdec::detect_cpu_isa().runs_avx2()) GTEST_SKIP() << "this CPU runs no AVX2: " << refdec::detect_cpu_isa().describe();
+  const Floats f;
+  EXPECT_EQ(refdec_bench::detail::read_avx2(f.data(), Floats::kCount), f.expected);
+  EXPECT_EQ(refdec_bench::detail::read_avx2(f.data(), 0), 0.0f);
+}
+
+TEST(MemoryRead, Avx512LoadsSumEveryFloat) {
+  if (!refdec::detect_cpu_isa().runs_avx512()) GTEST_SKIP() << "this CPU runs no AVX-512: " << refdec::detect_cpu_isa().describe();
+  const Floats f;
+  EXPECT_EQ(refdec_bench::detail::read_avx512(f.data(), Floats::kCount), f.expected);
+  EXPECT_EQ(refdec_bench::detail::read_avx512(f.data(), 0), 0.0f);
+}
+#endif
+
+TEST(MemoryRead, ReadFloatsTakesAPathThatSumsEveryFloat) {
+  const Floats f;
+  EXPECT_EQ(refdec_bench::read_floats(f.data(), Floats::kCount), f.expected);
+  // A slice, as a benchmark's thread reads one.
+  float slice = 0.0f;
+  for (std::int64_t i = refdec_bench::kReadFloats; i < 3 * refdec_bench::kReadFloats; ++i) slice += f.data()[i];
+  EXPECT_EQ(refdec_bench::read_floats(f.data() + refdec_bench::kReadFloats, 2 * refdec_bench::kReadFloats), slice);
+}
+
+}  // namespace
