@@ -8,6 +8,7 @@
 // both sides alike.
 //
 //   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]
+//   refdec-stream-linear --peak    (the tiles' multiply instructions' rate in registers, then exit)
 //
 // Torch-free; OpenMP threads (OMP_NUM_THREADS). Exits 77 where the CPU runs no tiles.
 
@@ -61,6 +62,78 @@ float read_all(const float* p, std::int64_t n) {
 }
 #endif
 
+#if REFDEC_X86
+// --peak: the rate of each multiply instruction the tiles are built on, in registers (12
+// independent chains a thread, none waiting on memory), on every OpenMP thread at once: the
+// ceiling a tile of many rows meets when the arithmetic, not the stream, sets its pace.
+//
+// Twelve chains of `v = OP(v, B, C)` of type VEC from START, `n` steps each, in named variables
+// (an array of them stayed in memory under GCC 12) and in a macro, not a template over a
+// callable, so that the intrinsics inline into their function's target.
+#define REFDEC_BENCH_CHAINS(VEC, START, OP, B, C)                                                               \
+  VEC v0 = (START), v1 = v0, v2 = v0, v3 = v0, v4 = v0, v5 = v0, v6 = v0, v7 = v0, v8 = v0, v9 = v0, v10 = v0, \
+      v11 = v0;                                                                                                 \
+  for (std::int64_t k = 0; k < n; ++k) {                                                                        \
+    v0 = OP(v0, B, C), v1 = OP(v1, B, C), v2 = OP(v2, B, C), v3 = OP(v3, B, C);                                 \
+    v4 = OP(v4, B, C), v5 = OP(v5, B, C), v6 = OP(v6, B, C), v7 = OP(v7, B, C);                                 \
+    v8 = OP(v8, B, C), v9 = OP(v9, B, C), v10 = OP(v10, B, C), v11 = OP(v11, B, C);                             \
+    /* keeps the chains apart and alive: the compiler may not fold or drop them */                              \
+    __asm__ volatile("" : "+v"(v0), "+v"(v1), "+v"(v2), "+v"(v3), "+v"(v4), "+v"(v5));                          \
+    __asm__ volatile("" : "+v"(v6), "+v"(v7), "+v"(v8), "+v"(v9), "+v"(v10), "+v"(v11));                         \
+  }
+
+REFDEC_AVX2_TARGET void fma_ymm(std::int64_t n) {
+  const __m256 b = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(0.0f);
+  REFDEC_BENCH_CHAINS(__m256, b, _mm256_fmadd_ps, b, c)
+}
+REFDEC_AVX512_TARGET void fma_zmm(std::int64_t n) {
+  const __m512 b = _mm512_set1_ps(1.0f), c = _mm512_set1_ps(0.0f);
+  REFDEC_BENCH_CHAINS(__m512, b, _mm512_fmadd_ps, b, c)
+}
+REFDEC_AVX512_BF16_TARGET void dot_zmm(std::int64_t n) {
+  const auto w = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3F803F80));  // bf16 pairs of 1.0
+  REFDEC_BENCH_CHAINS(__m512, _mm512_set1_ps(1.0f), _mm512_dpbf16_ps, w, w)
+}
+#if REFDEC_HAVE_AVX512_FP16
+REFDEC_AVX512_FP16_TARGET void fma_ph_zmm(std::int64_t n) {
+  const __m512h b = _mm512_castsi512_ph(_mm512_set1_epi16(0x3C00)), c = _mm512_castsi512_ph(_mm512_setzero_si512());
+  REFDEC_BENCH_CHAINS(__m512h, b, _mm512_fmadd_ph, b, c)
+}
+#endif
+#undef REFDEC_BENCH_CHAINS
+
+int print_peaks() {
+  const refdec::CpuIsa& isa = refdec::cpu_isa();
+  struct Kind {
+    const char* name;
+    int products;  // multiply-adds per instruction
+    bool runs;
+    void (*run)(std::int64_t);
+  };
+  std::vector<Kind> kinds = {{"vfmadd231ps ymm (avx2 tiles)", 8, isa.runs_avx2(), fma_ymm},
+                             {"vfmadd231ps zmm (avx512 tiles)", 16, isa.runs_avx512(), fma_zmm},
+                             {"vdpbf16ps zmm (avx512-bf16 tiles)", 32, isa.runs_avx512() && isa.avx512_bf16, dot_zmm}};
+#if REFDEC_HAVE_AVX512_FP16
+  kinds.push_back({"vfmadd231ph zmm (avx512-fp16 tiles)", 32, isa.runs_avx512() && isa.avx512_fp16, fma_ph_zmm});
+#endif
+  constexpr std::int64_t kIterations = 4'000'000;
+  std::printf("arithmetic peak, %d threads, in registers (best of 5); CPU %s\n", omp_get_max_threads(), isa.describe().c_str());
+  std::printf("| instruction | G instructions/s | G multiply-adds/s |\n|---|---|---|\n");
+  for (const Kind& k : kinds) {
+    if (!k.runs) continue;
+    double best = 0;
+    for (int r = 0; r < 5; ++r) {
+      const auto t = Clock::now();
+#pragma omp parallel
+      k.run(kIterations);
+      best = std::max(best, 12.0 * kIterations * omp_get_max_threads() / seconds_since(t) / 1e9);
+    }
+    std::printf("| %s | %.2f | %.1f |\n", k.name, best, best * k.products);
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +141,7 @@ int main(int argc, char** argv) {
   std::int64_t rows = 1;
   int rounds = 10;
   std::string tiles_name = "all";
+  bool peak = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--shape") {
@@ -78,8 +152,10 @@ int main(int argc, char** argv) {
       rounds = std::atoi(argv[++i]);
     } else if (i + 1 < argc && arg == "--tiles") {
       tiles_name = argv[++i];
+    } else if (arg == "--peak") {
+      peak = true;
     } else {
-      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]\n");
+      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--peak]\n");
       return 2;
     }
   }
@@ -87,6 +163,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "refdec-stream-linear: --rows takes 1 to 64, --rounds at least 1\n");
     return 2;
   }
+#if REFDEC_X86
+  if (peak) return refdec::cpu_isa().runs_avx2() ? print_peaks() : (std::printf("skipped: this CPU runs no tiles (%s)\n", refdec::cpu_isa().describe().c_str()), 77);
+#else
+  (void)peak;  // no tiles here: the tile sets below are empty and the program skips
+#endif
   // The tile sets to time: every one this CPU runs, or the one named.
   std::vector<refdec::StreamTiles> sets;
   for (const refdec::StreamTiles t : refdec::kAllStreamTiles)
