@@ -4,10 +4,10 @@
 // (which only reads its weights): a sum of floats in the widest loads the CPU runs, four
 // independent chains. Torch-free; each benchmark splits the buffer over its own threads.
 //
-// On a 2-core Intel Xeon (model 207), reading 1 GiB in huge pages on both cores, best of 10:
-// AVX-512 loads 31.4-31.9 GB/s, the same prefetched 4 KB ahead 32.3-32.5, AVX2 loads and ATen's
-// sum 27.4-28.3 (the same three rounds). A roofline below what a plain read reaches flatters
-// every share of it: the widest loads set it. The CPU's own ISA decides, not REFDEC_CPU_ISA, as the
+// On a 2-core Intel Xeon (model 207) AVX2 loads read about a fifth slower than AVX-512 ones
+// (1 GiB in huge pages on both cores, best of 10: `refdec-stream-linear --reads`), and ATen's sum
+// about as fast as AVX2 loads. A roofline below what a plain read reaches flatters every share of
+// it: the widest loads set it. The CPU's own ISA decides, not REFDEC_CPU_ISA, as the
 // memory's speed does not depend on which kernels a run is asked to take.
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 //
 //   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]
 //   refdec-stream-linear --peak    (the tiles' multiply instructions' rate in registers, then exit)
+//   refdec-stream-linear --reads   (each path of the read the roofline is measured by, then exit)
 //
 // Torch-free; OpenMP threads (OMP_NUM_THREADS). Exits 77 where the CPU runs no tiles.
 
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "refdec/cpu/stream_linear.hpp"
@@ -48,15 +50,17 @@ Shape shape_named(const std::string& name) {
 }
 
 #if REFDEC_X86
-// Sums `n` floats (a multiple of kReadFloats) split over the OpenMP threads.
-float read_all(const float* p, std::int64_t n) {
+using Read = float (*)(const float*, std::int64_t);
+
+// Sums `n` floats (a multiple of kReadFloats) split over the OpenMP threads, each slice by `read`.
+float read_all(const float* p, std::int64_t n, Read read = refdec_bench::read_floats) {
   const std::int64_t units = n / refdec_bench::kReadFloats;
   float total = 0.0f;
 #pragma omp parallel reduction(+ : total)
   {
     const std::int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
     const std::int64_t begin = units * t / threads, end = units * (t + 1) / threads;
-    total += refdec_bench::read_floats(p + begin * refdec_bench::kReadFloats, (end - begin) * refdec_bench::kReadFloats);
+    total += read(p + begin * refdec_bench::kReadFloats, (end - begin) * refdec_bench::kReadFloats);
   }
   return total;
 }
@@ -134,6 +138,35 @@ int print_peaks() {
 }
 #endif
 
+#if REFDEC_X86
+// --reads: each of memory_read.hpp's paths that the CPU runs, reading 1 GiB in huge pages on every
+// OpenMP thread, the paths in turn, best of 10: why the widest loads set the roofline.
+int print_reads() {
+  const refdec::CpuIsa isa = refdec::detect_cpu_isa();
+  const std::vector<std::tuple<const char*, bool, Read>> paths = {{"plain loads", true, refdec_bench::detail::read_plain},
+                                                                  {"AVX2 loads", isa.runs_avx2(), refdec_bench::detail::read_avx2},
+                                                                  {"AVX-512 loads", isa.runs_avx512(), refdec_bench::detail::read_avx512}};
+  constexpr std::int64_t kFloats = std::int64_t{1} << 28;
+  const refdec::HugePageBuffer memory(static_cast<std::size_t>(kFloats) * 4);
+  auto* const buffer = static_cast<float*>(memory.data());
+  std::fill(buffer, buffer + kFloats, 1.0f);
+  std::vector<double> best(paths.size());
+  volatile float sink = 0.0f;
+  for (int r = 0; r <= 10; ++r)  // round 0 warms up
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (!std::get<1>(paths[i])) continue;
+      const auto t = Clock::now();
+      sink = sink + read_all(buffer, kFloats, std::get<2>(paths[i]));
+      if (r > 0) best[i] = std::max(best[i], static_cast<double>(kFloats) * 4 / seconds_since(t) / 1e9);
+    }
+  std::printf("read bandwidth, 1 GiB in huge pages, %d threads (best of 10); CPU %s\n", omp_get_max_threads(), isa.describe().c_str());
+  std::printf("| read | GB/s |\n|---|---|\n");
+  for (std::size_t i = 0; i < paths.size(); ++i)
+    if (std::get<1>(paths[i])) std::printf("| %s | %.1f |\n", std::get<0>(paths[i]), best[i]);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +174,7 @@ int main(int argc, char** argv) {
   std::int64_t rows = 1;
   int rounds = 10;
   std::string tiles_name = "all";
-  bool peak = false;
+  bool peak = false, reads = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--shape") {
@@ -154,8 +187,10 @@ int main(int argc, char** argv) {
       tiles_name = argv[++i];
     } else if (arg == "--peak") {
       peak = true;
+    } else if (arg == "--reads") {
+      reads = true;
     } else {
-      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--peak]\n");
+      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--peak] [--reads]\n");
       return 2;
     }
   }
@@ -165,8 +200,9 @@ int main(int argc, char** argv) {
   }
 #if REFDEC_X86
   if (peak) return refdec::cpu_isa().runs_avx2() ? print_peaks() : (std::printf("skipped: this CPU runs no tiles (%s)\n", refdec::cpu_isa().describe().c_str()), 77);
+  if (reads) return print_reads();
 #else
-  (void)peak;  // no tiles here: the tile sets below are empty and the program skips
+  (void)peak, (void)reads;  // no tiles here: the tile sets below are empty and the program skips
 #endif
   // The tile sets to time: every one this CPU runs, or the one named.
   std::vector<refdec::StreamTiles> sets;
