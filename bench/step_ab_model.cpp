@@ -5,6 +5,7 @@
 // STEP_AB_SIDE names the side: its two functions are <side>_init and <side>_step.
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -32,9 +33,12 @@ refdec::Token token(std::size_t i, std::int64_t vocab) { return static_cast<refd
 
 }  // namespace
 
-// Makes the model (seed 1, bf16 on the CPU, the default linear kernel) and prefills `context` tokens.
+// Makes the model (seed 1, bf16 on the CPU, the linear kernel STEP_AB_LINEAR names, auto where it
+// is unset) and prefills `context` tokens.
 extern "C" void STEP_AB_FN(init)(const char* shape, int context, int largest_step) {
-  auto model = refdec::LlamaModel::random(refdec_bench::shape(shape), 1, at::kBFloat16);
+  const char* linear = std::getenv("STEP_AB_LINEAR");
+  auto model = refdec::LlamaModel::random(refdec_bench::shape(shape), 1, at::kBFloat16, at::kCPU,
+                                          refdec::parse_linear_kernel(linear != nullptr ? linear : "auto"));
   const auto layout = model.kv_layout();
   side.reset(new Side{std::move(model), refdec::ContiguousKvStore(layout, context + largest_step + 1)});
   side->store.add();

@@ -419,6 +419,10 @@ class StreamLinear {
   // 207), streaming the 1.1B shape's 110 linear layers, one row ran in 0.91-0.96 of its time, two
   // rows 0.94-0.97, four within 1.5% either way, 8-16 rows up to 2% slower (their tiles spend
   // more time per byte; a copy of the header per variant, alternated, median of 16-20 rounds).
+  // The AVX512_FP16 tiles ask at every row count: there 4 / 8 / 12 / 16 rows ran in 0.89-0.90 /
+  // 0.91-0.92 / 0.92-0.95 / 0.93-0.99 of their time (the same probe, 12-16 rounds), and a step of
+  // 4 / 12 / 16 tokens with them in 0.92-0.93 / 0.96-0.98 / 0.99 (STEP_AB_LINEAR=stream-fp16
+  // bench/step_ab.sh, twice).
   static constexpr int kFarRows = 2;
   template <std::int64_t kAhead, bool kFar = false>
   __attribute__((always_inline)) static inline void prefetch(const std::uint16_t* pair) {
@@ -801,7 +805,7 @@ class StreamLinear {
 #pragma GCC unroll 16
       for (int m = 0; m < M; ++m) h[m] = _mm512_setzero_ph();
       for (std::int64_t p = p0; p < end; ++p) {
-        prefetch<kAvx512PrefetchBytes, M <= kFarRows>(block + p * 32);
+        prefetch<kAvx512PrefetchBytes, true>(block + p * 32);
         const __m512h w = decode_fp16(block + p * 32, lower);
 #pragma GCC unroll 16
         for (int m = 0; m < M; ++m)
