@@ -5,6 +5,7 @@
 // STEP_AB_SIDE names the side: its two functions are <side>_init and <side>_step.
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -17,6 +18,9 @@
 #define STEP_AB_CAT2(a, b) a##_##b
 #define STEP_AB_CAT(a, b) STEP_AB_CAT2(a, b)
 #define STEP_AB_FN(name) STEP_AB_CAT(STEP_AB_SIDE, name)
+#define STEP_AB_STR2(a) #a
+#define STEP_AB_STR(a) STEP_AB_STR2(a)
+#define STEP_AB_NAME STEP_AB_STR(STEP_AB_SIDE)
 
 namespace {
 
@@ -34,11 +38,13 @@ refdec::Token token(std::size_t i, std::int64_t vocab) { return static_cast<refd
 }  // namespace
 
 // Makes the model (seed 1, bf16 on the CPU, the linear kernel STEP_AB_LINEAR names, auto where it
-// is unset) and prefills `context` tokens.
+// is unset), prints which kernel its linear layers take and why (each side measures its own
+// choice at load: a ratio compares the two choices too), and prefills `context` tokens.
 extern "C" void STEP_AB_FN(init)(const char* shape, int context, int largest_step) {
   const char* linear = std::getenv("STEP_AB_LINEAR");
   auto model = refdec::LlamaModel::random(refdec_bench::shape(shape), 1, at::kBFloat16, at::kCPU,
                                           refdec::parse_linear_kernel(linear != nullptr ? linear : "auto"));
+  std::printf("%s linear layers: %s\n", STEP_AB_NAME, model.linear_path().c_str());
   const auto layout = model.kv_layout();
   side.reset(new Side{std::move(model), refdec::ContiguousKvStore(layout, context + largest_step + 1)});
   side->store.add();
