@@ -419,10 +419,11 @@ class StreamLinear {
   // 207), streaming the 1.1B shape's 110 linear layers, one row ran in 0.91-0.96 of its time, two
   // rows 0.94-0.97, four within 1.5% either way, 8-16 rows up to 2% slower (their tiles spend
   // more time per byte; a copy of the header per variant, alternated, median of 16-20 rounds).
-  // The AVX512_FP16 tiles ask at every row count: there 4 / 8 / 12 / 16 rows ran in 0.89-0.90 /
-  // 0.91-0.92 / 0.92-0.95 / 0.93-0.99 of their time (the same probe, 12-16 rounds), and a step of
-  // 4 / 12 / 16 tokens with them in 0.92-0.93 / 0.96-0.98 / 0.99 (STEP_AB_LINEAR=stream-fp16
-  // bench/step_ab.sh, twice).
+  // The AVX512_FP16 tiles (one block, one stream) ask at every row count: there 4 / 8 / 12 / 16
+  // rows ran in 0.89-0.90 / 0.91-0.92 / 0.92-0.95 / 0.93-0.99 of their time (the same probe,
+  // 12-16 rounds), and a step of 4 / 8 / 12 / 16 tokens with them only in 0.86 / 0.94 / 0.98 /
+  // 0.97 (STEP_AB_LINEAR=avx512-fp16 bench/step_ab.sh). The float and AVX512_BF16 tiles of 3-8
+  // rows, over two blocks, ran no faster with it (within 2% either way).
   static constexpr int kFarRows = 2;
   template <std::int64_t kAhead, bool kFar = false>
   __attribute__((always_inline)) static inline void prefetch(const std::uint16_t* pair) {
