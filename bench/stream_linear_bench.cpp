@@ -10,6 +10,8 @@
 //   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]
 //   refdec-stream-linear --peak    (the tiles' multiply instructions' rate in registers, then exit)
 //   refdec-stream-linear --reads   (each path of the read the roofline is measured by, then exit)
+//   refdec-stream-linear --resident  (each set of tiles on weights held in the L2 cache: the
+//                                    arithmetic's cost per 64 bytes against the memory's, then exit)
 //
 // Torch-free; OpenMP threads (OMP_NUM_THREADS). Exits 77 where the CPU runs no tiles.
 
@@ -167,6 +169,75 @@ int print_reads() {
 }
 #endif
 
+#if REFDEC_X86
+// --resident: each set of tiles at 1-16 rows on one layer of 64 x 2048 (256 KiB packed, within
+// the L2 cache of every CPU measured), every thread its own pass over all of it, best of 10: the
+// time the tiles' instructions take per 64 bytes of weights with no wait for memory, beside the
+// time the memory takes to deliver 64 bytes to each thread when all read (the widest read, 1 GiB,
+// best of 3). Where the first is near or above the second, the tiles cannot stream at the
+// memory's pace however well their loads are prefetched.
+int print_resident() {
+  constexpr std::int64_t kOut = 64, kIn = 2048;
+  std::vector<std::uint16_t> w(static_cast<std::size_t>(kOut * kIn));
+  std::uint16_t bits = 0x3c00;
+  for (auto& v : w) v = bits = static_cast<std::uint16_t>(0x3c00 | ((bits * 75u + 74u) & 0xff));
+  const refdec::StreamLinear layer(w.data(), kOut, kIn, refdec::HalfFormat::kBf16);
+  const double units = static_cast<double>(layer.bytes()) / 64;
+  const int threads = omp_get_max_threads();
+
+  constexpr std::int64_t kFloats = std::int64_t{1} << 28;
+  const refdec::HugePageBuffer memory(static_cast<std::size_t>(kFloats) * 4);
+  auto* const buffer = static_cast<float*>(memory.data());
+  std::fill(buffer, buffer + kFloats, 1.0f);
+  volatile float sink = 0.0f;
+  double read_gbs = 0;
+  for (int r = 0; r <= 3; ++r) {  // round 0 warms up
+    const auto t = Clock::now();
+    sink = sink + read_all(buffer, kFloats);
+    if (r > 0) read_gbs = std::max(read_gbs, static_cast<double>(kFloats) * 4 / seconds_since(t) / 1e9);
+  }
+  const double memory_ns = 64.0 * threads / read_gbs;  // per 64 bytes and thread
+
+  std::vector<refdec::StreamTiles> sets;
+  for (const refdec::StreamTiles t : refdec::kAllStreamTiles)
+    if (refdec::StreamLinear::unavailable(t, refdec::HalfFormat::kBf16).empty()) sets.push_back(t);
+  std::printf("tiles on %lld x %lld bf16 weights held in the cache, %d threads each over all of it (best of 10); CPU %s\n",
+              static_cast<long long>(kOut), static_cast<long long>(kIn), threads, refdec::cpu_isa().describe().c_str());
+  std::printf("memory: %.1f GB/s read, 64 bytes to each thread every %.2f ns\n", read_gbs, memory_ns);
+  std::printf("| rows |");
+  for (const auto t : sets) std::printf(" %s ns / 64 B | / memory's |", refdec::stream_tiles_name(t));
+  std::printf("\n|---|");
+  for (std::size_t i = 0; i < sets.size(); ++i) std::printf("---|---|");
+  std::printf("\n");
+  constexpr int kReps = 1000;
+  for (const std::int64_t rows : {1, 2, 4, 8, 12, 16}) {
+    std::printf("| %lld |", static_cast<long long>(rows));
+    for (const auto tiles : sets) {
+      double best = 1e30;
+      for (int r = 0; r <= 10; ++r) {  // round 0 warms the cache
+        double slowest = 0;
+#pragma omp parallel reduction(max : slowest)
+        {
+          const std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * kIn), 0x3c23);
+          std::vector<float> prepared(static_cast<std::size_t>(layer.prepared_bytes(tiles, rows) / 4 + 1)), y(static_cast<std::size_t>(rows * kOut));
+          layer.prepare(tiles, x.data(), rows, prepared.data());
+#pragma omp barrier
+          const auto t = Clock::now();
+          for (int i = 0; i < kReps; ++i)
+            layer.run_blocks(tiles, prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, 0, layer.blocks());
+          slowest = seconds_since(t);
+        }
+        if (r > 0) best = std::min(best, slowest);
+      }
+      const double ns = best / kReps / units * 1e9;
+      std::printf(" %.2f | %.2f |", ns, ns / memory_ns);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,7 +245,7 @@ int main(int argc, char** argv) {
   std::int64_t rows = 1;
   int rounds = 10;
   std::string tiles_name = "all";
-  bool peak = false, reads = false;
+  bool peak = false, reads = false, resident = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--shape") {
@@ -189,8 +260,10 @@ int main(int argc, char** argv) {
       peak = true;
     } else if (arg == "--reads") {
       reads = true;
+    } else if (arg == "--resident") {
+      resident = true;
     } else {
-      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--peak] [--reads]\n");
+      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--peak] [--reads] [--resident]\n");
       return 2;
     }
   }
@@ -201,8 +274,9 @@ int main(int argc, char** argv) {
 #if REFDEC_X86
   if (peak) return refdec::cpu_isa().runs_avx2() ? print_peaks() : (std::printf("skipped: this CPU runs no tiles (%s)\n", refdec::cpu_isa().describe().c_str()), 77);
   if (reads) return print_reads();
+  if (resident) return refdec::cpu_isa().runs_avx2() ? print_resident() : (std::printf("skipped: this CPU runs no tiles (%s)\n", refdec::cpu_isa().describe().c_str()), 77);
 #else
-  (void)peak, (void)reads;  // no tiles here: the tile sets below are empty and the program skips
+  (void)peak, (void)reads, (void)resident;  // no tiles here: the tile sets below are empty and the program skips
 #endif
   // The tile sets to time: every one this CPU runs, or the one named.
   std::vector<refdec::StreamTiles> sets;
