@@ -81,4 +81,13 @@ inline float read_floats(const float* p, std::int64_t n) {
   return detail::read_plain(p, n);
 }
 
+/// Thread t's share of a read of the `n` floats at `p` that `threads` threads split (`n` a
+/// multiple of kReadFloats): the sum of its contiguous slice of whole kReadFloats units, by
+/// `read` (read_floats or one of detail's paths).
+template <typename Read = float (*)(const float*, std::int64_t)>
+inline float read_slice(const float* p, std::int64_t n, std::int64_t t, std::int64_t threads, Read read = read_floats) {
+  const std::int64_t units = n / kReadFloats, begin = units * t / threads, end = units * (t + 1) / threads;
+  return read(p + begin * kReadFloats, (end - begin) * kReadFloats);
+}
+
 }  // namespace refdec_bench

@@ -84,14 +84,11 @@ double measure_bandwidth(at::Device device, std::int64_t bytes, int repeats) {
                                       : at::ones({floats}, at::TensorOptions().dtype(at::kFloat).device(device));
   const auto read = [&] {
     if (!device.is_cpu()) return sync(buffer.sum());
-    const std::int64_t units = floats / refdec_bench::kReadFloats, threads = at::get_num_threads();
+    const std::int64_t threads = at::get_num_threads();
     const auto* p = static_cast<const float*>(memory.data());
     std::vector<float> sums(static_cast<std::size_t>(threads));
     at::parallel_for(0, threads, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t)
-        sums[static_cast<std::size_t>(t)] = refdec_bench::read_floats(
-            p + units * t / threads * refdec_bench::kReadFloats,
-            (units * (t + 1) / threads - units * t / threads) * refdec_bench::kReadFloats);
+      for (std::int64_t t = begin; t < end; ++t) sums[static_cast<std::size_t>(t)] = refdec_bench::read_slice(p, floats, t, threads);
     });
     volatile float sink = std::accumulate(sums.begin(), sums.end(), 0.0f);  // the reads are not dead
     (void)sink;

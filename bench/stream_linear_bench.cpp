@@ -56,15 +56,35 @@ using Read = float (*)(const float*, std::int64_t);
 
 // Sums `n` floats (a multiple of kReadFloats) split over the OpenMP threads, each slice by `read`.
 float read_all(const float* p, std::int64_t n, Read read = refdec_bench::read_floats) {
-  const std::int64_t units = n / refdec_bench::kReadFloats;
   float total = 0.0f;
 #pragma omp parallel reduction(+ : total)
-  {
-    const std::int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
-    const std::int64_t begin = units * t / threads, end = units * (t + 1) / threads;
-    total += read(p + begin * refdec_bench::kReadFloats, (end - begin) * refdec_bench::kReadFloats);
-  }
+  total += refdec_bench::read_slice(p, n, omp_get_thread_num(), omp_get_num_threads(), read);
   return total;
+}
+
+// `floats` floats of 1.0 in huge pages, as the packed weights are: what the reads read.
+struct ReadBuffer {
+  std::int64_t floats;
+  refdec::HugePageBuffer memory{static_cast<std::size_t>(floats) * 4};
+  explicit ReadBuffer(std::int64_t n) : floats(n) { std::fill(data(), data() + floats, 1.0f); }
+  float* data() const { return static_cast<float*>(memory.data()); }
+  // One read of the whole buffer by `read` on every thread: seconds.
+  double seconds(Read read = refdec_bench::read_floats) const {
+    static volatile float sink = 0.0f;  // the reads are not dead
+    const auto t = Clock::now();
+    sink = sink + read_all(data(), floats, read);
+    return seconds_since(t);
+  }
+};
+
+// The 1 GiB that --reads and --resident read.
+constexpr std::int64_t kGiBFloats = std::int64_t{1} << 28;
+
+// `count` bf16 weights between 1.0 and 1.99, varied, continuing the sequence `bits` holds.
+std::vector<std::uint16_t> varied_weights(std::int64_t count, std::uint16_t& bits) {
+  std::vector<std::uint16_t> w(static_cast<std::size_t>(count));
+  for (auto& v : w) v = bits = static_cast<std::uint16_t>(0x3c00 | ((bits * 75u + 74u) & 0xff));
+  return w;
 }
 #endif
 
@@ -148,18 +168,13 @@ int print_reads() {
   const std::vector<std::tuple<const char*, bool, Read>> paths = {{"plain loads", true, refdec_bench::detail::read_plain},
                                                                   {"AVX2 loads", isa.runs_avx2(), refdec_bench::detail::read_avx2},
                                                                   {"AVX-512 loads", isa.runs_avx512(), refdec_bench::detail::read_avx512}};
-  constexpr std::int64_t kFloats = std::int64_t{1} << 28;
-  const refdec::HugePageBuffer memory(static_cast<std::size_t>(kFloats) * 4);
-  auto* const buffer = static_cast<float*>(memory.data());
-  std::fill(buffer, buffer + kFloats, 1.0f);
+  const ReadBuffer buffer(kGiBFloats);
   std::vector<double> best(paths.size());
-  volatile float sink = 0.0f;
   for (int r = 0; r <= 10; ++r)  // round 0 warms up
     for (std::size_t i = 0; i < paths.size(); ++i) {
       if (!std::get<1>(paths[i])) continue;
-      const auto t = Clock::now();
-      sink = sink + read_all(buffer, kFloats, std::get<2>(paths[i]));
-      if (r > 0) best[i] = std::max(best[i], static_cast<double>(kFloats) * 4 / seconds_since(t) / 1e9);
+      const double seconds = buffer.seconds(std::get<2>(paths[i]));
+      if (r > 0) best[i] = std::max(best[i], static_cast<double>(kGiBFloats) * 4 / seconds / 1e9);
     }
   std::printf("read bandwidth, 1 GiB in huge pages, %d threads (best of 10); CPU %s\n", omp_get_max_threads(), isa.describe().c_str());
   std::printf("| read | GB/s |\n|---|---|\n");
@@ -178,23 +193,16 @@ int print_reads() {
 // memory's pace however well their loads are prefetched.
 int print_resident() {
   constexpr std::int64_t kOut = 64, kIn = 2048;
-  std::vector<std::uint16_t> w(static_cast<std::size_t>(kOut * kIn));
   std::uint16_t bits = 0x3c00;
-  for (auto& v : w) v = bits = static_cast<std::uint16_t>(0x3c00 | ((bits * 75u + 74u) & 0xff));
-  const refdec::StreamLinear layer(w.data(), kOut, kIn, refdec::HalfFormat::kBf16);
+  const refdec::StreamLinear layer(varied_weights(kOut * kIn, bits).data(), kOut, kIn, refdec::HalfFormat::kBf16);
   const double units = static_cast<double>(layer.bytes()) / 64;
   const int threads = omp_get_max_threads();
 
-  constexpr std::int64_t kFloats = std::int64_t{1} << 28;
-  const refdec::HugePageBuffer memory(static_cast<std::size_t>(kFloats) * 4);
-  auto* const buffer = static_cast<float*>(memory.data());
-  std::fill(buffer, buffer + kFloats, 1.0f);
-  volatile float sink = 0.0f;
+  const ReadBuffer buffer(kGiBFloats);
   double read_gbs = 0;
   for (int r = 0; r <= 3; ++r) {  // round 0 warms up
-    const auto t = Clock::now();
-    sink = sink + read_all(buffer, kFloats);
-    if (r > 0) read_gbs = std::max(read_gbs, static_cast<double>(kFloats) * 4 / seconds_since(t) / 1e9);
+    const double seconds = buffer.seconds();
+    if (r > 0) read_gbs = std::max(read_gbs, static_cast<double>(kGiBFloats) * 4 / seconds / 1e9);
   }
   const double memory_ns = 64.0 * threads / read_gbs;  // per 64 bytes and thread
 
@@ -297,16 +305,11 @@ int main(int argc, char** argv) {
   std::uint16_t bits = 0x3c00;
   for (std::int64_t l = 0; l < s.layers; ++l)
     for (const auto& [out, in] : per_layer) {
-      std::vector<std::uint16_t> w(static_cast<std::size_t>(out * in));
-      for (auto& v : w) v = bits = static_cast<std::uint16_t>(0x3c00 | ((bits * 75u + 74u) & 0xff));  // 1.0 .. 1.99, varied
-      layers.push_back(std::make_unique<refdec::StreamLinear>(w.data(), out, in, refdec::HalfFormat::kBf16));
+      layers.push_back(std::make_unique<refdec::StreamLinear>(varied_weights(out * in, bits).data(), out, in, refdec::HalfFormat::kBf16));
       bytes += layers.back()->bytes();
     }
   const std::int64_t floats = (bytes / 4 + refdec_bench::kReadFloats - 1) / refdec_bench::kReadFloats * refdec_bench::kReadFloats;
-  // In huge pages, as the packed weights are: the best read the machine does.
-  const refdec::HugePageBuffer memory(static_cast<std::size_t>(floats) * 4);
-  auto* const buffer = static_cast<float*>(memory.data());
-  std::fill(buffer, buffer + floats, 1.0f);
+  const ReadBuffer buffer(floats);  // in huge pages: the best read the machine does
   const std::int64_t widest = std::max(s.dim, s.hidden) + 2;
   const std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * widest), 0x3c23);  // 0.01 in bf16
   std::int64_t prepared_bytes = 0;
@@ -321,14 +324,11 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < sets.size(); ++i) std::printf("---|---|");
   std::printf("\n");
   std::vector<std::vector<double>> ratios(sets.size());
-  volatile float sink = 0.0f;
   for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
-    auto t = Clock::now();
-    sink = sink + read_all(buffer, floats);
-    const double read_s = seconds_since(t);
+    const double read_s = buffer.seconds();
     if (r > 0) std::printf("| %d | %.1f |", r, static_cast<double>(bytes) / read_s / 1e9);
     for (std::size_t i = 0; i < sets.size(); ++i) {
-      t = Clock::now();
+      const auto t = Clock::now();
       for (const auto& layer : layers) {  // the input prepared per layer, as PackedLinear does
         layer->prepare(sets[i], x.data(), rows, prepared.data());
         std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads

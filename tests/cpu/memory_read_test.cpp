@@ -56,4 +56,19 @@ TEST(MemoryRead, ReadFloatsTakesAPathThatSumsEveryFloat) {
   EXPECT_EQ(refdec_bench::read_floats(f.data() + refdec_bench::kReadFloats, 2 * refdec_bench::kReadFloats), slice);
 }
 
+// The threads' slices cover every unit once, whatever the number of threads (more threads than
+// units included: some slices are then empty).
+TEST(MemoryRead, ThreadSlicesSumToTheWhole) {
+  const Floats f;
+  for (const std::int64_t threads : {1, 2, 3, 5, 37, 50}) {
+    float total = 0.0f;
+    for (std::int64_t t = 0; t < threads; ++t) total += refdec_bench::read_slice(f.data(), Floats::kCount, t, threads);
+    EXPECT_EQ(total, f.expected) << threads << " threads";
+  }
+  // Each slice by the path given: a read that counts its floats instead of summing them.
+  const auto count = [](const float*, std::int64_t n) { return static_cast<float>(n); };
+  EXPECT_EQ(refdec_bench::read_slice(f.data(), Floats::kCount, 0, 2, count), 18 * refdec_bench::kReadFloats);
+  EXPECT_EQ(refdec_bench::read_slice(f.data(), Floats::kCount, 1, 2, count), 19 * refdec_bench::kReadFloats);
+}
+
 }  // namespace
