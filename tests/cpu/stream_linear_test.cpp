@@ -183,6 +183,44 @@ TEST_P(StreamTilesTest, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
   }
 }
 
+// Every prefetch writes what kAhead writes, bit for bit (it changes where the weights are asked
+// for, never a sum), at row counts of every tile shape: one and two rows (kAhead's far request),
+// two blocks, one wide tile, tiles over several passes; with runs taken by threads as well.
+TEST_P(StreamTilesTest, EveryPrefetchWritesWhatAheadWrites) {
+  const StreamTiles tiles = GetParam();
+  REFDEC_FORMATS_OR_SKIP(tiles);
+  std::mt19937 rng(17);
+  for (const HalfFormat format : formats) {
+    const std::int64_t out = 90, in = 301;
+    const auto w = random_halves(rng, static_cast<std::size_t>(out * in), format);
+    const StreamLinear linear(w.data(), out, in, format);
+    for (const std::int64_t rows : {1, 2, 3, 8, 14, 16, 29}) {
+      const auto x = random_halves(rng, static_cast<std::size_t>(rows * in), format);
+      std::vector<float> ahead(static_cast<std::size_t>(rows * out));
+      linear.run(tiles, x.data(), rows, ahead.data(), true);
+      for (const refdec::StreamPrefetch prefetch : refdec::kAllStreamPrefetch) {
+        std::vector<float> got(ahead.size(), -1.0f);
+        linear.run(tiles, x.data(), rows, got.data(), true, Epilogue::kStore, nullptr, prefetch);
+        EXPECT_EQ(got, ahead) << name(format) << ", " << rows << " rows, prefetch " << refdec::stream_prefetch_name(prefetch);
+        std::vector<float> xf(static_cast<std::size_t>(linear.prepared_bytes(tiles, rows) / 4)), taken(ahead.size(), -1.0f);
+        linear.prepare(tiles, x.data(), rows, xf.data());
+        std::atomic<std::int64_t> next{0};
+        std::thread other([&] { linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next, 2, prefetch); });
+        linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next, 2, prefetch);
+        other.join();
+        EXPECT_EQ(taken, ahead) << name(format) << ", " << rows << " rows, runs taken, prefetch " << refdec::stream_prefetch_name(prefetch);
+      }
+    }
+  }
+}
+
+TEST(StreamLinear, NamesEveryPrefetch) {
+  std::vector<std::string> names;
+  for (const refdec::StreamPrefetch p : refdec::kAllStreamPrefetch) names.emplace_back(refdec::stream_prefetch_name(p));
+  EXPECT_EQ(names, (std::vector<std::string>{"ahead", "l2", "none"}));
+  EXPECT_EQ(refdec::kAllStreamPrefetch.front(), refdec::StreamPrefetch::kAhead) << "the default comes first";
+}
+
 // The dot tiles' input as prepare() documents it, for row counts below, at and past 16 and
 // lengths with and without whole runs of 16 pairs and an odd last position.
 TEST(StreamLinear, PreparesTheDotTilesInputPairByPairRowsSideBySide) {

@@ -192,6 +192,35 @@ TEST(LinearCalibration, ChoosesOneBackendAndTheFastestTilesPerRowCount) {
   refdec_test::expect_error([&] { (void)bad.choose(); }, "a time per row count for every candidate");
 }
 
+// The prefetch: per row count the chosen tile set's fastest prefetch (it changes no value), the
+// set itself still the widest within 5% of the fastest of any prefetch; named after the set.
+TEST(LinearCalibration, ChoosesTheFastestPrefetchOfTheChosenTiles) {
+  LinearCalibration c;
+  c.rows = {1, 4, 16};
+  c.candidates = {{PackedBackend::kStream, StreamTiles::kAvx2},
+                  {PackedBackend::kStream, StreamTiles::kAvx512Bf16, StreamPrefetch::kAhead},
+                  {PackedBackend::kStream, StreamTiles::kAvx512Bf16, StreamPrefetch::kL2},
+                  {PackedBackend::kStream, StreamTiles::kAvx512Bf16, StreamPrefetch::kNone}};
+  c.seconds = {{3.0, 1.0, 9.0}, {1.0, 2.0, 2.0}, {0.95, 2.1, 1.8}, {0.9, 2.2, 2.4}};
+  for (auto& row : c.seconds)
+    for (double& v : row) v *= 1e-3;
+  const auto choice = c.choose();
+  EXPECT_EQ(choice.describe(), "stream (avx512-bf16/none for 1-1 rows, avx2 for 2-4 rows, avx512-bf16/l2 from 5 rows)");
+  EXPECT_EQ(choice.tiles.kernel(1, HalfFormat::kBf16), (StreamKernel{StreamTiles::kAvx512Bf16, StreamPrefetch::kNone}));
+  EXPECT_EQ(choice.tiles.kernel(3, HalfFormat::kBf16), (StreamKernel{StreamTiles::kAvx2, StreamPrefetch::kAhead}));
+  EXPECT_EQ(choice.tiles.kernel(32, HalfFormat::kBf16), (StreamKernel{StreamTiles::kAvx512Bf16, StreamPrefetch::kL2}));
+  EXPECT_EQ(choice.tiles.at(32, HalfFormat::kBf16), StreamTiles::kAvx512Bf16);
+  EXPECT_NE(choice.reason.find("avx512-bf16/l2 0.95/2.1/1.8 ms"), std::string::npos) << choice.reason;
+  // The summed score counts each row count at the chosen kernel: 1 + 1 + 1.
+  EXPECT_NE(choice.reason.find("onednn does not run, stream 3"), std::string::npos) << choice.reason;
+  // A set within 5% of a faster prefetch of a narrower set is still the one chosen, at its fastest.
+  c.seconds = {{1.0, 1.0, 1.0}, {1.04, 1.1, 1.1}, {1.2, 1.2, 1.2}, {1.3, 1.3, 1.3}};
+  EXPECT_EQ(c.choose().describe(), "stream (avx512-bf16 for 1-1 rows, avx2 from 2 rows)");
+  // Without ranges a TilesByRows runs the widest set, prefetching kAhead.
+  EXPECT_EQ(TilesByRows().kernel(4, HalfFormat::kBf16), StreamKernel{StreamLinear::widest(HalfFormat::kBf16)});
+  EXPECT_EQ((StreamKernel{StreamTiles::kAvx2, StreamPrefetch::kL2}).name(), "avx2/l2");
+}
+
 // A calibration times every candidate that runs here at each row count (positive times, nothing
 // asserted about which is faster) and refuses what it cannot time.
 TEST(LinearCalibration, TimesEveryCandidateHereAtEachRowCount) {
@@ -208,7 +237,20 @@ TEST(LinearCalibration, TimesEveryCandidateHereAtEachRowCount) {
                     packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16).empty()
                 ? 1
                 : 0);
-  EXPECT_EQ(with_fp16.size(), candidates.size() + static_cast<std::size_t>(std::count(with_fp16.begin(), with_fp16.end(), fp16)));
+  // Every tile set with every prefetch, kAhead first.
+  const auto fp16_sets = std::count_if(with_fp16.begin(), with_fp16.end(), [](const LinearCandidate& c) {
+    return c.backend == PackedBackend::kStream && c.tiles == StreamTiles::kAvx512Fp16;
+  });
+  EXPECT_EQ(fp16_sets, static_cast<std::ptrdiff_t>(std::count(with_fp16.begin(), with_fp16.end(), fp16) * kAllStreamPrefetch.size()));
+  EXPECT_EQ(with_fp16.size(), candidates.size() + static_cast<std::size_t>(fp16_sets));
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].backend == PackedBackend::kStream && candidates[i].prefetch == StreamPrefetch::kAhead) {
+      ASSERT_LE(i + kAllStreamPrefetch.size(), candidates.size());
+      for (std::size_t p = 0; p < kAllStreamPrefetch.size(); ++p) {
+        EXPECT_EQ(candidates[i + p].tiles, candidates[i].tiles);
+        EXPECT_EQ(candidates[i + p].prefetch, kAllStreamPrefetch[p]);
+      }
+    }
   auto gen = at::detail::createCPUGenerator(13);
   const std::vector<at::Tensor> weights = {at::randn({48, 32}, gen, at::kFloat).to(at::kBFloat16),
                                            at::randn({32, 48}, gen, at::kFloat).to(at::kBFloat16)};

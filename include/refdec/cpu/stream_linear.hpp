@@ -90,6 +90,31 @@ inline const char* stream_tiles_name(StreamTiles tiles) {
   return "?";
 }
 
+/// How the tiles ask for the weights ahead of their loads. Which streams fastest depends on the
+/// CPU's memory system and on how long a tile spends on each byte, so a model measures these with
+/// the tile sets at load (torch/linear_choice.hpp). On a 2-core Zen 4 EPYC the AVX512_BF16 tiles
+/// stepped 1-2 tokens in 0.78-0.93 of kAhead's time with kNone or kL2 and 8-16 tokens in 0.89-0.90
+/// with kL2 (bench/step_ab.sh), where on an Intel Xeon (model 207) kAhead was tuned to gain 5-14%
+/// over the hardware's prefetchers alone (stream_linear.hpp's prefetch distances).
+enum class StreamPrefetch {
+  kAhead,  ///< into L1 1-16 KB ahead; the tiles of one or two rows, and the AVX512_FP16 ones, also twice as far into L2
+  kL2,     ///< into L2 only, as far ahead as kAhead's request into L1
+  kNone,   ///< no request: the hardware's prefetchers alone
+};
+
+/// Every StreamPrefetch value, kAhead (the default) first.
+inline constexpr std::array<StreamPrefetch, 3> kAllStreamPrefetch = {StreamPrefetch::kAhead, StreamPrefetch::kL2, StreamPrefetch::kNone};
+
+/// The prefetch's name as reports spell it: "ahead", "l2", "none".
+inline const char* stream_prefetch_name(StreamPrefetch prefetch) {
+  switch (prefetch) {
+    case StreamPrefetch::kAhead: return "ahead";
+    case StreamPrefetch::kL2: return "l2";
+    case StreamPrefetch::kNone: return "none";
+  }
+  return "?";
+}
+
 /// A linear layer's weight packed for streaming, and the kernels that stream it. Immutable after
 /// construction: every run function may be called from several threads at once.
 class StreamLinear {
@@ -212,10 +237,11 @@ class StreamLinear {
   /// Output columns of blocks [first_block, last_block) of out = epilogue(x W^T) by `tiles`:
   /// `prepared` as prepare(tiles, ...) wrote it; `out` [rows, out_features()] row-major, float32
   /// (`out_f32`) or format(); `other` (Epilogue::kMultiply only) [rows, out_features()] of
-  /// format(). Each output value is rounded once, after the epilogue. Throws ArgumentError where
-  /// the tiles do not run (unavailable()).
+  /// format(). Each output value is rounded once, after the epilogue; `prefetch` changes the
+  /// speed, never a value. Throws ArgumentError where the tiles do not run (unavailable()).
   void run_blocks(StreamTiles tiles, const void* prepared, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue,
-                  const std::uint16_t* other, std::int64_t first_block, std::int64_t last_block) const {
+                  const std::uint16_t* other, std::int64_t first_block, std::int64_t last_block,
+                  StreamPrefetch prefetch = StreamPrefetch::kAhead) const {
     const std::string why = unavailable(tiles, format_);
     REFDEC_CHECK(why.empty(), "StreamLinear: " << why);
     REFDEC_CHECK(0 <= first_block && first_block <= last_block && last_block <= blocks(),
@@ -225,17 +251,18 @@ class StreamLinear {
 #if REFDEC_X86
     const Output o{out, out_f32, epilogue, other};
 #if REFDEC_HAVE_AVX512_FP16
-    if (tiles == StreamTiles::kAvx512Fp16) return run_fp16(static_cast<const float*>(prepared), rows, o, first_block, last_block);
+    if (tiles == StreamTiles::kAvx512Fp16)
+      return run_fp16(static_cast<const float*>(prepared), rows, o, first_block, last_block, prefetch);
 #endif
     if (tiles == StreamTiles::kAvx512Bf16)
-      return run_bf16_dot(static_cast<const std::uint32_t*>(prepared), rows, o, first_block, last_block);
+      return run_bf16_dot(static_cast<const std::uint32_t*>(prepared), rows, o, first_block, last_block, prefetch);
     const auto* xf = static_cast<const float*>(prepared);
     if (format_ == HalfFormat::kBf16) {
-      if (tiles == StreamTiles::kAvx512) return run_avx512<HalfFormat::kBf16>(xf, rows, o, first_block, last_block);
-      return run_avx2<HalfFormat::kBf16>(xf, rows, o, first_block, last_block);
+      if (tiles == StreamTiles::kAvx512) return run_avx512<HalfFormat::kBf16>(xf, rows, o, first_block, last_block, prefetch);
+      return run_avx2<HalfFormat::kBf16>(xf, rows, o, first_block, last_block, prefetch);
     }
-    if (tiles == StreamTiles::kAvx512) return run_avx512<HalfFormat::kFp16>(xf, rows, o, first_block, last_block);
-    run_avx2<HalfFormat::kFp16>(xf, rows, o, first_block, last_block);
+    if (tiles == StreamTiles::kAvx512) return run_avx512<HalfFormat::kFp16>(xf, rows, o, first_block, last_block, prefetch);
+    run_avx2<HalfFormat::kFp16>(xf, rows, o, first_block, last_block, prefetch);
 #endif
   }
 
@@ -256,7 +283,8 @@ class StreamLinear {
   /// ones at the end, so that the threads finish together; without it (0), runs of kBlocksPerTake.
   /// Either way each output is what one thread's run_blocks() over all blocks writes.
   void run_taking(StreamTiles tiles, const void* prepared, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue,
-                  const std::uint16_t* other, std::atomic<std::int64_t>& next, std::int64_t sharers = 0) const {
+                  const std::uint16_t* other, std::atomic<std::int64_t>& next, std::int64_t sharers = 0,
+                  StreamPrefetch prefetch = StreamPrefetch::kAhead) const {
     const std::int64_t n = blocks();
     for (std::int64_t first = next.load(std::memory_order_relaxed), take = 0;;) {
       do {
@@ -265,7 +293,7 @@ class StreamLinear {
         // them as one thread does (a lone block's tile sums in another order).
         take = sharers > 0 ? std::max(kBlocksPerTake / 2, (n - first) / (2 * sharers) / 2 * 2) : kBlocksPerTake;
       } while (!next.compare_exchange_weak(first, first + take, std::memory_order_relaxed));
-      run_blocks(tiles, prepared, rows, out, out_f32, epilogue, other, first, std::min(n, first + take));
+      run_blocks(tiles, prepared, rows, out, out_f32, epilogue, other, first, std::min(n, first + take), prefetch);
       first = next.load(std::memory_order_relaxed);
     }
   }
@@ -273,10 +301,10 @@ class StreamLinear {
   /// The whole product on the calling thread by `tiles`: x [rows, in_features()] of format(), the
   /// rest as run_blocks() takes it.
   void run(StreamTiles tiles, const std::uint16_t* x, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue = Epilogue::kStore,
-           const std::uint16_t* other = nullptr) const {
+           const std::uint16_t* other = nullptr, StreamPrefetch prefetch = StreamPrefetch::kAhead) const {
     std::unique_ptr<float[]> prepared(new float[static_cast<std::size_t>((prepared_bytes(tiles, rows) + 3) / 4)]);
     prepare(tiles, x, rows, prepared.get());
-    run_blocks(tiles, prepared.get(), rows, out, out_f32, epilogue, other, 0, blocks());
+    run_blocks(tiles, prepared.get(), rows, out, out_f32, epilogue, other, 0, blocks(), prefetch);
   }
 
   /// One value of `format` as float32 (exact), and a float32 rounded to `format` (to nearest even).
@@ -425,10 +453,25 @@ class StreamLinear {
   // 0.97 (STEP_AB_LINEAR=avx512-fp16 bench/step_ab.sh). The float and AVX512_BF16 tiles of 3-8
   // rows, over two blocks, ran no faster with it (within 2% either way).
   static constexpr int kFarRows = 2;
-  template <std::int64_t kAhead, bool kFar = false>
-  __attribute__((always_inline)) static inline void prefetch(const std::uint16_t* pair) {
-    _mm_prefetch(reinterpret_cast<const char*>(pair) + kAhead, _MM_HINT_T0);
-    if constexpr (kFar) _mm_prefetch(reinterpret_cast<const char*>(pair) + 2 * kAhead, _MM_HINT_T2);
+
+  // A tile's prefetch distances in bytes, into L1 and into L2, from its kAhead distance into L1
+  // (`near`) and whether it also asks twice as far into L2 (`far`). Both requests are always made,
+  // at run-time distances (the tiles are compiled once for every StreamPrefetch): a distance of 0
+  // asks for the line the tile is about to load, a request that joins the load's own.
+  struct Ahead {
+    std::int64_t l1 = 0, l2 = 0;
+  };
+  static constexpr Ahead ahead(StreamPrefetch mode, std::int64_t near, bool far) {
+    switch (mode) {
+      case StreamPrefetch::kAhead: return {near, far ? 2 * near : 0};
+      case StreamPrefetch::kL2: return {0, near};
+      case StreamPrefetch::kNone: return {};
+    }
+    return {};
+  }
+  __attribute__((always_inline)) static inline void prefetch(const std::uint16_t* pair, Ahead a) {
+    _mm_prefetch(reinterpret_cast<const char*>(pair) + a.l1, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pair) + a.l2, _MM_HINT_T2);
   }
 
   // ---- kAvx2: 8 columns per vector.
@@ -458,8 +501,9 @@ class StreamLinear {
   // memory); four rows have eight chains without the split.
   template <HalfFormat F, int M>
   REFDEC_AVX2_TARGET static void tile_avx2(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
-                                           float (*sums)[kBlockColumns]) {
+                                           float (*sums)[kBlockColumns], StreamPrefetch mode) {
     constexpr int kSplit = M <= 2 ? 2 : 1;
+    const Ahead a = ahead(mode, kAvx2PrefetchBytes, false);
     // The loops over rows are unrolled so that the accumulators live in registers.
     __m256 acc[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(kSplit)];
 #pragma GCC unroll 4
@@ -470,7 +514,7 @@ class StreamLinear {
         for (int s = 0; s < kSplit; ++s) acc[m][h][s] = _mm256_setzero_ps();
     for (std::int64_t p = 0; p < pairs; ++p) {
       __m256 ae, ao, be, bo;
-      prefetch<kAvx2PrefetchBytes>(block + p * 32);
+      prefetch(block + p * 32, a);
       decode<F>(block + p * 32, ae, ao, be, bo);
 #pragma GCC unroll 4
       for (int m = 0; m < M; ++m) {
@@ -521,12 +565,12 @@ class StreamLinear {
       const std::uint16_t* block, std::int64_t block_stride, std::int64_t p, const float* x, std::int64_t stride,
       __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(kAvx512Parities<M, NB>)]
                    [static_cast<std::size_t>(C)],
-      int c) {
+      int c, Ahead a) {
     constexpr int kOdd = kAvx512Parities<M, NB> - 1;
     __m512 even[static_cast<std::size_t>(NB)], odd[static_cast<std::size_t>(NB)];
 #pragma GCC unroll 2
     for (int n = 0; n < NB; ++n) {
-      prefetch<kAvx512PrefetchBytes, M <= kFarRows>(block + n * block_stride + p * 32);
+      prefetch(block + n * block_stride + p * 32, a);
       decode512<F>(block + n * block_stride + p * 32, even[n], odd[n]);
     }
 #pragma GCC unroll 16
@@ -553,8 +597,9 @@ class StreamLinear {
   // against 0.96 / 0.88-0.91 / 0.79-0.80 / 0.72-0.74 over one block (alternated).
   template <HalfFormat F, int M, int NB>
   REFDEC_AVX512_TARGET static void tile_avx512(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
-                                               float (*sums)[kBlockColumns]) {
+                                               float (*sums)[kBlockColumns], StreamPrefetch mode) {
     constexpr int kChains = NB == 1 && M <= 2 ? 2 : 1, kParities = kAvx512Parities<M, NB>;
+    const Ahead a = ahead(mode, kAvx512PrefetchBytes, M <= kFarRows);
     const std::int64_t block_stride = pairs * 32;
     __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(kParities)]
               [static_cast<std::size_t>(kChains)];
@@ -569,8 +614,8 @@ class StreamLinear {
     std::int64_t p = 0;
     for (; p + kChains <= pairs; p += kChains)
 #pragma GCC unroll 2
-      for (int c = 0; c < kChains; ++c) step_avx512<F, M, NB, kChains>(block, block_stride, p + c, x, stride, acc, c);
-    for (; p < pairs; ++p) step_avx512<F, M, NB, kChains>(block, block_stride, p, x, stride, acc, 0);
+      for (int c = 0; c < kChains; ++c) step_avx512<F, M, NB, kChains>(block, block_stride, p + c, x, stride, acc, c, a);
+    for (; p < pairs; ++p) step_avx512<F, M, NB, kChains>(block, block_stride, p, x, stride, acc, 0, a);
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 2
@@ -586,7 +631,7 @@ class StreamLinear {
   // set's function for its row count (tiles[m - 1]). A tile reads row m's values at pair p from
   // x[p * stride + 2m] and x[p * stride + 2m + 1] (prepare()'s layout).
   using FloatTile = void (*)(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
-                             float (*sums)[kBlockColumns]);
+                             float (*sums)[kBlockColumns], StreamPrefetch mode);
 
   template <HalfFormat F, int... M>
   static constexpr std::array<FloatTile, sizeof...(M)> avx2_tiles(std::integer_sequence<int, M...>) {
@@ -599,29 +644,31 @@ class StreamLinear {
 
   template <HalfFormat F, std::size_t kRows>
   void run_float(const std::array<FloatTile, kRows>& tiles, const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block,
-                 std::int64_t last_block) const {
+                 std::int64_t last_block, StreamPrefetch mode) const {
     const std::int64_t pairs = padded_in() / 2;
     alignas(64) float sums[kRows][kBlockColumns];
     for (std::int64_t b = first_block; b < last_block; ++b) {
       const std::uint16_t* block = packed() + b * pairs * 32;
       for (std::int64_t r = 0; r < rows; r += static_cast<std::int64_t>(kRows)) {
         const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(kRows), rows - r);
-        tiles[static_cast<std::size_t>(m - 1)](block, pairs, xf + 2 * r, 2 * rows, sums);
+        tiles[static_cast<std::size_t>(m - 1)](block, pairs, xf + 2 * r, 2 * rows, sums, mode);
         finish_tile<F>(sums, r, m, b, o);
       }
     }
   }
 
   template <HalfFormat F>
-  void run_avx2(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
+  void run_avx2(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block,
+                StreamPrefetch mode) const {
     static constexpr auto kTiles = avx2_tiles<F>(std::make_integer_sequence<int, 4>{});
-    run_float<F>(kTiles, xf, rows, o, first_block, last_block);
+    run_float<F>(kTiles, xf, rows, o, first_block, last_block, mode);
   }
   template <HalfFormat F>
-  void run_avx512(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
+  void run_avx512(const float* xf, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block,
+                  StreamPrefetch mode) const {
     static constexpr auto kOne = avx512_tiles<F, 1>(std::make_integer_sequence<int, kDotRows>{});
     static constexpr auto kTwo = avx512_tiles<F, 2>(std::make_integer_sequence<int, kDotRows2>{});
-    run_tiles<F>(kOne, kTwo, xf, 2, rows, o, first_block, last_block);
+    run_tiles<F>(kOne, kTwo, xf, 2, rows, o, first_block, last_block, mode);
   }
 
   // ---- kAvx512Bf16: each 32-bit lane a column's weight pair, dotted with the input pair.
@@ -630,11 +677,11 @@ class StreamLinear {
   template <int M, int NB, int C>
   REFDEC_AVX512_BF16_TARGET __attribute__((always_inline)) static inline void step_bf16_dot(
       const std::uint16_t* block, std::int64_t block_stride, std::int64_t p, const std::uint32_t* x, std::int64_t stride,
-      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(C)], int c) {
+      __m512 (&acc)[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(C)], int c, Ahead a) {
     __m512bh w[static_cast<std::size_t>(NB)];
 #pragma GCC unroll 2
     for (int n = 0; n < NB; ++n) {
-      prefetch<(M > kDotRows2 ? kDotWidePrefetchBytes : kAvx512PrefetchBytes), M <= kFarRows>(block + n * block_stride + p * 32);
+      prefetch(block + n * block_stride + p * 32, a);
       w[n] = reinterpret_cast<__m512bh>(_mm512_load_si512(block + n * block_stride + p * 32));
     }
 #pragma GCC unroll 16
@@ -646,7 +693,7 @@ class StreamLinear {
   }
 
   using DotTile = void (*)(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x, std::int64_t stride,
-                           float (*sums)[kBlockColumns]);
+                           float (*sums)[kBlockColumns], StreamPrefetch mode);
 
   // M rows (1 to 16) times NB neighbouring blocks (1 or 2); x holds the rows' input pairs as
   // 32-bit values, pair p of row m at x[p * stride + m]. Two blocks at once read two streams and use each row's broadcast input twice;
@@ -654,8 +701,9 @@ class StreamLinear {
   // are in flight.
   template <int M, int NB>
   REFDEC_AVX512_BF16_TARGET static void tile_bf16_dot(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x,
-                                                      std::int64_t stride, float (*sums)[kBlockColumns]) {
+                                                      std::int64_t stride, float (*sums)[kBlockColumns], StreamPrefetch mode) {
     constexpr int kChains = M * NB >= 4 ? 1 : 4 / (M * NB);
+    const Ahead a = ahead(mode, M > kDotRows2 ? kDotWidePrefetchBytes : kAvx512PrefetchBytes, M <= kFarRows);
     const std::int64_t block_stride = pairs * 32;
     __m512 acc[static_cast<std::size_t>(M)][static_cast<std::size_t>(NB)][static_cast<std::size_t>(kChains)];
 #pragma GCC unroll 16
@@ -667,8 +715,8 @@ class StreamLinear {
     std::int64_t p = 0;
     for (; p + kChains <= pairs; p += kChains)
 #pragma GCC unroll 4
-      for (int c = 0; c < kChains; ++c) step_bf16_dot<M, NB, kChains>(block, block_stride, p + c, x, stride, acc, c);
-    for (; p < pairs; ++p) step_bf16_dot<M, NB, kChains>(block, block_stride, p, x, stride, acc, 0);
+      for (int c = 0; c < kChains; ++c) step_bf16_dot<M, NB, kChains>(block, block_stride, p + c, x, stride, acc, c, a);
+    for (; p < pairs; ++p) step_bf16_dot<M, NB, kChains>(block, block_stride, p, x, stride, acc, 0, a);
 #pragma GCC unroll 16
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 2
@@ -701,7 +749,7 @@ class StreamLinear {
   // rows 0.64 against 0.52 for two 12-row tiles over one block, 32 rows 0.49 against 0.44).
   template <HalfFormat F, typename Tile, typename X>
   void run_tiles(const std::array<Tile, kDotRows>& one, const std::array<Tile, kDotRows2>& two_blocks, const X* x, std::int64_t per_row,
-                 std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
+                 std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block, StreamPrefetch mode) const {
     const std::int64_t pairs = padded_in() / 2;
     const bool two = rows <= kDotRows2 || rows > kDotRows;
     const std::int64_t tiles = two ? (rows + kDotRows2 - 1) / kDotRows2 : 1, tile = (rows + tiles - 1) / tiles;
@@ -712,7 +760,7 @@ class StreamLinear {
       for (std::int64_t r = 0; r < rows; r += tile) {
         const std::int64_t m = std::min(tile, rows - r);
         const Tile run_tile = nb == 2 ? two_blocks[static_cast<std::size_t>(m - 1)] : one[static_cast<std::size_t>(m - 1)];
-        run_tile(block, pairs, x + r * per_row, rows * per_row, sums);
+        run_tile(block, pairs, x + r * per_row, rows * per_row, sums, mode);
         for (std::int64_t n = 0; n < nb; ++n) {
           for (std::int64_t i = 0; i < m; ++i) std::memcpy(block_sums[i], sums[i * nb + n], sizeof(block_sums[i]));
           finish_tile<F>(block_sums, r, m, b + n, o);
@@ -723,10 +771,10 @@ class StreamLinear {
   }
 
   REFDEC_AVX512_BF16_TARGET void run_bf16_dot(const std::uint32_t* xp, std::int64_t rows, const Output& o, std::int64_t first_block,
-                                              std::int64_t last_block) const {
+                                              std::int64_t last_block, StreamPrefetch mode) const {
     static constexpr auto kOne = bf16_dot_tiles<1>(std::make_integer_sequence<int, kDotRows>{});
     static constexpr auto kTwo = bf16_dot_tiles<2>(std::make_integer_sequence<int, kDotRows2>{});
-    run_tiles<HalfFormat::kBf16>(kOne, kTwo, xp, 1, rows, o, first_block, last_block);
+    run_tiles<HalfFormat::kBf16>(kOne, kTwo, xp, 1, rows, o, first_block, last_block, mode);
   }
 
 #if REFDEC_HAVE_AVX512_FP16
@@ -787,15 +835,17 @@ class StreamLinear {
   }
 
   using Fp16Tile = void (*)(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x, std::int64_t stride,
-                            const float* factors, int shift, float (*sums)[kBlockColumns]);
+                            const float* factors, int shift, float (*sums)[kBlockColumns], StreamPrefetch mode);
 
   // M rows (1 to 16) times one block: x as the dot tiles read it, factors[m] row m's scale.
   // Lane 2c of a sum holds column c's products at even positions, lane 2c + 1 at odd ones.
   template <int M>
   REFDEC_AVX512_FP16_TARGET static void tile_fp16(const std::uint16_t* block, std::int64_t pairs, const std::uint32_t* x,
-                                                  std::int64_t stride, const float* factors, int shift, float (*sums)[kBlockColumns]) {
+                                                  std::int64_t stride, const float* factors, int shift, float (*sums)[kBlockColumns],
+                                                  StreamPrefetch mode) {
     constexpr __mmask16 kAll = 0xFFFF;  // (the zero-masked forms with every lane kept: GCC bug 105593)
     constexpr __mmask8 kAll8 = 0xFF;
+    const Ahead a = ahead(mode, kAvx512PrefetchBytes, true);
     const __m512i lower = _mm512_set1_epi16(static_cast<short>(shift << 7));
     __m512 wide[static_cast<std::size_t>(M)][2];
 #pragma GCC unroll 16
@@ -806,7 +856,7 @@ class StreamLinear {
 #pragma GCC unroll 16
       for (int m = 0; m < M; ++m) h[m] = _mm512_setzero_ph();
       for (std::int64_t p = p0; p < end; ++p) {
-        prefetch<kAvx512PrefetchBytes, true>(block + p * 32);
+        prefetch(block + p * 32, a);
         const __m512h w = decode_fp16(block + p * 32, lower);
 #pragma GCC unroll 16
         for (int m = 0; m < M; ++m)
@@ -835,7 +885,8 @@ class StreamLinear {
   }
 
   // Rows in tiles of at most 16, sized alike, one block at a time.
-  void run_fp16(const float* factors, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block) const {
+  void run_fp16(const float* factors, std::int64_t rows, const Output& o, std::int64_t first_block, std::int64_t last_block,
+                StreamPrefetch mode) const {
     static constexpr auto kTiles = fp16_tiles(std::make_integer_sequence<int, tile_rows(StreamTiles::kAvx512Fp16)>{});
     constexpr std::int64_t kRows = kTiles.size();
     const auto* xp = reinterpret_cast<const std::uint32_t*>(factors + rows);
@@ -845,7 +896,7 @@ class StreamLinear {
       const std::uint16_t* block = packed() + b * pairs * 32;
       for (std::int64_t r = 0; r < rows; r += tile) {
         const std::int64_t m = std::min(tile, rows - r);
-        kTiles[static_cast<std::size_t>(m - 1)](block, pairs, xp + r, rows, factors + r, fp16_shift_, sums);
+        kTiles[static_cast<std::size_t>(m - 1)](block, pairs, xp + r, rows, factors + r, fp16_shift_, sums, mode);
         finish_tile<HalfFormat::kBf16>(sums, r, m, b, o);
       }
     }

@@ -35,20 +35,23 @@
 
 REFDEC_TORCH_NAMESPACE_BEGIN
 
-/// One kernel a linear layer can run on: oneDNN, or the streaming kernel with one tile set.
+/// One kernel a linear layer can run on: oneDNN, or the streaming kernel with one tile set,
+/// prefetching one way.
 struct LinearCandidate {
   PackedBackend backend = PackedBackend::kStream;
-  StreamTiles tiles = StreamTiles::kAvx2;  ///< kStream only
+  StreamTiles tiles = StreamTiles::kAvx2;            ///< kStream only
+  StreamPrefetch prefetch = StreamPrefetch::kAhead;  ///< kStream only
 
-  /// "onednn", or the tile set's name ("avx2", "avx512", "avx512-fp16", "avx512-bf16").
-  std::string name() const { return backend == PackedBackend::kOneDnn ? "onednn" : stream_tiles_name(tiles); }
+  /// "onednn", or the tile set's name and its prefetch as StreamKernel::name() spells them
+  /// ("avx2", "avx512-bf16", "avx512-bf16/l2").
+  std::string name() const { return backend == PackedBackend::kOneDnn ? "onednn" : StreamKernel{tiles, prefetch}.name(); }
   bool operator==(const LinearCandidate& o) const {
-    return backend == o.backend && (backend == PackedBackend::kOneDnn || tiles == o.tiles);
+    return backend == o.backend && (backend == PackedBackend::kOneDnn || (tiles == o.tiles && prefetch == o.prefetch));
   }
 };
 
 /// Every candidate that runs `dtype` weights on this CPU: oneDNN first, then the tile sets,
-/// narrowest first. The avx512-fp16 tiles only with `fp16_sums`: their sums round to fp16 over a
+/// narrowest first, each with every StreamPrefetch (kAhead first). The avx512-fp16 tiles only with `fp16_sums`: their sums round to fp16 over a
 /// few dozen products (stream_linear.hpp), about one bf16 rounding more than the other sets', so
 /// a step of several tokens that runs them sums further from the one-token step, and greedy
 /// speculative decoding in bf16, which can already part from plain decoding where two logits
@@ -60,7 +63,7 @@ inline std::vector<LinearCandidate> linear_candidates_here(at::ScalarType dtype,
     for (const StreamTiles t : kAllStreamTiles)
       if ((fp16_sums || t != StreamTiles::kAvx512Fp16) &&
           StreamLinear::unavailable(t, dtype == at::kHalf ? HalfFormat::kFp16 : HalfFormat::kBf16).empty())
-        v.push_back({PackedBackend::kStream, t});
+        for (const StreamPrefetch p : kAllStreamPrefetch) v.push_back({PackedBackend::kStream, t, p});
   return v;
 }
 
@@ -94,8 +97,9 @@ struct LinearCalibration {
   /// The backend whose seconds, each divided by the fastest candidate's at that row count and
   /// summed over the row counts, are least (the streaming kernel counted at its chosen tile set
   /// per row count; a tie goes to it); for the streaming kernel, per row count the widest tile
-  /// set within kTilesWithinNoise of its fastest, each measured count covering the counts above
-  /// the one before it.
+  /// set with a prefetch within kTilesWithinNoise of its fastest, and that set's fastest
+  /// prefetch (the prefetch changes no value: the fastest is the one to run), each measured
+  /// count covering the counts above the one before it.
   LinearChoice choose() const {
     REFDEC_CHECK(!rows.empty() && !candidates.empty() && seconds.size() == candidates.size(),
                  "LinearCalibration: needs times of at least one candidate at one row count");
@@ -111,14 +115,19 @@ struct LinearCalibration {
       for (std::size_t c = 0; c < candidates.size(); ++c)
         if (candidates[c].backend == PackedBackend::kStream) any_stream = true, fastest = std::min(fastest, seconds[c][r]);
       std::optional<StreamTiles> tiles;
-      double chosen = fastest;
       for (std::size_t c = 0; c < candidates.size(); ++c)
         if (candidates[c].backend == PackedBackend::kStream && seconds[c][r] <= fastest * (1.0 + kTilesWithinNoise) &&
             (!tiles || candidates[c].tiles > *tiles))
-          tiles = candidates[c].tiles, chosen = seconds[c][r];
+          tiles = candidates[c].tiles;
       if (tiles) {
+        StreamKernel kernel{*tiles};
+        double chosen = std::numeric_limits<double>::infinity();
+        for (std::size_t c = 0; c < candidates.size(); ++c)
+          if (candidates[c].backend == PackedBackend::kStream && candidates[c].tiles == *tiles && seconds[c][r] < chosen)
+            kernel.prefetch = candidates[c].prefetch, chosen = seconds[c][r];
         stream_score += chosen / best[r];
-        if (r == 0 || choice.tiles.at(rows[r], HalfFormat::kBf16) != *tiles) choice.tiles.set(r == 0 ? 1 : rows[r - 1] + 1, *tiles);
+        if (r == 0 || choice.tiles.kernel(rows[r], HalfFormat::kBf16) != kernel)
+          choice.tiles.set(r == 0 ? 1 : rows[r - 1] + 1, kernel.tiles, kernel.prefetch);
       }
     }
     for (std::size_t c = 0; c < candidates.size(); ++c)
@@ -204,7 +213,8 @@ inline LinearCalibration calibrate_linear(const std::vector<at::Tensor>& weights
         if (evict.numel() > 0) (void)evict.sum().item<float>();
         const auto t0 = std::chrono::steady_clock::now();
         const auto& layers = packed[candidates[c].backend];
-        for (std::size_t l = 0; l < weights.size(); ++l) layers[l]->run_tiles(candidates[c].tiles, xs[r][l], outs[r][l]);
+        for (std::size_t l = 0; l < weights.size(); ++l)
+          layers[l]->run_tiles(candidates[c].tiles, xs[r][l], outs[r][l], Epilogue::kStore, {}, candidates[c].prefetch);
         const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (i > 0) cal.seconds[c][r] = std::min(cal.seconds[c][r], t);
       }

@@ -450,7 +450,7 @@ class LlamaModel {
                                     [&](const LinearCandidate& c) { return c.backend == given->backend; }) &&
                         packed_backend_unavailable(given->backend, dt).empty() &&
                         std::all_of(given->tiles.ranges().begin(), given->tiles.ranges().end(),
-                                    [&](const auto& r) { return StreamLinear::unavailable(r.second, format).empty(); });
+                                    [&](const auto& r) { return StreamLinear::unavailable(r.second.tiles, format).empty(); });
       REFDEC_CHECK(runs, "LlamaModel: the LinearChoice given (" << given->describe() << ") does not run " << w_.embedding.toString()
                                                                 << " weights here under " << asked << " (" << isa << ")");
       choice_ = std::move(*given);

@@ -49,36 +49,52 @@ enum class PackedBackend {
 /// The backend's name as options and reports spell it: "onednn", "stream".
 inline const char* backend_name(PackedBackend backend) { return backend == PackedBackend::kOneDnn ? "onednn" : "stream"; }
 
-/// Which of the streaming kernel's tile sets runs a product of each row count: ranges of row
-/// counts, each from its first count up to the next range's. Without ranges, or below the first,
-/// the widest set the CPU runs for the format (StreamLinear::widest()).
+/// A tile set and how its tiles prefetch: what the streaming kernel runs a product with.
+struct StreamKernel {
+  StreamTiles tiles = StreamTiles::kAvx2;
+  StreamPrefetch prefetch = StreamPrefetch::kAhead;
+
+  /// The tile set's name, with "/l2" or "/none" after it where the prefetch is not kAhead:
+  /// "avx512-bf16", "avx512-bf16/none".
+  std::string name() const {
+    return std::string(stream_tiles_name(tiles)) + (prefetch == StreamPrefetch::kAhead ? "" : std::string("/") + stream_prefetch_name(prefetch));
+  }
+  bool operator==(const StreamKernel&) const = default;
+};
+
+/// Which of the streaming kernel's tile sets, prefetching how, runs a product of each row count:
+/// ranges of row counts, each from its first count up to the next range's. Without ranges, or
+/// below the first, the widest set the CPU runs for the format (StreamLinear::widest()),
+/// prefetching kAhead.
 class TilesByRows {
  public:
   TilesByRows() = default;
   /// `tiles` for every row count.
   explicit TilesByRows(StreamTiles tiles) { set(1, tiles); }
 
-  /// `tiles` from `first_rows` (at least 1) up to the next range.
-  void set(std::int64_t first_rows, StreamTiles tiles) {
+  /// `tiles`, prefetching as `prefetch`, from `first_rows` (at least 1) up to the next range.
+  void set(std::int64_t first_rows, StreamTiles tiles, StreamPrefetch prefetch = StreamPrefetch::kAhead) {
     REFDEC_CHECK(first_rows >= 1, "TilesByRows: a range starts at 1 row or more, got " << first_rows);
-    ranges_[first_rows] = tiles;
+    ranges_[first_rows] = {tiles, prefetch};
   }
 
-  /// The tiles that run `rows` rows of `format` weights.
-  StreamTiles at(std::int64_t rows, HalfFormat format) const {
+  /// The tiles that run `rows` rows of `format` weights, and their prefetch.
+  StreamKernel kernel(std::int64_t rows, HalfFormat format) const {
     const auto it = ranges_.upper_bound(rows);
-    return it == ranges_.begin() ? StreamLinear::widest(format) : std::prev(it)->second;
+    return it == ranges_.begin() ? StreamKernel{StreamLinear::widest(format)} : std::prev(it)->second;
   }
+  /// The tiles alone: kernel(rows, format).tiles.
+  StreamTiles at(std::int64_t rows, HalfFormat format) const { return kernel(rows, format).tiles; }
 
-  /// "avx512-bf16 for 1-4 rows, avx2 from 5 rows", "avx2 for every row count", or "the widest
-  /// tiles here" without ranges.
+  /// "avx512-bf16/none for 1-2 rows, avx512-bf16 from 3 rows", "avx2 for every row count", or
+  /// "the widest tiles here" without ranges.
   std::string describe() const {
     if (ranges_.empty()) return "the widest tiles here";
     std::string s;
     for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
       const auto next = std::next(it);
       if (!s.empty()) s += ", ";
-      s += stream_tiles_name(it->second);
+      s += it->second.name();
       if (it->first == 1 && next == ranges_.end())
         s += " for every row count";
       else if (next == ranges_.end())
@@ -89,11 +105,11 @@ class TilesByRows {
     return s;
   }
 
-  const std::map<std::int64_t, StreamTiles>& ranges() const { return ranges_; }
+  const std::map<std::int64_t, StreamKernel>& ranges() const { return ranges_; }
   bool operator==(const TilesByRows&) const = default;
 
  private:
-  std::map<std::int64_t, StreamTiles> ranges_;  // first row count -> tiles
+  std::map<std::int64_t, StreamKernel> ranges_;  // first row count -> tiles and prefetch
 };
 
 /// Why `backend` cannot run a `dtype` weight on this machine, or "" when it can: names what the
@@ -144,8 +160,8 @@ class PackedLinear {
     dtype_ = weight.scalar_type();
     backend_ = backend ? *backend : packed_backends_here(dtype_).back();
     out_ = weight.size(0), in_ = weight.size(1);
-    for (const auto& [rows, t] : tiles_.ranges()) {
-      const std::string no = StreamLinear::unavailable(t, format());
+    for (const auto& [rows, k] : tiles_.ranges()) {
+      const std::string no = StreamLinear::unavailable(k.tiles, format());
       REFDEC_CHECK(no.empty(), "PackedLinear: cannot run " << dtype_ << " weights from " << rows << " rows: " << no);
     }
     const auto source = weight.contiguous();
@@ -186,13 +202,14 @@ class PackedLinear {
   /// out_features()], contiguous, dtype() or float32; `other` (Epilogue::kMultiply only) like out,
   /// of dtype(), not overlapping it. Rounds once, after the epilogue.
   void run(const at::Tensor& x, const at::Tensor& out, Epilogue epilogue = Epilogue::kStore, const at::Tensor& other = {}) const {
-    run_tiles(tiles_.at(x.dim() == 2 ? x.size(0) : 1, format()), x, out, epilogue, other);
+    const StreamKernel k = tiles_.kernel(x.dim() == 2 ? x.size(0) : 1, format());
+    run_tiles(k.tiles, x, out, epilogue, other, k.prefetch);
   }
 
-  /// run() with the streaming kernel's `tiles` whatever tiles() names for the row count (what a
-  /// calibration times); oneDNN's run() otherwise.
+  /// run() with the streaming kernel's `tiles`, prefetching as `prefetch`, whatever tiles() names
+  /// for the row count (what a calibration times); oneDNN's run() otherwise.
   void run_tiles(StreamTiles tiles, const at::Tensor& x, const at::Tensor& out, Epilogue epilogue = Epilogue::kStore,
-                 const at::Tensor& other = {}) const {
+                 const at::Tensor& other = {}, StreamPrefetch prefetch = StreamPrefetch::kAhead) const {
     REFDEC_CHECK(
         x.dim() == 2 && x.size(1) == in_ && x.scalar_type() == dtype_ && x.is_contiguous() && x.device().is_cpu(),
         "PackedLinear: input must be a contiguous " << dtype_ << " CPU [rows, " << in_ << "], got " << x.toString() << " " << x.sizes());
@@ -208,7 +225,8 @@ class PackedLinear {
                      << dtype_ << " CPU " << out.sizes() << " apart from the output, got " << other.toString() << " " << other.sizes());
     if (x.size(0) == 0) return;
     const bool f32 = out.scalar_type() == at::kFloat;
-    if (stream_) return run_stream(x, out, f32, epilogue, multiply ? static_cast<const std::uint16_t*>(other.data_ptr()) : nullptr, tiles);
+    if (stream_)
+      return run_stream(x, out, f32, epilogue, multiply ? static_cast<const std::uint16_t*>(other.data_ptr()) : nullptr, {tiles, prefetch});
 #if REFDEC_HAVE_ONEDNN
     const dnnl::matmul kernel = kernel_for(x.size(0), f32, epilogue);
     using dt = dnnl::memory::data_type;
@@ -254,7 +272,8 @@ class PackedLinear {
   // The streaming kernel: x prepared for the row count's tiles once, runs of column blocks taken
   // by libtorch's threads as they finish the previous one.
   void run_stream(const at::Tensor& x, const at::Tensor& out, bool f32, Epilogue epilogue, const std::uint16_t* other,
-                  StreamTiles tiles) const {
+                  StreamKernel kernel) const {
+    const StreamTiles tiles = kernel.tiles;
     const std::string no = StreamLinear::unavailable(tiles, format());
     REFDEC_CHECK(no.empty(), "PackedLinear: " << no);
     const std::int64_t rows = x.size(0), blocks = stream_->blocks();
@@ -267,7 +286,7 @@ class PackedLinear {
     const std::int64_t takes = (blocks + StreamLinear::kBlocksPerTake - 1) / StreamLinear::kBlocksPerTake;
     const std::int64_t sharers = std::min<std::int64_t>(takes, at::get_num_threads());
     at::parallel_for(0, sharers, 1,
-                     [&](std::int64_t, std::int64_t) { stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next, sharers); });
+                     [&](std::int64_t, std::int64_t) { stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next, sharers, kernel.prefetch); });
   }
 
 #if REFDEC_HAVE_ONEDNN
