@@ -1,16 +1,20 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The plain read the CPU benchmarks measure memory bandwidth by, the roofline of a decoding step
-// (which only reads its weights): a sum of floats in the widest loads the CPU runs, four
-// independent chains. Torch-free; each benchmark splits the buffer over its own threads.
+// The plain reads the CPU benchmarks measure memory bandwidth by, the roofline of a decoding step
+// (which only reads its weights): sums of floats, four independent chains, in each kind of load
+// the CPU runs. Torch-free; each benchmark splits the buffer over its own threads.
 //
-// On a 2-core Intel Xeon (model 207) AVX2 loads read about a fifth slower than AVX-512 ones
-// (1 GiB in huge pages on both cores, best of 10: `refdec-stream-linear --reads`), and ATen's sum
-// about as fast as AVX2 loads. A roofline below what a plain read reaches flatters every share of
-// it: the widest loads set it. The CPU's own ISA decides, not REFDEC_CPU_ISA, as the
-// memory's speed does not depend on which kernels a run is asked to take.
+// Which read is fastest depends on the CPU (1 GiB in huge pages on both cores, best of 10:
+// `refdec-stream-linear --reads`): on a 2-core Intel Xeon (model 207) AVX2 loads read about a
+// fifth slower than AVX-512 loads prefetched 4 KB ahead, and ATen's sum about as fast as AVX2
+// loads; on a 2-core Zen 4 EPYC the prefetched AVX-512 loads read 38 GB/s where AVX2 loads read
+// 52 and AVX-512 loads without the prefetch as fast. A roofline below what a plain read reaches
+// flatters every share of it: the benchmarks take the fastest of the paths (read_paths()). The
+// CPU's own ISA decides which run, not REFDEC_CPU_ISA, as the memory's speed does not depend on
+// which kernels a run is asked to take.
 
 #include <cstdint>
+#include <vector>
 
 #include "refdec/cpu/cpu_isa.hpp"
 
@@ -26,10 +30,12 @@ inline constexpr std::int64_t kReadFloats = 64;
 namespace detail {
 
 #if REFDEC_X86
+// kPrefetch: each 64 floats also asked for 4 KB ahead into L1.
+template <bool kPrefetch = true>
 REFDEC_AVX512_TARGET inline float read_avx512(const float* p, std::int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (std::int64_t i = 0; i < n; i += kReadFloats) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + i) + 4096, _MM_HINT_T0);
+    if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(p + i) + 4096, _MM_HINT_T0);
     a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
     a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
     a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
@@ -69,23 +75,36 @@ inline float read_plain(const float* p, std::int64_t n) {
 
 }  // namespace detail
 
-/// The sum of the `n` floats at `p` (`n` a multiple of kReadFloats, `p` 64-byte aligned), read
-/// on the calling thread in AVX-512 loads (prefetched 4 KB ahead) where the CPU runs them, else
-/// AVX2 loads, else plain ones.
-inline float read_floats(const float* p, std::int64_t n) {
+/// A sum of the `n` floats at `p` (`n` a multiple of kReadFloats, `p` 64-byte aligned) on the
+/// calling thread.
+using Read = float (*)(const float* p, std::int64_t n);
+
+/// One way to read memory: its name in reports and its sum.
+struct ReadPath {
+  const char* name;
+  Read read;
+};
+
+/// Every read path this CPU runs: plain loads, AVX2 loads, AVX-512 loads prefetched 4 KB ahead,
+/// AVX-512 loads alone. A roofline is the fastest of them.
+inline std::vector<ReadPath> read_paths() {
+  std::vector<ReadPath> paths = {{"plain loads", detail::read_plain}};
 #if REFDEC_X86
-  static const refdec::CpuIsa isa = refdec::detect_cpu_isa();
-  if (isa.runs_avx512()) return detail::read_avx512(p, n);
-  if (isa.runs_avx2()) return detail::read_avx2(p, n);
+  const refdec::CpuIsa isa = refdec::detect_cpu_isa();
+  if (isa.runs_avx2()) paths.push_back({"AVX2 loads", detail::read_avx2});
+  if (isa.runs_avx512()) {
+    paths.push_back({"AVX-512 loads, prefetched 4 KB ahead", detail::read_avx512<true>});
+    paths.push_back({"AVX-512 loads", detail::read_avx512<false>});
+  }
 #endif
-  return detail::read_plain(p, n);
+  return paths;
 }
 
 /// Thread t's share of a read of the `n` floats at `p` that `threads` threads split (`n` a
 /// multiple of kReadFloats): the sum of its contiguous slice of whole kReadFloats units, by
-/// `read` (read_floats or one of detail's paths).
-template <typename Read = float (*)(const float*, std::int64_t)>
-inline float read_slice(const float* p, std::int64_t n, std::int64_t t, std::int64_t threads, Read read = read_floats) {
+/// `read` (a ReadPath's, or any callable of Read's signature).
+template <typename ReadFn>
+inline float read_slice(const float* p, std::int64_t n, std::int64_t t, std::int64_t threads, ReadFn read) {
   const std::int64_t units = n / kReadFloats, begin = units * t / threads, end = units * (t + 1) / threads;
   return read(p + begin * kReadFloats, (end - begin) * kReadFloats);
 }

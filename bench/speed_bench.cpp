@@ -75,30 +75,37 @@ void sync(const at::Tensor& t) { (void)t.reshape({-1})[0].item<double>(); }
 
 // Read bandwidth in bytes/s: the best of `repeats` reads of a `bytes`-sized float buffer, a
 // multi-threaded read-only stream (a copy also writes, and understates what a decoding step, which
-// only reads its weights, can get): on the CPU memory_read.hpp's sums, each thread a slice, the
-// buffer in huge pages as the packed weights are (cpu/huge_pages.hpp); on a GPU ATen's sum.
+// only reads its weights, can get): on the CPU each of memory_read.hpp's paths in turn per repeat,
+// each thread a slice, the buffer in huge pages as the packed weights are (cpu/huge_pages.hpp),
+// the fastest path's best; on a GPU ATen's sum.
 double measure_bandwidth(at::Device device, std::int64_t bytes, int repeats) {
   const std::int64_t floats = bytes / 4 / refdec_bench::kReadFloats * refdec_bench::kReadFloats;
   const HugePageBuffer memory(device.is_cpu() ? static_cast<std::size_t>(floats) * 4 : 0);
   const auto buffer = device.is_cpu() ? at::from_blob(memory.data(), {floats}, at::kFloat).fill_(1.0f)
                                       : at::ones({floats}, at::TensorOptions().dtype(at::kFloat).device(device));
-  const auto read = [&] {
+  const auto read = [&](refdec_bench::Read path) {
     if (!device.is_cpu()) return sync(buffer.sum());
     const std::int64_t threads = at::get_num_threads();
     const auto* p = static_cast<const float*>(memory.data());
     std::vector<float> sums(static_cast<std::size_t>(threads));
     at::parallel_for(0, threads, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t) sums[static_cast<std::size_t>(t)] = refdec_bench::read_slice(p, floats, t, threads);
+      for (std::int64_t t = begin; t < end; ++t) sums[static_cast<std::size_t>(t)] = refdec_bench::read_slice(p, floats, t, threads, path);
     });
     volatile float sink = std::accumulate(sums.begin(), sums.end(), 0.0f);  // the reads are not dead
     (void)sink;
   };
+  std::vector<refdec_bench::Read> paths;
+  if (device.is_cpu())
+    for (const auto& path : refdec_bench::read_paths()) paths.push_back(path.read);
+  else
+    paths.push_back(nullptr);  // ATen's sum
   double best = 0;
-  for (int r = 0; r <= repeats; ++r) {
-    const auto t0 = Clock::now();
-    read();
-    if (r > 0) best = std::max(best, static_cast<double>(floats * 4) / seconds_since(t0));  // r == 0 warms up
-  }
+  for (int r = 0; r <= repeats; ++r)
+    for (const refdec_bench::Read path : paths) {
+      const auto t0 = Clock::now();
+      read(path);
+      if (r > 0) best = std::max(best, static_cast<double>(floats * 4) / seconds_since(t0));  // r == 0 warms up
+    }
   return best;
 }
 

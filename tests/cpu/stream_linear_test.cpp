@@ -205,7 +205,8 @@ TEST_P(StreamTilesTest, EveryPrefetchWritesWhatAheadWrites) {
         std::vector<float> xf(static_cast<std::size_t>(linear.prepared_bytes(tiles, rows) / 4)), taken(ahead.size(), -1.0f);
         linear.prepare(tiles, x.data(), rows, xf.data());
         std::atomic<std::int64_t> next{0};
-        std::thread other([&] { linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next, 2, prefetch); });
+        std::thread other(
+            [&] { linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next, 2, prefetch); });
         linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next, 2, prefetch);
         other.join();
         EXPECT_EQ(taken, ahead) << name(format) << ", " << rows << " rows, runs taken, prefetch " << refdec::stream_prefetch_name(prefetch);
@@ -238,7 +239,8 @@ TEST(StreamLinear, PreparesTheDotTilesInputPairByPairRowsSideBySide) {
         for (std::int64_t r = 0; r < rows; ++r) {
           const std::uint32_t low = x[static_cast<std::size_t>(r * in + 2 * p)];
           const std::uint32_t high = 2 * p + 1 < in ? x[static_cast<std::size_t>(r * in + 2 * p + 1)] : 0;
-          ASSERT_EQ(got[static_cast<std::size_t>(p * rows + r)], low | high << 16) << in << " inputs, " << rows << " rows, pair " << p << ", row " << r;
+          ASSERT_EQ(got[static_cast<std::size_t>(p * rows + r)], low | high << 16)
+              << in << " inputs, " << rows << " rows, pair " << p << ", row " << r;
         }
     }
 }
@@ -261,7 +263,8 @@ TEST(StreamLinear, PreparesTheFloatTilesInputPairByPairRowsSideBySide) {
             for (std::int64_t r = 0; r < rows; ++r) {
               const float want = k < in ? StreamLinear::to_float(x[static_cast<std::size_t>(r * in + k)], format) : 0.0f;
               ASSERT_EQ(got[static_cast<std::size_t>((k / 2 * rows + r) * 2 + k % 2)], want)
-                  << name(format) << ", " << stream_tiles_name(tiles) << ", " << in << " inputs, " << rows << " rows, position " << k << ", row " << r;
+                  << name(format) << ", " << stream_tiles_name(tiles) << ", " << in << " inputs, " << rows << " rows, position " << k
+                  << ", row " << r;
             }
         }
 }
@@ -286,7 +289,8 @@ TEST(StreamLinear, Fp16TilesKeepTheirSumsInRangeAtAnyScale) {
       std::vector<float> got(want.size());
       linear.run(StreamTiles::kAvx512Fp16, x.data(), rows, got.data(), true);
       for (std::size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i] / want[i], 1.0, std::ldexp(1.0, -9)) << "weights 2^" << weight_scale << ", inputs 2^" << input_scale << ", element " << i;
+        ASSERT_NEAR(got[i] / want[i], 1.0, std::ldexp(1.0, -9))
+            << "weights 2^" << weight_scale << ", inputs 2^" << input_scale << ", element " << i;
     }
 }
 
@@ -326,7 +330,7 @@ TEST(StreamLinear, RejectsBadInput) {
 TEST(StreamLinear, WidestFollowsTheCpu) {
   const auto& isa = refdec::cpu_isa();
   const StreamTiles bf16 = StreamLinear::widest(HalfFormat::kBf16), fp16 = StreamLinear::widest(HalfFormat::kFp16);
-  EXPECT_EQ(bf16, isa.runs_avx512() && isa.avx512_bf16                               ? StreamTiles::kAvx512Bf16
+  EXPECT_EQ(bf16, isa.runs_avx512() && isa.avx512_bf16                              ? StreamTiles::kAvx512Bf16
                   : isa.runs_avx512() && isa.avx512_fp16 && REFDEC_HAVE_AVX512_FP16 ? StreamTiles::kAvx512Fp16
                   : isa.runs_avx512()                                               ? StreamTiles::kAvx512
                                                                                     : StreamTiles::kAvx2);

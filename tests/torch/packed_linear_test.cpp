@@ -442,7 +442,11 @@ TEST(AttentionProducts, MaskSoftmaxInPlaceEqualsTheSoftmaxOfTheMaskedScores) {
   at::set_num_threads(threads_before);
   refdec_test::expect_error([] { mask_softmax_in_place(at::zeros({2, 4}, at::kDouble), {}); }, "needs contiguous float32 CPU scores");
   refdec_test::expect_error([] { mask_softmax_in_place(at::zeros({3, 4}), at::zeros({2, 2})); }, "with n dividing the rows");
-  refdec_test::expect_error([] { mask_softmax_in_place(at::zeros({4, 4}), at::zeros({2, 2}, at::kBFloat16)); }, "needs a contiguous float32 CPU mask");
+  refdec_test::expect_error(
+      [] {
+        mask_softmax_in_place(at::zeros({4, 4}), at::zeros({2, 2}, at::kBFloat16));
+      },
+      "needs a contiguous float32 CPU mask");
 }
 
 TEST(AttentionProducts, RejectWhatTheyCannotRun) {

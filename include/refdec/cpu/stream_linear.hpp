@@ -251,8 +251,7 @@ class StreamLinear {
 #if REFDEC_X86
     const Output o{out, out_f32, epilogue, other};
 #if REFDEC_HAVE_AVX512_FP16
-    if (tiles == StreamTiles::kAvx512Fp16)
-      return run_fp16(static_cast<const float*>(prepared), rows, o, first_block, last_block, prefetch);
+    if (tiles == StreamTiles::kAvx512Fp16) return run_fp16(static_cast<const float*>(prepared), rows, o, first_block, last_block, prefetch);
 #endif
     if (tiles == StreamTiles::kAvx512Bf16)
       return run_bf16_dot(static_cast<const std::uint32_t*>(prepared), rows, o, first_block, last_block, prefetch);

@@ -51,11 +51,12 @@ struct LinearCandidate {
 };
 
 /// Every candidate that runs `dtype` weights on this CPU: oneDNN first, then the tile sets,
-/// narrowest first, each with every StreamPrefetch (kAhead first). The avx512-fp16 tiles only with `fp16_sums`: their sums round to fp16 over a
-/// few dozen products (stream_linear.hpp), about one bf16 rounding more than the other sets', so
-/// a step of several tokens that runs them sums further from the one-token step, and greedy
-/// speculative decoding in bf16, which can already part from plain decoding where two logits
-/// nearly tie (README), parts more often. A user trades that for their speed by asking.
+/// narrowest first, each with every StreamPrefetch (kAhead first). The avx512-fp16 tiles only
+/// with `fp16_sums`: their sums round to fp16 over a few dozen products (stream_linear.hpp),
+/// about one bf16 rounding more than the other sets', so a step of several tokens that runs them
+/// sums further from the one-token step, and greedy speculative decoding in bf16, which can
+/// already part from plain decoding where two logits nearly tie (README), parts more often. A
+/// user trades that for their speed by asking.
 inline std::vector<LinearCandidate> linear_candidates_here(at::ScalarType dtype, bool fp16_sums = false) {
   std::vector<LinearCandidate> v;
   if (packed_backend_unavailable(PackedBackend::kOneDnn, dtype).empty()) v.push_back({PackedBackend::kOneDnn});

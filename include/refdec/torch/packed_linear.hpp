@@ -57,7 +57,8 @@ struct StreamKernel {
   /// The tile set's name, with "/l2" or "/none" after it where the prefetch is not kAhead:
   /// "avx512-bf16", "avx512-bf16/none".
   std::string name() const {
-    return std::string(stream_tiles_name(tiles)) + (prefetch == StreamPrefetch::kAhead ? "" : std::string("/") + stream_prefetch_name(prefetch));
+    return std::string(stream_tiles_name(tiles)) +
+           (prefetch == StreamPrefetch::kAhead ? "" : std::string("/") + stream_prefetch_name(prefetch));
   }
   bool operator==(const StreamKernel&) const = default;
 };
@@ -285,8 +286,9 @@ class PackedLinear {
     std::atomic<std::int64_t> next{0};
     const std::int64_t takes = (blocks + StreamLinear::kBlocksPerTake - 1) / StreamLinear::kBlocksPerTake;
     const std::int64_t sharers = std::min<std::int64_t>(takes, at::get_num_threads());
-    at::parallel_for(0, sharers, 1,
-                     [&](std::int64_t, std::int64_t) { stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next, sharers, kernel.prefetch); });
+    at::parallel_for(0, sharers, 1, [&](std::int64_t, std::int64_t) {
+      stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next, sharers, kernel.prefetch);
+    });
   }
 
 #if REFDEC_HAVE_ONEDNN
