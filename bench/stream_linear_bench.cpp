@@ -8,6 +8,7 @@
 // both sides alike.
 //
 //   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]
+//                        [--prefetch ahead|l2|none]   (how every set's tiles prefetch: StreamPrefetch)
 //   refdec-stream-linear --peak    (the tiles' multiply instructions' rate in registers, then exit)
 //   refdec-stream-linear --reads   (each path of the read the roofline is measured by, then exit)
 //   refdec-stream-linear --resident  (each set of tiles on weights held in the L2 cache: the
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
   std::int64_t rows = 1;
   int rounds = 10;
   std::string tiles_name = "all";
+  refdec::StreamPrefetch prefetch = refdec::StreamPrefetch::kAhead;
   bool peak = false, reads = false, resident = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -266,6 +268,15 @@ int main(int argc, char** argv) {
       rounds = std::atoi(argv[++i]);
     } else if (i + 1 < argc && arg == "--tiles") {
       tiles_name = argv[++i];
+    } else if (i + 1 < argc && arg == "--prefetch") {
+      const std::string name = argv[++i];
+      bool known = false;
+      for (const refdec::StreamPrefetch p : refdec::kAllStreamPrefetch)
+        if (name == refdec::stream_prefetch_name(p)) prefetch = p, known = true;
+      if (!known) {
+        std::fprintf(stderr, "refdec-stream-linear: unknown --prefetch '%s' (ahead, l2, none)\n", name.c_str());
+        return 2;
+      }
     } else if (arg == "--peak") {
       peak = true;
     } else if (arg == "--reads") {
@@ -273,7 +284,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--resident") {
       resident = true;
     } else {
-      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--peak] [--reads] [--resident]\n");
+      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--prefetch ahead|l2|none] [--peak] [--reads] [--resident]\n");
       return 2;
     }
   }
@@ -318,8 +329,9 @@ int main(int argc, char** argv) {
   for (const auto& layer : layers)
     for (const auto tiles : refdec::kAllStreamTiles) prepared_bytes = std::max(prepared_bytes, layer->prepared_bytes(tiles, rows));
   std::vector<float> prepared(static_cast<std::size_t>(prepared_bytes / 4 + 1)), y(static_cast<std::size_t>(rows * widest));
-  std::printf("%s: %zu bf16 layers, %.3f GB; %lld row(s); %d threads; CPU %s\n", shape_name.c_str(), layers.size(), static_cast<double>(bytes) / 1e9,
-              static_cast<long long>(rows), omp_get_max_threads(), refdec::cpu_isa().describe().c_str());
+  std::printf("%s: %zu bf16 layers, %.3f GB; %lld row(s); prefetch %s; %d threads; CPU %s\n", shape_name.c_str(), layers.size(),
+              static_cast<double>(bytes) / 1e9, static_cast<long long>(rows), refdec::stream_prefetch_name(prefetch), omp_get_max_threads(),
+              refdec::cpu_isa().describe().c_str());
   std::printf("| round | read GB/s |");
   for (const auto t : sets) std::printf(" %s GB/s | / read |", refdec::stream_tiles_name(t));
   std::printf("\n|---|---|");
@@ -335,7 +347,8 @@ int main(int argc, char** argv) {
         layer->prepare(sets[i], x.data(), rows, prepared.data());
         std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads
 #pragma omp parallel
-        layer->run_taking(sets[i], prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next, omp_get_num_threads());
+        layer->run_taking(sets[i], prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next, omp_get_num_threads(),
+                          prefetch);
       }
       const double kernel_s = seconds_since(t);
       if (r == 0) continue;
