@@ -7,8 +7,8 @@
 // Which read is fastest depends on the CPU (1 GiB in huge pages on both cores, best of 10:
 // `refdec-stream-linear --reads`): on a 2-core Intel Xeon (model 207) AVX2 loads read about a
 // fifth slower than AVX-512 loads prefetched 4 KB ahead, and ATen's sum about as fast as AVX2
-// loads; on a 2-core Zen 4 EPYC the prefetched AVX-512 loads read 38 GB/s where AVX2 loads read
-// 52 and AVX-512 loads without the prefetch as fast. A roofline below what a plain read reaches
+// loads; on a 2-core Zen 4 EPYC the prefetched AVX-512 loads read 31.2 GB/s where plain, AVX2
+// and unprefetched AVX-512 loads read 36.4-37.7. A roofline below what a plain read reaches
 // flatters every share of it: the benchmarks take the fastest of the paths (read_paths()). The
 // CPU's own ISA decides which run, not REFDEC_CPU_ISA, as the memory's speed does not depend on
 // which kernels a run is asked to take.

@@ -169,7 +169,7 @@ int print_peaks() {
 
 #if REFDEC_X86
 // --reads: each of memory_read.hpp's paths that the CPU runs, reading 1 GiB in huge pages on every
-// OpenMP thread, the paths in turn, best of 10: why the widest loads set the roofline.
+// OpenMP thread, the paths in turn, best of 10: which read sets the roofline (the fastest).
 int print_reads() {
   const auto paths = refdec_bench::read_paths();
   const ReadBuffer buffer(kGiBFloats);
@@ -191,7 +191,7 @@ int print_reads() {
 // --resident: each set of tiles at 1-16 rows on one layer of 64 x 2048 (256 KiB packed, within
 // the L2 cache of every CPU measured), every thread its own pass over all of it, best of 10: the
 // time the tiles' instructions take per 64 bytes of weights with no wait for memory, beside the
-// time the memory takes to deliver 64 bytes to each thread when all read (the widest read, 1 GiB,
+// time the memory takes to deliver 64 bytes to each thread when all read (the fastest read, 1 GiB,
 // best of 3). Where the first is near or above the second, the tiles cannot stream at the
 // memory's pace however well their loads are prefetched.
 int print_resident() {

@@ -93,9 +93,9 @@ inline const char* stream_tiles_name(StreamTiles tiles) {
 /// How the tiles ask for the weights ahead of their loads. Which streams fastest depends on the
 /// CPU's memory system and on how long a tile spends on each byte, so a model measures these with
 /// the tile sets at load (torch/linear_choice.hpp). On a 2-core Zen 4 EPYC the AVX512_BF16 tiles
-/// stepped 1-2 tokens in 0.78-0.93 of kAhead's time with kNone or kL2 and 8-16 tokens in 0.89-0.90
-/// with kL2 (bench/step_ab.sh), where on an Intel Xeon (model 207) kAhead was tuned to gain 5-14%
-/// over the hardware's prefetchers alone (stream_linear.hpp's prefetch distances).
+/// streamed one row at 0.83 / 0.82 / 0.90 of a plain read with kAhead / kL2 / kNone and 16 rows
+/// at 0.63 / 0.75 / 0.49 (refdec-stream-linear --prefetch), where on an Intel Xeon (model 207)
+/// kAhead was tuned to gain 5-14% over the hardware's prefetchers alone (the distances below).
 enum class StreamPrefetch {
   kAhead,  ///< into L1 1-16 KB ahead; the tiles of one or two rows, and the AVX512_FP16 ones, also twice as far into L2
   kL2,     ///< into L2 only, as far ahead as kAhead's request into L1
