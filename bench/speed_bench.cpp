@@ -553,7 +553,7 @@ struct LiveBatchRow {
 
 // The command line.
 struct Options {
-  std::string shape_name = "1b", device_name = "cpu", dtype_name = "bf16", linear_name = "auto", json_path;
+  std::string shape_name = "1b", device_name = "cpu", dtype_name = "bf16", linear_name = "auto", linear_choice, json_path;
   std::vector<std::string> trajectory_files;
   std::int64_t plain_tokens = 64, paired_steps = 16, bandwidth_mib = 1024, threads = std::thread::hardware_concurrency();
   std::size_t context = 512;
@@ -579,6 +579,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--device", o.device_name, "cpu or cuda")->capture_default_str();
   app.add_option("--dtype", o.dtype_name, "bf16, fp16, fp32 or fp64")->capture_default_str();
   app.add_option("--linear", o.linear_name, std::string("linear layers: ") + linear_kernels_help())->capture_default_str();
+  app.add_option("--linear-choice", o.linear_choice,
+                 "the packed kernels to run, as an earlier run's report spells them (\"stream (avx512-bf16/none for 1-2 rows, "
+                 "avx512-bf16 from 3 rows)\", \"onednn\"): taken instead of measuring them at load, where --linear measures them");
   app.add_option("--threads", o.threads, "intra-op threads (0: libtorch's default, which is 1 on some machines)")
       ->capture_default_str()
       ->transform(cli::integer_in(0, 1024));
@@ -722,6 +725,7 @@ void describe_model(const Options& opt, const LlamaModel& model, double init_sec
   report.json["packed"] = model.packed();
   report.json["linear_kernel"] = linear_kernel_name(model.linear_kernel());
   report.json["linear_path"] = model.linear_path();
+  if (model.packed()) report.json["linear_choice"] = model.linear_choice().describe();  // what --linear-choice takes
   report.json["cpu_isa"] = cpu_isa().describe();
   report.json["weight_bytes"] = weight_bytes;
   report.json["kv_bytes"] = kv_bytes;
@@ -1452,7 +1456,9 @@ void run(const Options& opt) {
   // 1. The model and what a step at batch 1 reads: every weight, the KV cache of the context.
   report.phase("initialising " + opt.shape_name + " " + opt.dtype_name + " weights (CPU: " + cpu_isa().describe() + ")");
   const auto t_init = Clock::now();
-  const LlamaModel model = LlamaModel::random(config, 1, dtype, device, linear);
+  std::optional<LinearChoice> choice;
+  if (!opt.linear_choice.empty()) choice = LinearChoice::parse(opt.linear_choice);
+  const LlamaModel model = LlamaModel::random(config, 1, dtype, device, linear, std::move(choice));
   const double init_seconds = seconds_since(t_init);
   const std::int64_t kv_bytes = kv_cache_bytes(model, opt.context, dtype);
   describe_model(opt, model, init_seconds, kv_bytes, report);

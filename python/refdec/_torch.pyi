@@ -94,17 +94,20 @@ class LlamaConfig:
 class LlamaModel:
     """refdec's reference Llama-family model (libtorch)."""
     @staticmethod
-    def load_llama2c(path: Union[str, os.PathLike], dtype: Optional[torch.dtype] = None, linear: str = 'auto') -> LlamaModel:
-        """Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or bad file. `linear`: the linear layers' kernel, one of auto (the packed kernels where one runs, else at::linear), aten (at::linear), packed (oneDNN or refdec's streaming kernel, whichever measures faster here; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512), stream (the streaming kernel, its tile set per row count measured), avx2, avx512 or avx512-bf16 (the streaming kernel with those tiles only), stream-fp16 or avx512-fp16 (the same with AVX512_FP16's tiles, whose sums round to fp16: faster steps of several tokens where vdpbf16ps is slow, a little less precise); linear_path says which ran and why."""
+    def load_llama2c(path: Union[str, os.PathLike], dtype: Optional[torch.dtype] = None, linear: str = 'auto', linear_choice: Optional[str] = None) -> LlamaModel:
+        """Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or bad file. `linear`: the linear layers' kernel, one of auto (the packed kernels where one runs, else at::linear), aten (at::linear), packed (oneDNN or refdec's streaming kernel, whichever measures faster here; an error where none runs), onednn (oneDNN's bf16 matmul, AVX-512), stream (the streaming kernel, its tile set per row count measured), avx2, avx512 or avx512-bf16 (the streaming kernel with those tiles only), stream-fp16 or avx512-fp16 (the same with AVX512_FP16's tiles, whose sums round to fp16: faster steps of several tokens where vdpbf16ps is slow, a little less precise); linear_path says which ran and why. `linear_choice`: an earlier model's linear_choice string, taken instead of measuring the kernels (where `linear` measures them: auto, packed, stream, stream-fp16); ValueError where it cannot be read or cannot run here."""
     @staticmethod
-    def random(config: LlamaConfig, seed: int, dtype: Optional[torch.dtype] = None, linear: str = 'auto') -> LlamaModel:
-        """A model with seeded random weights; `linear` as load_llama2c takes it."""
+    def random(config: LlamaConfig, seed: int, dtype: Optional[torch.dtype] = None, linear: str = 'auto', linear_choice: Optional[str] = None) -> LlamaModel:
+        """A model with seeded random weights; `linear` and `linear_choice` as load_llama2c takes them."""
     @property
     def linear_kernel(self) -> str:
         """The kernel the linear layers run on: 'aten', 'onednn' or 'stream'."""
     @property
     def linear_path(self) -> str:
         """Which kernel the linear layers run on and why it was chosen (what this CPU runs)."""
+    @property
+    def linear_choice(self) -> Optional[str]:
+        """The packed kernels' choice as text ('onednn', 'stream (avx512-bf16 for 1-2 rows, ...)'), to give a later load as `linear_choice` so that it measures nothing and runs the same kernels; None where at::linear runs."""
     @property
     def config(self) -> LlamaConfig:
         """LlamaConfig (a copy)."""

@@ -77,6 +77,20 @@ def test_linear_kernels_say_which_ran_and_reject_unknown_names(torch):
         refdec.LlamaModel.random(c, 0, torch.float32, linear="packed")
 
 
+
+def test_a_linear_choice_kept_as_text_is_taken_back(torch):
+    c = refdec.LlamaConfig()
+    c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_seq_len = 16, 32, 1, 2, 2, 11, 16
+    assert refdec.LlamaModel.random(c, 0).linear_choice is None  # float32: at::linear, nothing chosen
+    measured = refdec.LlamaModel.random(c, 0, torch.bfloat16)
+    if measured.linear_kernel == "aten":
+        pytest.skip("no packed kernel runs here: " + measured.linear_path)
+    again = refdec.LlamaModel.random(c, 0, torch.bfloat16, linear_choice=measured.linear_choice)
+    assert again.linear_choice == measured.linear_choice
+    assert again.linear_path == measured.linear_choice + " (given)"
+    with pytest.raises(ValueError, match="unknown tile set 'avx3'"):
+        refdec.LlamaModel.random(c, 0, torch.bfloat16, linear_choice="stream (avx3 for every row count)")
+
 def test_an_unfinished_tree_is_refused_not_read():
     tree = refdec.LinearTree()
     tree.add_node(1, -1)

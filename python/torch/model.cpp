@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "../bindings_common.hpp"
@@ -62,22 +63,40 @@ void bind_model(py::module_& m) {
 
   static const std::string load_doc =
       "Loads a llama2.c v0 checkpoint (e.g. stories260K.bin) on the CPU in `dtype` (torch.float32 when None); OSError for a missing or "
-      "bad file. `linear`: the linear layers' kernel, one of " + std::string(linear_kernels_help()) + "; linear_path says which ran and why.";
+      "bad file. `linear`: the linear layers' kernel, one of " + std::string(linear_kernels_help()) + "; linear_path says which ran and why. "
+      "`linear_choice`: an earlier model's linear_choice string, taken instead of measuring the kernels (where `linear` measures them: "
+      "auto, packed, stream, stream-fp16); ValueError where it cannot be read or cannot run here.";
+  // The choice a Python caller gives as text (LlamaModel::linear_choice), parsed before the GIL is released.
+  const auto choice_of = [](const std::optional<std::string>& text) -> std::optional<LinearChoice> {
+    if (!text) return std::nullopt;
+    return LinearChoice::parse(*text);
+  };
   py::class_<LlamaModel, std::shared_ptr<LlamaModel>>(m, "LlamaModel", "refdec's reference Llama-family model (libtorch).")
-      .def_static("load_llama2c", [](const std::filesystem::path& path, const py::object& dtype, const std::string& linear) {
+      .def_static("load_llama2c", [choice_of](const std::filesystem::path& path, const py::object& dtype, const std::string& linear,
+                                              const std::optional<std::string>& linear_choice) {
              const at::ScalarType t = scalar_type_of(dtype);
              const LinearKernel kernel = parse_linear_kernel(linear);
+             std::optional<LinearChoice> choice = choice_of(linear_choice);
              py::gil_scoped_release release;
-             return std::make_shared<LlamaModel>(load_llama2c(path, t, at::kCPU, kernel));
-           }, py::arg("path"), py::arg("dtype") = py::none(), py::arg("linear") = linear_kernel_name(LinearKernel::kAuto), load_doc.c_str())
-      .def_static("random", [](const LlamaConfig& config, std::uint64_t seed, const py::object& dtype, const std::string& linear) {
-             return std::make_shared<LlamaModel>(LlamaModel::random(config, seed, scalar_type_of(dtype), at::kCPU, parse_linear_kernel(linear)));
+             return std::make_shared<LlamaModel>(load_llama2c(path, t, at::kCPU, kernel, std::move(choice)));
+           }, py::arg("path"), py::arg("dtype") = py::none(), py::arg("linear") = linear_kernel_name(LinearKernel::kAuto),
+           py::arg("linear_choice") = py::none(), load_doc.c_str())
+      .def_static("random", [choice_of](const LlamaConfig& config, std::uint64_t seed, const py::object& dtype, const std::string& linear,
+                                        const std::optional<std::string>& linear_choice) {
+             return std::make_shared<LlamaModel>(
+                 LlamaModel::random(config, seed, scalar_type_of(dtype), at::kCPU, parse_linear_kernel(linear), choice_of(linear_choice)));
            }, py::arg("config"), py::arg("seed"), py::arg("dtype") = py::none(), py::arg("linear") = linear_kernel_name(LinearKernel::kAuto),
-           "A model with seeded random weights; `linear` as load_llama2c takes it.")
+           py::arg("linear_choice") = py::none(), "A model with seeded random weights; `linear` and `linear_choice` as load_llama2c takes them.")
       .def_property_readonly("linear_kernel", [](const LlamaModel& md) { return std::string(linear_kernel_name(md.linear_kernel())); },
                              "The kernel the linear layers run on: 'aten', 'onednn' or 'stream'.")
       .def_property_readonly("linear_path", &LlamaModel::linear_path,
                              "Which kernel the linear layers run on and why it was chosen (what this CPU runs).")
+      .def_property_readonly("linear_choice", [](const LlamaModel& md) -> std::optional<std::string> {
+             if (md.linear_kernel() == LinearKernel::kAten) return std::nullopt;
+             return md.linear_choice().describe();
+           },
+           "The packed kernels' choice as text ('onednn', 'stream (avx512-bf16 for 1-2 rows, ...)'), to give a later load as "
+           "`linear_choice` so that it measures nothing and runs the same kernels; None where at::linear runs.")
       .def_property_readonly("config", &LlamaModel::config, "LlamaConfig (a copy).")
       .def_property_readonly("vocab_size", &LlamaModel::vocab_size, "Vocabulary size.")
       .def_property_readonly("max_seq_len", &LlamaModel::max_seq_len, "Trained context length.")

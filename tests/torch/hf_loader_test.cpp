@@ -405,6 +405,12 @@ TEST(HfLoader, Bf16ModelKeepsItsDtypeOnDisk) {
   // Loading as float32 widens the same values.
   const auto wide = load_hf_llama(dir.path(), at::kFloat);
   EXPECT_TRUE(at::equal(wide.weights().embedding, model.weights().embedding.to(at::kFloat)));
+  // A choice kept from another load is taken as given, where the streaming kernel runs.
+  if (packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16).empty()) {
+    const auto given =
+        load_hf_llama(dir.path(), at::kBFloat16, at::kCPU, LinearKernel::kAuto, LinearChoice::parse("stream (avx2 for every row count)"));
+    EXPECT_EQ(given.linear_path(), "stream (avx2 for every row count) (given)");
+  }
 }
 
 TEST(HfLoader, Stories260KThroughHfFormatGivesTheSameLogits) {

@@ -32,6 +32,16 @@ TEST(Llama2cLoader, StoriesGreedyOutputMatchesPublishedText) {
   EXPECT_DOUBLE_EQ(result.stats.tokens_per_step(), 1.0);
 }
 
+// A choice of kernels kept from an earlier load is taken as given: nothing is measured.
+TEST(Llama2cLoader, TakesTheLinearChoiceGiven) {
+  const auto path = stories_model();
+  if (path.empty()) GTEST_SKIP() << "stories260K not found under " << refdec_test::data_dir();
+  if (const std::string why = packed_backend_unavailable(PackedBackend::kStream, at::kBFloat16); !why.empty()) GTEST_SKIP() << why;
+  const auto model = load_llama2c(path, at::kBFloat16, at::kCPU, LinearKernel::kStream,
+                                  LinearChoice::parse("stream (avx2/none from 1 rows)"));
+  EXPECT_EQ(model.linear_path(), "stream (avx2/none for every row count) (given)");
+}
+
 TEST(Llama2cLoader, RejectsMissingTruncatedAndInvalidFiles) {
   const refdec_test::TempDir tmp;
   const auto& dir = tmp.path();

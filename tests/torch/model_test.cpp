@@ -239,6 +239,12 @@ TEST(LlamaModel, ChoosesItsLinearKernelByMeasurementOrTheChoiceGiven) {
                             "LinearKernel \"avx2\" cannot run");
   for (const LinearKernel k : kAllLinearKernels) EXPECT_EQ(parse_linear_kernel(linear_kernel_name(k)), k);
   refdec_test::expect_error([] { (void)parse_linear_kernel("mkl"); }, "unknown linear kernel 'mkl'");
+  EXPECT_EQ(LinearChoice::parse("onednn").backend, PackedBackend::kOneDnn);
+  EXPECT_EQ(LinearChoice::parse("stream (avx2 for 1-3 rows, avx512 from 4 rows)").describe(),
+            "stream (avx2 for 1-3 rows, avx512 from 4 rows)");
+  EXPECT_EQ(LinearChoice::parse("stream (the widest tiles here)").tiles, TilesByRows());
+  refdec_test::expect_error([] { (void)LinearChoice::parse("mkl"); }, "'mkl' is neither \"onednn\" nor \"stream (...)\"");
+  refdec_test::expect_error([] { (void)LinearChoice::parse("stream (avx2 for 1-3 rows)"); }, "must reach every larger row count");
   const std::string onednn_why = packed_backend_unavailable(PackedBackend::kOneDnn, at::kBFloat16);
   if (!onednn_why.empty())
     refdec_test::expect_error([&] { (void)LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kOneDnn); },
@@ -271,13 +277,23 @@ TEST(LlamaModel, ChoosesItsLinearKernelByMeasurementOrTheChoiceGiven) {
   const auto injected = LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kAuto, given);
   EXPECT_EQ(injected.linear_kernel(), LinearKernel::kStream);
   EXPECT_EQ(injected.linear_path(), "stream (avx2 for every row count) (given)");
+  // The measured choice kept as text and given back: the same kernels, nothing measured.
+  const LinearChoice read = LinearChoice::parse(chosen.describe());
+  EXPECT_EQ(read.backend, chosen.backend);
+  EXPECT_EQ(read.tiles, chosen.tiles);
+  const auto from_text = LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kAuto, read);
+  EXPECT_EQ(from_text.linear_path(), chosen.describe() + " (given)");
+  const std::vector<Token> tokens{1, 5, 9, 2, 7};
+  EXPECT_TRUE(at::equal(causal_logits(from_text, tokens), causal_logits(automatic, tokens))) << chosen.describe();
   // A kernel named outright ignores the choice; one the request excludes is refused.
   const auto named = LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kAvx2,
                                         LinearChoice{PackedBackend::kStream, TilesByRows(StreamLinear::widest(HalfFormat::kBf16)), ""});
   EXPECT_EQ(named.linear_choice().tiles, TilesByRows(StreamTiles::kAvx2));
   if (onednn_why.empty())
     refdec_test::expect_error(
-        [&] { (void)LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kStream, LinearChoice{PackedBackend::kOneDnn, {}, ""}); },
+        [&] {
+          (void)LlamaModel::random(config, 1, at::kBFloat16, at::kCPU, LinearKernel::kStream, LinearChoice{PackedBackend::kOneDnn, {}, ""});
+        },
         "does not run CPUBFloat16Type weights here under LinearKernel \"stream\"");
   for (const StreamTiles t : kAllStreamTiles) {
     if (StreamLinear::unavailable(t, HalfFormat::kBf16).empty()) continue;

@@ -127,6 +127,47 @@ TEST(PackedLinear, RunsEachRowCountOnTheTilesItsTableNames) {
       refdec_test::expect_error([&] { PackedLinear p(w.to(at::kHalf), PackedBackend::kStream, TilesByRows(t)); }, why);
 }
 
+// A table kept as text reads back as the same table, whatever this CPU runs (reading checks no
+// instruction set: packing does); text describe() cannot have written is refused, naming the part.
+TEST(PackedLinear, TilesByRowsReadsBackWhatItDescribes) {
+  std::vector<TilesByRows> tables(4);
+  tables[1] = TilesByRows(StreamTiles::kAvx512Fp16);
+  tables[2].set(1, StreamTiles::kAvx512Bf16, StreamPrefetch::kNone);
+  tables[2].set(3, StreamTiles::kAvx512Bf16);
+  tables[2].set(5, StreamTiles::kAvx512Bf16, StreamPrefetch::kNone);
+  tables[2].set(9, StreamTiles::kAvx2, StreamPrefetch::kL2);
+  tables[2].set(17, StreamTiles::kAvx512);
+  tables[3].set(4, StreamTiles::kAvx2);  // nothing below 4 rows: the widest tiles there
+  tables[3].set(5, StreamTiles::kAvx512, StreamPrefetch::kL2);
+  for (const TilesByRows& t : tables) EXPECT_EQ(TilesByRows::parse(t.describe()), t) << t.describe();
+  EXPECT_EQ(
+      tables[2].describe(),
+      "avx512-bf16/none for 1-2 rows, avx512-bf16 for 3-4 rows, avx512-bf16/none for 5-8 rows, avx2/l2 for 9-16 rows, avx512 from 17 rows");
+  EXPECT_EQ(tables[3].describe(), "avx2 for 4-4 rows, avx512/l2 from 5 rows");
+  EXPECT_EQ(TilesByRows::parse("avx2/ahead from 1 rows"), TilesByRows(StreamTiles::kAvx2));  // kAhead written out
+  for (const StreamTiles t : kAllStreamTiles)
+    for (const StreamPrefetch p : kAllStreamPrefetch) EXPECT_EQ(StreamKernel::parse(StreamKernel{t, p}.name()), (StreamKernel{t, p}));
+  using refdec_test::expect_error;
+  expect_error([] { (void)TilesByRows::parse("avx3 for every row count"); }, "unknown tile set 'avx3'");
+  expect_error([] { (void)TilesByRows::parse("avx2/l1 from 2 rows"); }, "unknown prefetch 'l1' in 'avx2/l1'");
+  expect_error([] { (void)TilesByRows::parse("avx2 for 1-3 rows, avx512 from 5 rows"); },
+               "'avx512 from 5 rows' starts at 5 rows where the range before it ends at 3");
+  expect_error([] { (void)TilesByRows::parse("avx2 for 1-3 rows, avx512 from 3 rows"); },
+               "starts at 3 rows where the range before it ends at 3");
+  expect_error([] { (void)TilesByRows::parse("avx2 for 1-3 rows"); },
+               "the last range, 'avx2 for 1-3 rows', must reach every larger row count");
+  expect_error([] { (void)TilesByRows::parse("avx2 from 3 rows, avx512 from 9 rows"); },
+               "a range after one that reaches every larger row count");
+  expect_error([] { (void)TilesByRows::parse("avx2 for 4-2 rows, avx512 from 3 rows"); }, "'avx2 for 4-2 rows' ends before it starts");
+  expect_error([] { (void)TilesByRows::parse("avx2 from 0 rows"); }, "'0' in 'avx2 from 0 rows' is not a row count");
+  expect_error([] { (void)TilesByRows::parse("avx2 from x2 rows"); }, "'x2' in 'avx2 from x2 rows' is not a row count");
+  expect_error([] { (void)TilesByRows::parse("avx2 for 1-2 rows, avx512 for every row count"); },
+               "'for every row count' beside other ranges");
+  expect_error([] { (void)TilesByRows::parse("avx2 for some rows"); }, "cannot read the row counts of 'avx2 for some rows'");
+  expect_error([] { (void)TilesByRows::parse("avx2"); }, "'avx2' names no row counts");
+  expect_error([] { (void)TilesByRows::parse(""); }, "no ranges in ''");
+}
+
 // Without a backend named, the streaming kernel where it runs; one that cannot run says why and
 // what the CPU has.
 TEST(PackedLinear, DefaultsToTheStreamingKernelAndNamesWhatTheCpuLacks) {

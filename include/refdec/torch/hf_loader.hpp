@@ -229,13 +229,13 @@ class HfWeightSource {
 
 /// Loads a Hugging Face Llama or Mistral checkpoint directory: config.json and the weights in
 /// model.safetensors or in the shards listed by model.safetensors.index.json. Weights are
-/// converted to `dtype` on `device`; `kernel` picks the linear layers' kernel. The model uses half-split rotary pairs (RopeStyle::kHalf).
-/// Mistral's sliding window caps max_seq_len, within which it equals full attention.
-/// Throws refdec::IoError for a missing or invalid file, a model_type other than llama or mistral,
-/// a missing required field, an unsupported feature (rope_scaling, attention or MLP biases, a
-/// head_dim other than hidden_size / num_attention_heads), or a missing or misshapen tensor.
+/// converted to `dtype` on `device`; `kernel` picks the linear layers' kernel and `choice` (LinearChoice::parse() of an earlier
+/// load's linear_choice().describe()) skips its measurement (LlamaModel's constructor). The model uses half-split rotary pairs
+/// (RopeStyle::kHalf). Mistral's sliding window caps max_seq_len, within which it equals full attention. Throws refdec::IoError for a
+/// missing or invalid file, a model_type other than llama or mistral, a missing required field, an unsupported feature (rope_scaling,
+/// attention or MLP biases, a head_dim other than hidden_size / num_attention_heads), or a missing or misshapen tensor.
 inline LlamaModel load_hf_llama(const std::filesystem::path& dir, at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU,
-                                LinearKernel kernel = LinearKernel::kAuto) {
+                                LinearKernel kernel = LinearKernel::kAuto, std::optional<LinearChoice> choice = std::nullopt) {
   REFDEC_CHECK_IO(std::filesystem::is_directory(dir), "Hugging Face checkpoint " << dir << " is not a directory");
   const LlamaConfig c = torch_detail::read_hf_llama_config(dir / "config.json");
   torch_detail::HfWeightSource source(dir);
@@ -260,7 +260,7 @@ inline LlamaModel load_hf_llama(const std::filesystem::path& dir, at::ScalarType
   w.final_norm = get("model.norm.weight", {d});
   // With tied embeddings Hugging Face ignores any lm_head.weight in the file, and so do we.
   w.output = c.tied_embeddings ? w.embedding : get("lm_head.weight", {c.vocab_size, d});
-  return LlamaModel(c, std::move(w), kernel);
+  return LlamaModel(c, std::move(w), kernel, std::move(choice));
 }
 
 REFDEC_TORCH_NAMESPACE_END

@@ -26,6 +26,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "refdec/core/config.hpp"
@@ -77,6 +78,22 @@ struct LinearChoice {
 
   /// "stream (avx512-bf16 for 1-4 rows, avx2 from 5 rows)" or "onednn".
   std::string describe() const { return backend == PackedBackend::kOneDnn ? "onednn" : std::string("stream (") + tiles.describe() + ")"; }
+
+  /// The choice describe() spells, its reason empty: a model's choice kept as text (a file, an
+  /// option) and given to a later load, which then measures nothing and runs the same kernels.
+  /// Throws refdec::ArgumentError naming what it cannot read (TilesByRows::parse()).
+  static LinearChoice parse(std::string_view text) {
+    LinearChoice choice;
+    if (text == backend_name(PackedBackend::kOneDnn)) {
+      choice.backend = PackedBackend::kOneDnn;
+      return choice;
+    }
+    const std::string_view open = "stream (";
+    REFDEC_CHECK(text.starts_with(open) && text.ends_with(")"),
+                 "LinearChoice: '" << text << "' is neither \"onednn\" nor \"stream (...)\" (what LinearChoice::describe() writes)");
+    choice.tiles = TilesByRows::parse(text.substr(open.size(), text.size() - open.size() - 1));
+    return choice;
+  }
 };
 
 /// The row counts a calibration times by default: plain decoding's one row up to a large draft.

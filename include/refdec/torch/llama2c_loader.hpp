@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "refdec/core/config.hpp"
@@ -17,10 +18,11 @@
 REFDEC_TORCH_NAMESPACE_BEGIN
 
 /// Reads a llama2.c v0 checkpoint (io/llama2c_checkpoint.hpp: its header, then fp32 weights),
-/// converted to `dtype` on `device`; `kernel` picks the linear layers' kernel. The model uses interleaved rotary pairs, theta
+/// converted to `dtype` on `device`; `kernel` picks the linear layers' kernel and `choice` (LinearChoice::parse() of an earlier
+/// load's linear_choice().describe()) skips its measurement (LlamaModel's constructor). The model uses interleaved rotary pairs, theta
 /// 10000, RMSNorm eps 1e-5, BOS 1, EOS 2. Throws refdec::IoError for a missing, truncated or oversized file or an impossible header.
 inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU,
-                               LinearKernel kernel = LinearKernel::kAuto) {
+                               LinearKernel kernel = LinearKernel::kAuto, std::optional<LinearChoice> choice = std::nullopt) {
   InputFile file = open_input_file(path, "llama2.c checkpoint");  // regular files only, never blocks
   const Llama2cCheckpoint ck = read_llama2c_header(file.fd.get(), static_cast<std::int64_t>(file.size), path);
   LlamaConfig c;
@@ -59,7 +61,7 @@ inline LlamaModel load_llama2c(const std::filesystem::path& path, at::ScalarType
     w.layers.push_back({cv(attn_norm[i]), cv(wq[i]), cv(wk[i]), cv(wv[i]), cv(wo[i]), cv(ffn_norm[i]), cv(w1[i]), cv(w2[i]), cv(w3[i])});
   w.final_norm = cv(final_norm);
   w.output = c.tied_embeddings ? w.embedding : cv(part(P::kClassifier, {c.vocab_size, d}));
-  return LlamaModel(c, std::move(w), kernel);
+  return LlamaModel(c, std::move(w), kernel, std::move(choice));
 }
 
 REFDEC_TORCH_NAMESPACE_END

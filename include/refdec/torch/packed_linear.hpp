@@ -19,6 +19,7 @@
 
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -27,6 +28,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -61,6 +63,25 @@ struct StreamKernel {
            (prefetch == StreamPrefetch::kAhead ? "" : std::string("/") + stream_prefetch_name(prefetch));
   }
   bool operator==(const StreamKernel&) const = default;
+
+  /// The kernel name() spells (a "/ahead" suffix is accepted too); throws refdec::ArgumentError
+  /// naming the tile sets and prefetches there are otherwise.
+  static StreamKernel parse(std::string_view name) {
+    const std::size_t slash = name.find('/');
+    const std::string_view tiles = name.substr(0, slash);
+    StreamKernel k;
+    bool known = false;
+    for (const StreamTiles t : kAllStreamTiles)
+      if (tiles == stream_tiles_name(t)) k.tiles = t, known = true;
+    REFDEC_CHECK(known, "StreamKernel: unknown tile set '" << tiles << "' (avx2, avx512, avx512-fp16, avx512-bf16)");
+    if (slash == std::string_view::npos) return k;
+    const std::string_view prefetch = name.substr(slash + 1);
+    known = false;
+    for (const StreamPrefetch p : kAllStreamPrefetch)
+      if (prefetch == stream_prefetch_name(p)) k.prefetch = p, known = true;
+    REFDEC_CHECK(known, "StreamKernel: unknown prefetch '" << prefetch << "' in '" << name << "' (ahead, l2, none)");
+    return k;
+  }
 };
 
 /// Which of the streaming kernel's tile sets, prefetching how, runs a product of each row count:
@@ -104,6 +125,61 @@ class TilesByRows {
         s += " for " + std::to_string(it->first) + "-" + std::to_string(next->first - 1) + " rows";
     }
     return s;
+  }
+
+  /// The table describe() spells, so that a choice measured once can be kept as text and given
+  /// again (LinearChoice::parse()). Throws refdec::ArgumentError naming the part it cannot read:
+  /// an unknown kernel, a count that is not a positive integer, ranges that leave a gap or
+  /// overlap, "for every row count" beside other ranges, a range after "from N rows".
+  static TilesByRows parse(std::string_view text) {
+    TilesByRows table;
+    if (text == "the widest tiles here") return table;
+    const std::string whole(text);
+    const auto count = [&](std::string_view digits, std::string_view item) {
+      std::int64_t n = 0;
+      const auto [stop, error] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+      REFDEC_CHECK(error == std::errc{} && stop == digits.data() + digits.size() && n >= 1,
+                   "TilesByRows: '" << digits << "' in '" << item << "' is not a row count (a positive integer); in '" << whole << "'");
+      return n;
+    };
+    std::int64_t expected = 0;  // where the next range must start (any for the first)
+    bool last = false;          // a range that reaches every larger count was read
+    while (!text.empty()) {
+      REFDEC_CHECK(!last, "TilesByRows: a range after one that reaches every larger row count, in '" << whole << "'");
+      const std::size_t comma = text.find(", ");
+      const std::string_view item = text.substr(0, comma);
+      text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 2);
+      const std::size_t space = item.find(' ');
+      REFDEC_CHECK(space != std::string_view::npos,
+                   "TilesByRows: '" << item << "' names no row counts (KERNEL for A-B rows, KERNEL from A rows, KERNEL for every row "
+                                    << "count); in '" << whole << "'");
+      const StreamKernel kernel = StreamKernel::parse(item.substr(0, space));
+      const std::string_view rows = item.substr(space + 1);
+      std::int64_t first = 0, end = 0;  // end: the range's last count, 0 where it reaches every larger one
+      if (rows == "for every row count") {
+        REFDEC_CHECK(table.ranges_.empty() && text.empty(), "TilesByRows: 'for every row count' beside other ranges, in '" << whole << "'");
+        first = 1, last = true;
+      } else if (rows.starts_with("from ") && rows.ends_with(" rows")) {
+        first = count(rows.substr(5, rows.size() - 10), item), last = true;
+      } else if (const std::size_t dash = rows.find('-');
+                 rows.starts_with("for ") && rows.ends_with(" rows") && dash != std::string_view::npos) {
+        first = count(rows.substr(4, dash - 4), item);
+        end = count(rows.substr(dash + 1, rows.size() - dash - 6), item);
+        REFDEC_CHECK(end >= first, "TilesByRows: '" << item << "' ends before it starts; in '" << whole << "'");
+        REFDEC_CHECK(!text.empty(), "TilesByRows: the last range, '" << item << "', must reach every larger row count ('from " << first
+                                                                     << " rows'); in '" << whole << "'");
+      } else {
+        REFDEC_CHECK(false, "TilesByRows: cannot read the row counts of '" << item << "' (for A-B rows, from A rows, for every row "
+                                                                           << "count); in '" << whole << "'");
+      }
+      REFDEC_CHECK(table.ranges_.empty() || first == expected, "TilesByRows: '" << item << "' starts at " << first
+                                                                                << " rows where the range before it ends at "
+                                                                                << expected - 1 << "; in '" << whole << "'");
+      table.set(first, kernel.tiles, kernel.prefetch);
+      expected = end + 1;
+    }
+    REFDEC_CHECK(last, "TilesByRows: no ranges in '" << whole << "'");
+    return table;
   }
 
   const std::map<std::int64_t, StreamKernel>& ranges() const { return ranges_; }
