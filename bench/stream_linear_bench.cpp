@@ -8,7 +8,8 @@
 // both sides alike.
 //
 //   refdec-stream-linear [--shape 1b] [--rows 1] [--rounds 10] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16]
-//                        [--prefetch ahead|l2|none]   (how every set's tiles prefetch: StreamPrefetch)
+//                        [--prefetch ahead|l2|none|all]   (how every set's tiles prefetch: StreamPrefetch; all:
+//                                                          each set once per prefetch, every one in each round)
 //   refdec-stream-linear --peak    (the tiles' multiply instructions' rate in registers, then exit)
 //   refdec-stream-linear --reads   (each path of the read the roofline is measured by, then exit)
 //   refdec-stream-linear --resident  (each set of tiles on weights held in the L2 cache: the
@@ -256,7 +257,8 @@ int main(int argc, char** argv) {
   std::int64_t rows = 1;
   int rounds = 10;
   std::string tiles_name = "all";
-  refdec::StreamPrefetch prefetch = refdec::StreamPrefetch::kAhead;
+  // The prefetches each set runs with: one, or every one (--prefetch all), each a column of its own.
+  std::vector<refdec::StreamPrefetch> prefetches = {refdec::StreamPrefetch::kAhead};
   bool peak = false, reads = false, resident = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -270,11 +272,11 @@ int main(int argc, char** argv) {
       tiles_name = argv[++i];
     } else if (i + 1 < argc && arg == "--prefetch") {
       const std::string name = argv[++i];
-      bool known = false;
+      prefetches.clear();
       for (const refdec::StreamPrefetch p : refdec::kAllStreamPrefetch)
-        if (name == refdec::stream_prefetch_name(p)) prefetch = p, known = true;
-      if (!known) {
-        std::fprintf(stderr, "refdec-stream-linear: unknown --prefetch '%s' (ahead, l2, none)\n", name.c_str());
+        if (name == "all" || name == refdec::stream_prefetch_name(p)) prefetches.push_back(p);
+      if (prefetches.empty()) {
+        std::fprintf(stderr, "refdec-stream-linear: unknown --prefetch '%s' (ahead, l2, none, all)\n", name.c_str());
         return 2;
       }
     } else if (arg == "--peak") {
@@ -284,7 +286,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--resident") {
       resident = true;
     } else {
-      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--prefetch ahead|l2|none] [--peak] [--reads] [--resident]\n");
+      std::fprintf(stderr, "usage: refdec-stream-linear [--shape tiny|1b|7b] [--rows N (1-64)] [--rounds N] [--tiles all|avx2|avx512|avx512-fp16|avx512-bf16] [--prefetch ahead|l2|none|all] [--peak] [--reads] [--resident]\n");
       return 2;
     }
   }
@@ -299,11 +301,15 @@ int main(int argc, char** argv) {
 #else
   (void)peak, (void)reads, (void)resident;  // no tiles here: the tile sets below are empty and the program skips
 #endif
-  // The tile sets to time: every one this CPU runs, or the one named.
-  std::vector<refdec::StreamTiles> sets;
+  // The tile sets to time: every one this CPU runs, or the one named; each with every prefetch asked for.
+  std::vector<std::pair<refdec::StreamTiles, refdec::StreamPrefetch>> sets;
   for (const refdec::StreamTiles t : refdec::kAllStreamTiles)
     if ((tiles_name == "all" || tiles_name == refdec::stream_tiles_name(t)) && refdec::StreamLinear::unavailable(t, refdec::HalfFormat::kBf16).empty())
-      sets.push_back(t);
+      for (const refdec::StreamPrefetch p : prefetches) sets.emplace_back(t, p);
+  const auto set_name = [&](std::size_t i) {
+    std::string name = refdec::stream_tiles_name(sets[i].first);
+    return prefetches.size() > 1 ? name + "/" + refdec::stream_prefetch_name(sets[i].second) : name;
+  };
   if (sets.empty()) {
     std::printf("skipped: this CPU runs no tiles named '%s' (%s)\n", tiles_name.c_str(), refdec::cpu_isa().describe().c_str());
     return 77;
@@ -330,10 +336,11 @@ int main(int argc, char** argv) {
     for (const auto tiles : refdec::kAllStreamTiles) prepared_bytes = std::max(prepared_bytes, layer->prepared_bytes(tiles, rows));
   std::vector<float> prepared(static_cast<std::size_t>(prepared_bytes / 4 + 1)), y(static_cast<std::size_t>(rows * widest));
   std::printf("%s: %zu bf16 layers, %.3f GB; %lld row(s); prefetch %s; %d threads; CPU %s\n", shape_name.c_str(), layers.size(),
-              static_cast<double>(bytes) / 1e9, static_cast<long long>(rows), refdec::stream_prefetch_name(prefetch), omp_get_max_threads(),
+              static_cast<double>(bytes) / 1e9, static_cast<long long>(rows),
+              prefetches.size() > 1 ? "each (set/prefetch)" : refdec::stream_prefetch_name(prefetches.front()), omp_get_max_threads(),
               refdec::cpu_isa().describe().c_str());
   std::printf("| round | read GB/s |");
-  for (const auto t : sets) std::printf(" %s GB/s | / read |", refdec::stream_tiles_name(t));
+  for (std::size_t i = 0; i < sets.size(); ++i) std::printf(" %s GB/s | / read |", set_name(i).c_str());
   std::printf("\n|---|---|");
   for (std::size_t i = 0; i < sets.size(); ++i) std::printf("---|---|");
   std::printf("\n");
@@ -343,11 +350,12 @@ int main(int argc, char** argv) {
     if (r > 0) std::printf("| %d | %.1f |", r, static_cast<double>(bytes) / read_s / 1e9);
     for (std::size_t i = 0; i < sets.size(); ++i) {
       const auto t = Clock::now();
+      const auto [tiles, prefetch] = sets[i];
       for (const auto& layer : layers) {  // the input prepared per layer, as PackedLinear does
-        layer->prepare(sets[i], x.data(), rows, prepared.data());
+        layer->prepare(tiles, x.data(), rows, prepared.data());
         std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads
 #pragma omp parallel
-        layer->run_taking(sets[i], prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next, omp_get_num_threads(),
+        layer->run_taking(tiles, prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next, omp_get_num_threads(),
                           prefetch);
       }
       const double kernel_s = seconds_since(t);
@@ -359,7 +367,7 @@ int main(int argc, char** argv) {
   }
   for (std::size_t i = 0; i < sets.size(); ++i) {
     std::sort(ratios[i].begin(), ratios[i].end());
-    std::printf("%s: median kernel / read over %d rounds: %.3f\n", refdec::stream_tiles_name(sets[i]), rounds, ratios[i][ratios[i].size() / 2]);
+    std::printf("%s: median kernel / read over %d rounds: %.3f\n", set_name(i).c_str(), rounds, ratios[i][ratios[i].size() / 2]);
   }
 #endif
   return 0;
