@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -74,6 +75,7 @@ struct Settings {
   std::string combine = "max";    // the mixture's MixtureCombine
   std::size_t batch = 0;          // > 0: the batch replay at this batch size
   double batch_overhead = 0.0;    // its cost per sequence beyond the first, seconds
+  std::string price_file;         // --batch: the step cost the steps are priced at (refdec-speed-bench --json); empty: the chosen-by one
 };
 
 // The step cost of --step-cost / --step-cost-file; flat without either.
@@ -176,6 +178,7 @@ nlohmann::json settings_json(const Settings& s) {
             {"calibration_prior", s.mixture.calibration_prior}});
   if (!s.step_cost.empty()) j["step_cost"] = s.step_cost;
   if (!s.step_cost_file.empty()) j["step_cost_file"] = fs::path(s.step_cost_file).filename().string();
+  if (!s.price_file.empty()) j["price_step_cost_file"] = fs::path(s.price_file).filename().string();
   for (const std::string& name : split_sources(s.sources)) j[name] = drafter_json(name, s);
   return j;
 }
@@ -252,6 +255,11 @@ void print_row(const std::string& name, const ReplayStats& st) {
 // --batch: the traces decoded s.batch at a time under each policy, with no model (replay_batch()).
 int run_batch(const Settings& s, const std::vector<Trace>& traces) {
   const StepCost cost = step_cost_of(s);
+  REFDEC_CHECK(s.price_file.empty() || !cost.is_flat(), "--price-step-cost-file needs --step-cost or --step-cost-file (what the drafts are chosen by)");
+  const std::optional<StepCost> price =
+      s.price_file.empty() ? std::nullopt : std::optional<StepCost>(read_step_cost(s.price_file, "--price-step-cost-file"));
+  std::map<std::string, double> plain_by_category;  // plain decoding's tokens per second in each category
+  std::vector<std::pair<std::string, std::map<std::string, double>>> by_category;  // per policy, its x plain in each
   const std::pair<const char*, BatchPolicy> policies[] = {{"plain", BatchPolicy::kPlain},
                                                           {"fixed budget", BatchPolicy::kFixed},
                                                           {"per-request adaptive", BatchPolicy::kPerRequest},
@@ -270,8 +278,18 @@ int run_batch(const Settings& s, const std::vector<Trace>& traces) {
       std::shared_ptr<const MixtureStatistics> unused;
       drafters.push_back(make_drafter(s, unused));
     }
-    const BatchReplayStats st = replay_batch(drafters, traces, s.budget, policy, cost, s.batch_overhead);
-    if (policy == BatchPolicy::kPlain) plain_rate = st.tokens_per_second();
+    const BatchReplayStats st = replay_batch(drafters, traces, s.budget, policy, cost, s.batch_overhead, price);
+    if (policy == BatchPolicy::kPlain) {
+      plain_rate = st.tokens_per_second();
+      for (const auto& [category, share] : st.by_category) plain_by_category[category] = share.tokens_per_second();
+    }
+    nlohmann::json categories = nlohmann::json::object();
+    auto& ratios = by_category.emplace_back(name, std::map<std::string, double>{}).second;
+    for (const auto& [category, share] : st.by_category) {
+      const auto plain = plain_by_category.find(category);  // none where plain decoding's batch never reached it
+      ratios[category] = plain != plain_by_category.end() ? share.tokens_per_second() / plain->second : 0.0;
+      categories[category] = {{"tokens", share.tokens}, {"seconds", share.seconds}, {"x_plain", ratios[category]}};
+    }
     const double per_step_rows = static_cast<double>(st.rows) / static_cast<double>(std::max<std::int64_t>(st.steps, 1));
     const double expected = policy == BatchPolicy::kAllocator ? st.expected_tokens / static_cast<double>(st.tokens) : 0.0;
     rows.push_back({{"policy", name},
@@ -281,12 +299,28 @@ int run_batch(const Settings& s, const std::vector<Trace>& traces) {
                     {"rows_per_step", per_step_rows},
                     {"steps", st.steps},
                     {"tokens", st.tokens},
-                    {"expected_over_produced", expected}});
+                    {"expected_over_produced", expected},
+                    {"by_category", std::move(categories)}});
     if (s.json) continue;
     char ratio[32] = "-";
     if (policy == BatchPolicy::kAllocator) std::snprintf(ratio, sizeof ratio, "%.3f", expected);
     std::printf("| %s | %.3f | %.3f | %.3f | %.1f | %s |\n", name, st.tokens_per_second(), st.tokens_per_second() / plain_rate,
                 st.tokens_per_sequence_step(), per_step_rows, ratio);
+  }
+  if (!s.json && plain_by_category.size() > 1) {  // each category's x plain, its steps' seconds shared by their rows
+    std::printf("\nx plain by category (a batch step's seconds shared by its sequences' rows):\n\n| policy |");
+    for (const auto& [category, rate] : plain_by_category) std::printf(" %s |", category.c_str());
+    std::printf("\n|---|");
+    for (std::size_t c = 0; c < plain_by_category.size(); ++c) std::printf("---|");
+    std::printf("\n");
+    for (const auto& [name, ratios] : by_category) {
+      std::printf("| %s |", name.c_str());
+      for (const auto& [category, rate] : plain_by_category) {
+        const auto it = ratios.find(category);
+        std::printf(it != ratios.end() ? " %.3f |" : " - |", it != ratios.end() ? it->second : 0.0);
+      }
+      std::printf("\n");
+    }
   }
   if (s.json)
     std::cout << nlohmann::json{{"dataset", s.dataset}, {"drafter", s.drafter}, {"batch", s.batch}, {"budget", s.budget},
@@ -558,6 +592,10 @@ void add_options(CLI::App& app, Settings& s) {
       ->transform(cli::integer_in(0, cli::kMaxBatch));
   app.add_option("--batch-overhead", s.batch_overhead, "--batch: seconds a step costs per sequence beyond the first")
       ->transform(cli::finite_in(0.0, 1e3));
+  app.add_option("--price-step-cost-file", s.price_file,
+                 "--batch: price the steps at this measured step cost (a refdec-speed-bench --json file) while the drafts are "
+                 "still chosen by --step-cost/--step-cost-file: a calibration taken at another speed of the machine against the "
+                 "one it runs at");
 }
 
 }  // namespace

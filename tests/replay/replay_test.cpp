@@ -426,6 +426,44 @@ TEST(ReplayBatch, CountsTokensStepsAndRowsPerPolicy) {
   EXPECT_THROW(replay_batch(six, traces, 16, BatchPolicy::kPlain, StepCost::flat()), ArgumentError);  // 5 traces
 }
 
+// Each category's tokens and seconds add up to the run's: a step's seconds shared by its
+// sequences' rows. A price curve times the same steps (the drafts still chosen by the cost).
+TEST(ReplayBatch, SharesTheSecondsByCategoryAndPricesAtTheCurveGiven) {
+  std::vector<Trace> traces = batch_traces();
+  for (std::size_t i = 0; i < traces.size(); ++i) traces[i].category = i % 2 == 0 ? "even" : "odd";
+  for (const std::size_t batch : {1, 2}) {
+    auto d = oracles(traces, batch, 4);
+    const BatchReplayStats st = replay_batch(d, traces, 16, BatchPolicy::kFixed, StepCost::affine(1.0, 0.25));
+    ASSERT_EQ(st.by_category.size(), 2u) << batch;
+    std::int64_t tokens = 0;
+    double seconds = 0.0;
+    for (const auto& [category, share] : st.by_category) tokens += share.tokens, seconds += share.seconds;
+    EXPECT_EQ(tokens, st.tokens) << batch;
+    EXPECT_NEAR(seconds, st.seconds, 1e-9 * st.seconds) << batch;
+  }
+  // One slot: traces 0, 2, 4 (10, 30 and 50 tokens) are "even"; each step of 4 drafts costs 1 +
+  // 0.25 * 5 rows, a last step of fewer rows less.
+  auto d = oracles(traces, 1, 4);
+  const BatchReplayStats one = replay_batch(d, traces, 16, BatchPolicy::kFixed, StepCost::affine(1.0, 0.25));
+  EXPECT_EQ(one.by_category.at("even").tokens, 90);
+  EXPECT_EQ(one.by_category.at("odd").tokens, 60);
+  EXPECT_DOUBLE_EQ(one.by_category.at("even").seconds, 18 * 2.25);  // 90 tokens in steps of 5
+  EXPECT_DOUBLE_EQ(one.by_category.at("odd").tokens_per_second(), 60.0 / (12 * 2.25));
+  // Priced at another curve: the same steps, each at that curve's seconds.
+  d = oracles(traces, 1, 4);
+  const BatchReplayStats priced = replay_batch(d, traces, 16, BatchPolicy::kFixed, StepCost::affine(1.0, 0.25), 0.0, StepCost::affine(2.0, 0.0));
+  EXPECT_EQ(priced.steps, one.steps);
+  EXPECT_EQ(priced.rows, one.rows);
+  EXPECT_DOUBLE_EQ(priced.seconds, 2.0 * static_cast<double>(one.steps));
+  // The drafts follow the cost, not the price: rows a thousand times dearer than the step keep
+  // the allocator at plain decoding, however cheap the price makes them.
+  d = oracles(traces, 1, 4, 0.3f);
+  const BatchReplayStats chosen = replay_batch(d, traces, 16, BatchPolicy::kAllocator, StepCost::affine(0.001, 1.0), 0.0, StepCost::affine(1.0, 0.0));
+  EXPECT_EQ(chosen.rows, chosen.sequence_steps);
+  EXPECT_DOUBLE_EQ(chosen.seconds, static_cast<double>(chosen.steps));
+  EXPECT_THROW(replay_batch(d, traces, 16, BatchPolicy::kPlain, StepCost::flat(), 0.0, StepCost::affine(1.0, 0.0)), ArgumentError);
+}
+
 // The overhead per sequence beyond the first is charged per step, and makes rows relatively
 // cheap: with it the allocator keeps the drafts a cost of rows alone refuses.
 TEST(ReplayBatch, ChargesTheOverheadPerSequenceAndTheAllocatorSeesIt) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -300,6 +301,15 @@ struct BatchReplayStats {
   /// kAllocator: the tokens BatchBudget expected its choices to yield (bonus tokens included), to
   /// set against `tokens` (what the walk produced on the same steps).
   double expected_tokens = 0.0;
+  /// The tokens and seconds of each trace category (Trace::category; "" for none): a step's
+  /// seconds shared by its sequences in proportion to their rows (at batch 1, all of them to the
+  /// one sequence).
+  struct Share {
+    std::int64_t tokens = 0;
+    double seconds = 0.0;
+    double tokens_per_second() const { return seconds > 0.0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  };
+  std::map<std::string, Share> by_category;
 
   /// Output tokens per second of the model's time (per unit of relative cost under a flat cost).
   double tokens_per_second() const { return seconds > 0.0 ? static_cast<double>(tokens) / seconds : 0.0; }
@@ -316,14 +326,17 @@ struct BatchReplayStats {
 /// trace's output, and the step costs `cost` at its total rows plus `overhead` seconds per
 /// sequence beyond the first (host work per sequence). The allocator and the per-request drafters
 /// are given that same curve (the allocator's at the step's batch size), so what they expected
-/// can be set against what the walk produced. `drafters.size()` is the batch size (>= 1); they
+/// can be set against what the walk produced. With `price`, the steps cost that curve (plus the
+/// overhead) instead while the drafts are still chosen by `cost`: a calibration taken when the
+/// machine ran at another speed, say, against the curve it runs at now. `drafters.size()` is the batch size (>= 1); they
 /// are restarted per trace. Every step runs the full batch: the replay stops when a slot finds no
 /// trace left to begin (the tail where a server's batch empties is not a step at this batch size).
 inline BatchReplayStats replay_batch(std::span<AnyDrafter> drafters, std::span<const Trace> traces, std::size_t budget, BatchPolicy policy,
-                                     const StepCost& cost, double overhead = 0.0) {
+                                     const StepCost& cost, double overhead = 0.0, const std::optional<StepCost>& price = std::nullopt) {
   REFDEC_CHECK(!drafters.empty(), "replay_batch: needs at least one drafter (the batch size)");
   REFDEC_CHECK(std::isfinite(overhead) && overhead >= 0.0, "replay_batch: overhead must be finite and >= 0, got " << overhead);
   REFDEC_CHECK(overhead == 0.0 || !cost.is_flat(), "replay_batch: an overhead in seconds needs a cost in seconds, not flat()");
+  REFDEC_CHECK(!price || price->is_flat() == cost.is_flat(), "replay_batch: the price and the cost must both be in seconds, or both flat()");
   const std::size_t B = drafters.size();
   REFDEC_CHECK(static_cast<std::size_t>(std::count_if(traces.begin(), traces.end(), [](const Trace& t) { return !t.output.empty(); })) >= B,
                "replay_batch: a batch of " << B << " needs at least as many traces with an output, got " << traces.size());
@@ -350,6 +363,9 @@ inline BatchReplayStats replay_batch(std::span<AnyDrafter> drafters, std::span<c
   std::vector<std::int32_t> path;
   const double extra = static_cast<double>(B - 1) * overhead;
   const StepCost step_cost = extra > 0.0 ? cost.plus(extra) : cost;
+  const StepCost& priced = price ? *price : cost;
+  const StepCost step_price = extra > 0.0 ? priced.plus(extra) : priced;
+  std::vector<std::pair<const std::string*, std::size_t>> shares(B);  // each sequence's category and rows this step
   while (std::all_of(slots.begin(), slots.end(), [](const Slot& slot) { return slot.trace != nullptr; })) {
     for (std::size_t b = 0; b < B; ++b)
       roots[b] = slots[b].pos == 0 ? slots[b].trace->context.back() : slots[b].trace->output[slots[b].pos - 1];
@@ -360,10 +376,12 @@ inline BatchReplayStats replay_batch(std::span<AnyDrafter> drafters, std::span<c
       const auto& out = s.trace->output;
       const LinearTree& tree = drafting.trees()[b];
       rows += static_cast<std::size_t>(tree.size());
+      shares[b] = {&s.trace->category, static_cast<std::size_t>(tree.size())};
       const std::size_t emitted = std::min(accepted_on_trace(tree, out, s.pos, path) + 1, out.size() - s.pos);
       drafters[b].accept(std::span<const Token>(out).subspan(s.pos, emitted));
       s.pos += emitted;
       st.tokens += static_cast<std::int64_t>(emitted);
+      st.by_category[s.trace->category].tokens += static_cast<std::int64_t>(emitted);
       if (s.pos == out.size()) {
         drafters[b].finish();
         begin_next(b);
@@ -372,7 +390,10 @@ inline BatchReplayStats replay_batch(std::span<AnyDrafter> drafters, std::span<c
     ++st.steps;
     st.sequence_steps += static_cast<std::int64_t>(B);
     st.rows += static_cast<std::int64_t>(rows);
-    st.seconds += step_cost.seconds(rows);
+    const double seconds = step_price.seconds(rows);
+    st.seconds += seconds;
+    for (const auto& [category, own] : shares)
+      st.by_category[*category].seconds += seconds * static_cast<double>(own) / static_cast<double>(rows);
   }
   return st;
 }
