@@ -1141,6 +1141,9 @@ std::vector<TraceRef> trace_order(const ForcedRows& rows, const std::vector<Traj
 // What part 4 measured.
 struct ForcedTimes {
   std::map<std::pair<std::size_t, std::string>, Timed> timed;  // (row, category or "overall")
+  // (row, category): each window's own speedup, so that a category's figure can be told from
+  // one window's luck (a category of two windows, one at 0.8x, one at 1.1x)
+  std::map<std::pair<std::size_t, std::string>, std::vector<double>> windows;
   std::map<std::string, std::vector<std::string>> categories;  // per dataset, in order
   double plain_spread = 0.0;  // the largest relative difference between two plain steps beside one row's window
 };
@@ -1204,6 +1207,7 @@ void time_trace(const Options& opt, BenchModel& bench_model, const std::vector<T
                                return time_live(prefilled, rows.live_rows[dataset][r], *first.live, offset, opt, plain);
                              }));
   for (auto& [row, run] : spec_runs) {
+    times.windows[{row, first.category}].push_back(run.plain / run.spec);
     for (const std::string& key : {first.category, std::string("overall")}) {
       Timed& sum = times.timed[{row, key}];
       sum.spec += run.spec, sum.plain += run.plain, sum.steps += run.steps, sum.tokens += run.tokens;
@@ -1258,6 +1262,7 @@ nlohmann::json print_forced(const Options& opt, const ForcedRows& rows, ForcedTi
                           {"speculative_seconds", t.spec},
                           {"plain_seconds", t.plain},
                           {"speedup", speedup}});
+        if (const auto w = times.windows.find({i, c}); w != times.windows.end()) forced.back()["window_speedups"] = w->second;
       }
       std::cout << "\n";
     }
