@@ -10,8 +10,8 @@
 //    over the row counts as a multiple of the fastest candidate's, is least;
 //  - for the streaming kernel, the fastest tile set at each row count (they share the packing).
 // A calibration is kept per process (a model of the same shapes, dtype and threads measures
-// nothing again) and can be given instead (LinearChoice), so that tests and a cached choice are
-// deterministic.
+// nothing again) and can be given instead (LinearChoice; kept as text by describe() and read back
+// by parse()), so that tests and a cached choice are deterministic.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

@@ -154,8 +154,9 @@ class LlamaModel {
   /// layers (`kernel`), the projections are reordered once into PackedLinear's layout and the
   /// tensors given for them are released (weights() then holds the embedding and the norms only).
   /// Where the kernel is measured (kAuto, kPacked, kStream), `choice` (from another model's
-  /// linear_choice(), say) is taken instead of measuring: it must run here, with a backend the
-  /// request allows. A kernel named outright (kOneDnn, kAvx2, ...) ignores it.
+  /// linear_choice(), say, or LinearChoice::parse() of its describe() kept from an earlier load)
+  /// is taken instead of measuring: it must run here, with a backend the request allows. A kernel
+  /// named outright (kOneDnn, kAvx2, ...) ignores it.
   LlamaModel(LlamaConfig config, LlamaWeights weights, LinearKernel kernel = LinearKernel::kAuto,
              std::optional<LinearChoice> choice = std::nullopt)
       : config_(std::move(config)), w_(std::move(weights)) {
