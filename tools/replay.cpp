@@ -259,7 +259,6 @@ int run_batch(const Settings& s, const std::vector<Trace>& traces) {
   const std::optional<StepCost> price =
       s.price_file.empty() ? std::nullopt : std::optional<StepCost>(read_step_cost(s.price_file, "--price-step-cost-file"));
   std::map<std::string, double> plain_by_category;  // plain decoding's tokens per second in each category
-  std::vector<std::pair<std::string, std::map<std::string, double>>> by_category;  // per policy, its x plain in each
   const std::pair<const char*, BatchPolicy> policies[] = {{"plain", BatchPolicy::kPlain},
                                                           {"fixed budget", BatchPolicy::kFixed},
                                                           {"per-request adaptive", BatchPolicy::kPerRequest},
@@ -284,11 +283,11 @@ int run_batch(const Settings& s, const std::vector<Trace>& traces) {
       for (const auto& [category, share] : st.by_category) plain_by_category[category] = share.tokens_per_second();
     }
     nlohmann::json categories = nlohmann::json::object();
-    auto& ratios = by_category.emplace_back(name, std::map<std::string, double>{}).second;
     for (const auto& [category, share] : st.by_category) {
       const auto plain = plain_by_category.find(category);  // none where plain decoding's batch never reached it
-      ratios[category] = plain != plain_by_category.end() ? share.tokens_per_second() / plain->second : 0.0;
-      categories[category] = {{"tokens", share.tokens}, {"seconds", share.seconds}, {"x_plain", ratios[category]}};
+      categories[category] = {{"tokens", share.tokens},
+                              {"seconds", share.seconds},
+                              {"x_plain", plain != plain_by_category.end() ? share.tokens_per_second() / plain->second : 0.0}};
     }
     const double per_step_rows = static_cast<double>(st.rows) / static_cast<double>(std::max<std::int64_t>(st.steps, 1));
     const double expected = policy == BatchPolicy::kAllocator ? st.expected_tokens / static_cast<double>(st.tokens) : 0.0;
@@ -313,11 +312,14 @@ int run_batch(const Settings& s, const std::vector<Trace>& traces) {
     std::printf("\n|---|");
     for (std::size_t c = 0; c < plain_by_category.size(); ++c) std::printf("---|");
     std::printf("\n");
-    for (const auto& [name, ratios] : by_category) {
-      std::printf("| %s |", name.c_str());
+    for (const auto& row : rows) {  // the JSON rows above: one place for each figure
+      std::printf("| %s |", row["policy"].get<std::string>().c_str());
       for (const auto& [category, rate] : plain_by_category) {
-        const auto it = ratios.find(category);
-        std::printf(it != ratios.end() ? " %.3f |" : " - |", it != ratios.end() ? it->second : 0.0);
+        const auto& of = row["by_category"];
+        if (of.contains(category))
+          std::printf(" %.3f |", of[category]["x_plain"].get<double>());
+        else
+          std::printf(" - |");
       }
       std::printf("\n");
     }
