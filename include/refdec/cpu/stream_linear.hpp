@@ -904,8 +904,8 @@ class StreamLinear {
 
   // ---- Every set's epilogue: the tile's sums of rows [r, r + m) and block b written out.
   template <HalfFormat F>
-  REFDEC_AVX2_TARGET void finish_tile(const float (*sums)[kBlockColumns], std::int64_t r, std::int64_t m, std::int64_t b,
-                                      const Output& o) const {
+  REFDEC_VECTORISE REFDEC_AVX2_TARGET void finish_tile(const float (*sums)[kBlockColumns], std::int64_t r, std::int64_t m, std::int64_t b,
+                                                       const Output& o) const {
     const std::int64_t col0 = b * kBlockColumns, cols = std::min(kBlockColumns, out_ - col0);
     for (std::int64_t i = 0; i < m; ++i) finish<F>(sums[i], cols, (r + i) * out_ + col0, o);
   }
@@ -933,7 +933,7 @@ class StreamLinear {
   // one plain loop per epilogue and per output format, which the compiler vectorises (a loop over
   // the values with the epilogue chosen per value took a fifth of a 16-row product's time).
   template <HalfFormat F>
-  REFDEC_AVX2_TARGET static void finish(const float* sums, std::int64_t cols, std::int64_t at, const Output& o) {
+  REFDEC_VECTORISE REFDEC_AVX2_TARGET static void finish(const float* sums, std::int64_t cols, std::int64_t at, const Output& o) {
     auto* f32 = static_cast<float*>(o.out) + at;
     auto* h16 = static_cast<std::uint16_t*>(o.out) + at;
     float v[kBlockColumns];
