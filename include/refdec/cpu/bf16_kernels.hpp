@@ -84,9 +84,9 @@ namespace detail {
 // RMSNorm's row as rms_norm() documents it, inlined into each instruction set's copy below: the
 // same plain loops, which the compiler vectorises for the set of the function it lands in (16
 // rows of the 1.1B shape: 21 us a layer for x86-64's baseline, 10 for AVX2, 6 for AVX-512, one
-// thread), at -O2 too (REFDEC_VECTORISE: without it GCC 12 left the AVX-512 copy scalar there, 16
-// rows of 2048 taking 74.5 us against 7.2). Every copy computes the same values: the squares of
-// 16-bit values are exact in float, so a fused multiply-add sums them as a multiply then an add does.
+// thread), at -O2 too (REFDEC_VECTORISE: without it GCC 12 left the AVX-512 copy scalar there).
+// Every copy computes the same values: the squares of 16-bit values are exact in float, so a fused
+// multiply-add sums them as a multiply then an add does.
 template <HalfFormat F>
 __attribute__((always_inline)) inline void rms_norm_row(const std::uint16_t* x, const std::uint16_t* weight, std::uint16_t* out,
                                                         std::size_t n, float eps) {
