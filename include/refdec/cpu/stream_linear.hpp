@@ -436,8 +436,13 @@ class StreamLinear {
   // distance varied, alternated runs). The 13-16-row dot tile, the most time per byte of all,
   // goes further: a 16-token step of the 1.1B shape took 0.95x its time at 4 KB with 8 KB, 0.92x
   // with 16 or 32 KB, where the tiles of 5-12 rows over two blocks took 1.06x at 16 KB
-  // (bench/step_ab.sh). Prefetching past a block reads the next one, as streamed.
-  static constexpr std::int64_t kAvx2PrefetchBytes = 1024, kAvx512PrefetchBytes = 4096, kDotWidePrefetchBytes = 16384;
+  // (bench/step_ab.sh). The AVX2 tiles of 3-4 rows, the same: on the Zen 5 EPYC (its AVX2 tiles
+  // forced) 4 rows streamed at 0.88-1.04 of their speed without a prefetch 1 KB ahead, 1.00-1.07
+  // 4 KB ahead (into L2 1.03-1.08), 8 KB alike, 16 KB no better (refdec-stream-linear --tiles avx2
+  // --prefetch all, a copy at each distance). Prefetching past a block reads the next one, as
+  // streamed.
+  static constexpr std::int64_t kAvx2PrefetchBytes = 1024, kAvx2WidePrefetchBytes = 4096, kAvx512PrefetchBytes = 4096,
+                                kDotWidePrefetchBytes = 16384;
   // Always inlined: GCC 12 inlines a plain function into the always-inlined steps of the AVX-512
   // tiles and then drops its prefetch, silently (they streamed without one until this was seen).
   // kFar: the AVX-512 tiles of at most kFarRows rows also ask for the weights twice as far ahead
@@ -497,12 +502,21 @@ class StreamLinear {
   // M rows (1 to 4) times one block: sums[m][c] = sum_k x[m][k] W[c][k]. Up to two rows keep the
   // even and odd positions in accumulators of their own, so that a lone row has four independent
   // chains of additions (a row's stream is otherwise bound by the addition's latency, not by the
-  // memory); four rows have eight chains without the split.
+  // memory). Three and four rows have no registers for that split (16 ymm registers: 8
+  // accumulators, 4 weight vectors, 2 inputs); two FMAs a pair into each of 8 accumulators put
+  // the chains' latency (2 x 4 cycles) level with the FMA units' throughput, and the 4-row tile ran
+  // at 81% of the FMA peak. So each pair's even and odd products are summed apart from the
+  // accumulator (a multiply and an FMA) and added to it once: a chain of one addition per pair, the
+  // addition on AMD's separate adders (Zen), the multiplies alone on the FMA units. On the Zen 5
+  // EPYC, weights held in L2, 4 / 8 / 16 rows: 2.95 / 5.94 / 11.79 -> 2.46 / 4.78 / 9.90 ns per 64
+  // bytes (96% of the peak; refdec-stream-linear --resident --tiles avx2). Where additions share
+  // the FMA ports (Intel before Golden Cove) this costs a third more instructions there; such a
+  // CPU with AVX-512 runs the kAvx512 tiles at many rows (measured at load).
   template <HalfFormat F, int M>
   REFDEC_AVX2_TARGET static void tile_avx2(const std::uint16_t* block, std::int64_t pairs, const float* x, std::int64_t stride,
                                            float (*sums)[kBlockColumns], StreamPrefetch mode) {
     constexpr int kSplit = M <= 2 ? 2 : 1;
-    const Ahead a = ahead(mode, kAvx2PrefetchBytes, false);
+    const Ahead a = ahead(mode, M <= 2 ? kAvx2PrefetchBytes : kAvx2WidePrefetchBytes, false);
     // The loops over rows are unrolled so that the accumulators live in registers.
     __m256 acc[static_cast<std::size_t>(M)][2][static_cast<std::size_t>(kSplit)];
 #pragma GCC unroll 4
@@ -518,10 +532,15 @@ class StreamLinear {
 #pragma GCC unroll 4
       for (int m = 0; m < M; ++m) {
         const __m256 xe = _mm256_broadcast_ss(x + p * stride + 2 * m), xo = _mm256_broadcast_ss(x + p * stride + 2 * m + 1);
-        acc[m][0][0] = _mm256_fmadd_ps(ae, xe, acc[m][0][0]);
-        acc[m][0][kSplit - 1] = _mm256_fmadd_ps(ao, xo, acc[m][0][kSplit - 1]);
-        acc[m][1][0] = _mm256_fmadd_ps(be, xe, acc[m][1][0]);
-        acc[m][1][kSplit - 1] = _mm256_fmadd_ps(bo, xo, acc[m][1][kSplit - 1]);
+        if constexpr (kSplit == 2) {
+          acc[m][0][0] = _mm256_fmadd_ps(ae, xe, acc[m][0][0]);
+          acc[m][0][1] = _mm256_fmadd_ps(ao, xo, acc[m][0][1]);
+          acc[m][1][0] = _mm256_fmadd_ps(be, xe, acc[m][1][0]);
+          acc[m][1][1] = _mm256_fmadd_ps(bo, xo, acc[m][1][1]);
+        } else {
+          acc[m][0][0] = _mm256_add_ps(acc[m][0][0], _mm256_fmadd_ps(ao, xo, _mm256_mul_ps(ae, xe)));
+          acc[m][1][0] = _mm256_add_ps(acc[m][1][0], _mm256_fmadd_ps(bo, xo, _mm256_mul_ps(be, xe)));
+        }
       }
     }
 #pragma GCC unroll 4
