@@ -28,9 +28,11 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const HalfFormat f : {HalfFormat::kBf16, HalfFormat::kFp16})
     for (const std::int64_t kv : {1, 3})
-      for (const std::int64_t rows : {1, 5, 16})
-        for (const std::int64_t d : {8, 64, 128})
-          for (const std::int64_t len : {1, 7, 8, 17, 40}) {
+      // Rows in tiles of 1-6 (13: 5, 4 and 4); head sizes of 8 and 24 end in a lone 8-value
+      // stretch; lengths end within and at a block of 16 entries.
+      for (const std::int64_t rows : {1, 5, 6, 7, 13, 16})
+        for (const std::int64_t d : {8, 24, 64, 128})
+          for (const std::int64_t len : {1, 7, 8, 16, 17, 40}) {
             // [len + 3, kv, d] with an extra head's room per entry: strides that are not the sizes.
             const std::int64_t head_stride = d, row_stride = (kv + 1) * d;
             std::vector<std::uint16_t> keys(static_cast<std::size_t>((len + 3) * row_stride)), vals(keys.size());
