@@ -54,11 +54,9 @@ namespace detail {
 // their latency, bound the tile (8 accumulators each taking one or two dependent FMAs a step put
 // the chains' latency level with the units' throughput). The scores' 16 lanes are the block's
 // entries, their keys transposed into [D][16] once per block for every tile to read; the values'
-// 16 lanes are 16 of a row's D outputs. On a 2-core Zen 5 EPYC, one thread, TinyLlama's 4 kv
-// heads at 512 entries, scores, softmax and values alike (a copy of the earlier kernel alternated
-// with this one: a row against 8 keys summed across lanes at the end, each row's outputs through
-// 16 entries with 8 accumulators): 1 / 4 / 16 / 32 step rows per query head 0.84 / 0.73 / 0.66 /
-// 0.68 of its time, the products at about 88% of the FMA peak at 16.
+// 16 lanes are 16 of a row's D outputs. (The kernel before, a row against 8 keys summed across
+// lanes at the end and each row's outputs through 16 entries, kept 8 accumulators; a 16-token
+// step of the 1.1B shape with this one took 0.976 of its time: docs/speed.md.)
 inline constexpr int kTileRows = 6;
 inline constexpr std::int64_t kBlockEntries = 16;
 
@@ -215,7 +213,7 @@ inline void for_each_tile(std::int64_t rows, Each each) {
 }
 
 // (Widening 256 entries at a time, so that each tile's rows stay in L1 while the entries stream
-// from L2, ran no faster: 0.996-1.058 of this, one thread, alternated.)
+// from L2, ran no faster on a 2-core Zen 5 EPYC.)
 template <HalfFormat F>
 REFDEC_AVX2_TARGET inline void scores(const float* q, std::int64_t rows, const CacheView& keys, float scale, float* out,
                                       std::int64_t first_head, std::int64_t last_head) {

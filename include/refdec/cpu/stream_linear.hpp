@@ -436,11 +436,10 @@ class StreamLinear {
   // distance varied, alternated runs). The 13-16-row dot tile, the most time per byte of all,
   // goes further: a 16-token step of the 1.1B shape took 0.95x its time at 4 KB with 8 KB, 0.92x
   // with 16 or 32 KB, where the tiles of 5-12 rows over two blocks took 1.06x at 16 KB
-  // (bench/step_ab.sh). The AVX2 tiles of 3-4 rows, the same: on the Zen 5 EPYC (its AVX2 tiles
-  // forced) 4 rows streamed at 0.88-1.04 of their speed without a prefetch 1 KB ahead, 1.00-1.07
-  // 4 KB ahead (into L2 1.03-1.08), 8 KB alike, 16 KB no better (refdec-stream-linear --tiles avx2
-  // --prefetch all, a copy at each distance). Prefetching past a block reads the next one, as
-  // streamed.
+  // (bench/step_ab.sh). The AVX2 tiles of 3-4 rows, the same: on the Zen 5 EPYC 4 rows streamed
+  // at 1.11-1.14 of their speed without a prefetch 4 KB ahead, where 1 KB ran them at 0.93-0.99 of
+  // it (refdec-stream-linear --tiles avx2 --prefetch all; docs/speed.md). Prefetching past a
+  // block reads the next one, as streamed.
   static constexpr std::int64_t kAvx2PrefetchBytes = 1024, kAvx2WidePrefetchBytes = 4096, kAvx512PrefetchBytes = 4096,
                                 kDotWidePrefetchBytes = 16384;
   // Always inlined: GCC 12 inlines a plain function into the always-inlined steps of the AVX-512
