@@ -34,24 +34,13 @@
 #include "refdec/cpu/stream_linear.hpp"
 #include "refdec/cpu/cpu_isa.hpp"
 #include "refdec/cpu/huge_pages.hpp"
+#include "linear_shapes.hpp"
 #include "memory_read.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-struct Shape {
-  std::int64_t dim, hidden, layers, kv_dim;
-};
-
-Shape shape_named(const std::string& name) {
-  if (name == "1b") return {2048, 5632, 22, 256};  // TinyLlama-1.1B (4 kv heads of 64)
-  if (name == "7b") return {4096, 11008, 32, 4096};
-  if (name == "tiny") return {64, 172, 5, 32};
-  std::fprintf(stderr, "refdec-stream-linear: unknown --shape '%s' (tiny, 1b, 7b)\n", name.c_str());
-  std::exit(2);
-}
 
 #if REFDEC_X86
 using refdec_bench::Read;
@@ -88,12 +77,6 @@ struct ReadBuffer {
 // The 1 GiB that --reads and --resident read.
 constexpr std::int64_t kGiBFloats = std::int64_t{1} << 28;
 
-// `count` bf16 weights between 1.0 and 1.99, varied, continuing the sequence `bits` holds.
-std::vector<std::uint16_t> varied_weights(std::int64_t count, std::uint16_t& bits) {
-  std::vector<std::uint16_t> w(static_cast<std::size_t>(count));
-  for (auto& v : w) v = bits = static_cast<std::uint16_t>(0x3c00 | ((bits * 75u + 74u) & 0xff));
-  return w;
-}
 #endif
 
 #if REFDEC_X86
@@ -198,7 +181,7 @@ int print_reads() {
 int print_resident() {
   constexpr std::int64_t kOut = 64, kIn = 2048;
   std::uint16_t bits = 0x3c00;
-  const refdec::StreamLinear layer(varied_weights(kOut * kIn, bits).data(), kOut, kIn, refdec::HalfFormat::kBf16);
+  const refdec::StreamLinear layer(refdec_bench::varied_weights(kOut * kIn, bits).data(), kOut, kIn, refdec::HalfFormat::kBf16);
   const double units = static_cast<double>(layer.bytes()) / 64;
   const int threads = omp_get_max_threads();
 
@@ -315,21 +298,22 @@ int main(int argc, char** argv) {
     return 77;
   }
 #if REFDEC_X86
-  const Shape s = shape_named(shape_name);
-  // Per layer: q/k/v fused, o, gate, up, down, as the packed model holds them.
-  const std::vector<std::pair<std::int64_t, std::int64_t>> per_layer = {
-      {s.dim + 2 * s.kv_dim, s.dim}, {s.dim, s.dim}, {s.hidden, s.dim}, {s.hidden, s.dim}, {s.dim, s.hidden}};
+  const auto s = refdec_bench::linear_shape(shape_name);
+  if (!s) {
+    std::fprintf(stderr, "refdec-stream-linear: unknown --shape '%s' (tiny, 1b, 7b)\n", shape_name.c_str());
+    return 2;
+  }
   std::vector<std::unique_ptr<refdec::StreamLinear>> layers;
   std::int64_t bytes = 0;
   std::uint16_t bits = 0x3c00;
-  for (std::int64_t l = 0; l < s.layers; ++l)
-    for (const auto& [out, in] : per_layer) {
-      layers.push_back(std::make_unique<refdec::StreamLinear>(varied_weights(out * in, bits).data(), out, in, refdec::HalfFormat::kBf16));
-      bytes += layers.back()->bytes();
-    }
+  for (const auto& [out, in] : s->products()) {
+    layers.push_back(
+        std::make_unique<refdec::StreamLinear>(refdec_bench::varied_weights(out * in, bits).data(), out, in, refdec::HalfFormat::kBf16));
+    bytes += layers.back()->bytes();
+  }
   const std::int64_t floats = (bytes / 4 + refdec_bench::kReadFloats - 1) / refdec_bench::kReadFloats * refdec_bench::kReadFloats;
   const ReadBuffer buffer(floats);  // in huge pages: the best read the machine does
-  const std::int64_t widest = std::max(s.dim, s.hidden) + 2;
+  const std::int64_t widest = std::max(s->dim, s->hidden) + 2;
   const std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * widest), 0x3c23);  // 0.01 in bf16
   std::int64_t prepared_bytes = 0;
   for (const auto& layer : layers)

@@ -1,0 +1,36 @@
+#!/bin/bash
+# A/B of a CPU kernel between git revision BASE and this working tree, in one process
+# (bench/kernel_ab.cpp): both versions' kernels over the same data, their passes alternated, the
+# median of the per-round ratios printed per row count. Torch-free: needs g++ with OpenMP.
+# Usage: bench/kernel_ab.sh BASE [KERNEL=linear] [SHAPE=1b] [ROUNDS=10] [ROWS=1 4 16]
+#   linear: every linear layer of SHAPE in bf16, streamed by refdec's tiles (cpu/stream_linear.hpp);
+#           KERNEL_AB_TILES=NAME (avx2, avx512, avx512-bf16, avx512-fp16; default the widest this
+#           CPU runs), KERNEL_AB_PREFETCH=NAME (ahead, l2, none; default ahead).
+#   attention: one layer's AVX2 attention (cpu/avx2_attention.hpp) over KERNEL_AB_CONTEXT (512)
+#           cached entries and the step's ROWS tokens.
+# Threads: OMP_NUM_THREADS. BASE's headers must have the functions kernel_ab_side.cpp calls.
+set -euo pipefail
+base=${1:?usage: bench/kernel_ab.sh BASE [KERNEL] [SHAPE] [ROUNDS] [ROWS...]}
+kernel=${2:-linear} shape=${3:-1b} rounds=${4:-10}
+shift $(($# < 4 ? $# : 4))
+rows=("$@")
+[ ${#rows[@]} -gt 0 ] || rows=(1 4 16)
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
+  echo "kernel_ab.sh: $root is not a git checkout: nothing to take BASE from" >&2
+  exit 77
+fi
+if ! git -C "$root" rev-parse --verify --quiet "$base^{commit}" > /dev/null; then
+  echo "kernel_ab.sh: no revision '$base' in $root" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+git -C "$root" archive "$base" include | tar -x -C "$work"
+flags=(-O3 -std=c++20 -fopenmp -I"$root/bench")
+g++ "${flags[@]}" -c -Drefdec=refdec_base -DKERNEL_AB_SIDE=base -I"$work/include" "$root/bench/kernel_ab_side.cpp" -o "$work/base.o" &
+g++ "${flags[@]}" -c -DKERNEL_AB_SIDE=head -I"$root/include" "$root/bench/kernel_ab_side.cpp" -o "$work/head.o"
+wait $!
+g++ "${flags[@]}" "$root/bench/kernel_ab.cpp" "$work/base.o" "$work/head.o" -o "$work/kernel_ab"
+echo "base $(git -C "$root" rev-parse --short "$base"), head: the working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- include || echo ' with changes')"
+"$work/kernel_ab" "$kernel" "$shape" "$rounds" "${KERNEL_AB_TILES:-widest}" "${KERNEL_AB_PREFETCH:-ahead}" "${KERNEL_AB_CONTEXT:-512}" "${rows[@]}"
