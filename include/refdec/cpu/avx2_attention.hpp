@@ -74,12 +74,7 @@ struct EntryRows {
   }
 };
 
-template <HalfFormat F>
-REFDEC_AVX2_TARGET inline __m256 widen8(const std::uint16_t* from) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from));
-  if constexpr (F == HalfFormat::kBf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
-  return _mm256_cvtph_ps(v);
-}
+using stream_detail::widen8;
 
 // `n` cache entries of head h from entry s on, widened into rows of D floats.
 template <HalfFormat F>

@@ -56,6 +56,19 @@
 
 REFDEC_NAMESPACE_BEGIN
 
+#if REFDEC_X86
+namespace stream_detail {
+// Eight values of format F from `from` (unaligned) widened to float32, exactly: the AVX2 tiles'
+// inputs and the AVX2 attention's cache entries.
+template <HalfFormat F>
+REFDEC_AVX2_TARGET inline __m256 widen8(const std::uint16_t* from) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from));
+  if constexpr (F == HalfFormat::kBf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  return _mm256_cvtph_ps(v);
+}
+}  // namespace stream_detail
+#endif
+
 /// What a packed linear layer does with x W^T as it writes its output (no pass of its own over
 /// the result).
 enum class Epilogue {
@@ -373,8 +386,8 @@ class StreamLinear {
   REFDEC_AVX2_TARGET static std::int64_t widen_pairs_avx2(const std::uint32_t* pairs, std::int64_t n, float* out, bool bf16) {
     std::int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pairs + i));
-      _mm256_storeu_ps(out + 2 * i, bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
+      const auto* h = reinterpret_cast<const std::uint16_t*>(pairs + i);
+      _mm256_storeu_ps(out + 2 * i, bf16 ? stream_detail::widen8<HalfFormat::kBf16>(h) : stream_detail::widen8<HalfFormat::kFp16>(h));
     }
     return i;
   }
