@@ -77,37 +77,53 @@ void sync(const at::Tensor& t) { (void)t.reshape({-1})[0].item<double>(); }
 // multi-threaded read-only stream (a copy also writes, and understates what a decoding step, which
 // only reads its weights, can get): on the CPU each of memory_read.hpp's paths in turn per repeat,
 // each thread a slice, the buffer in huge pages as the packed weights are (cpu/huge_pages.hpp),
-// the fastest path's best; on a GPU ATen's sum.
-double measure_bandwidth(at::Device device, std::int64_t bytes, int repeats) {
-  const std::int64_t floats = bytes / 4 / refdec_bench::kReadFloats * refdec_bench::kReadFloats;
-  const HugePageBuffer memory(device.is_cpu() ? static_cast<std::size_t>(floats) * 4 : 0);
-  const auto buffer = device.is_cpu() ? at::from_blob(memory.data(), {floats}, at::kFloat).fill_(1.0f)
-                                      : at::ones({floats}, at::TensorOptions().dtype(at::kFloat).device(device));
-  const auto read = [&](refdec_bench::Read path) {
-    if (!device.is_cpu()) return sync(buffer.sum());
+// the fastest path's best; on a GPU ATen's sum. The buffer is mapped and filled once for all of a
+// run's measurements: a fresh one each time had the kernel zero a GiB of huge pages before every
+// read (a sixth of the samples of a profile of plain decoding's phase, bracket included), work
+// that is neither the read nor the step it brackets.
+class BandwidthProbe {
+ public:
+  BandwidthProbe(at::Device device, std::int64_t bytes)
+      : device_(device),
+        floats_(bytes / 4 / refdec_bench::kReadFloats * refdec_bench::kReadFloats),
+        memory_(device.is_cpu() ? static_cast<std::size_t>(floats_) * 4 : 0),
+        buffer_(device.is_cpu() ? at::from_blob(memory_.data(), {floats_}, at::kFloat).fill_(1.0f)
+                                : at::ones({floats_}, at::TensorOptions().dtype(at::kFloat).device(device))) {}
+
+  double best_of(int repeats) const {
+    std::vector<refdec_bench::Read> paths;
+    if (device_.is_cpu())
+      for (const auto& path : refdec_bench::read_paths()) paths.push_back(path.read);
+    else
+      paths.push_back(nullptr);  // ATen's sum
+    double best = 0;
+    for (int r = 0; r <= repeats; ++r)
+      for (const refdec_bench::Read path : paths) {
+        const auto t0 = Clock::now();
+        read(path);
+        if (r > 0) best = std::max(best, static_cast<double>(floats_ * 4) / seconds_since(t0));  // r == 0 warms up
+      }
+    return best;
+  }
+
+ private:
+  void read(refdec_bench::Read path) const {
+    if (!device_.is_cpu()) return sync(buffer_.sum());
     const std::int64_t threads = at::get_num_threads();
-    const auto* p = static_cast<const float*>(memory.data());
+    const auto* p = static_cast<const float*>(memory_.data());
     std::vector<float> sums(static_cast<std::size_t>(threads));
     at::parallel_for(0, threads, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t) sums[static_cast<std::size_t>(t)] = refdec_bench::read_slice(p, floats, t, threads, path);
+      for (std::int64_t t = begin; t < end; ++t) sums[static_cast<std::size_t>(t)] = refdec_bench::read_slice(p, floats_, t, threads, path);
     });
     volatile float sink = std::accumulate(sums.begin(), sums.end(), 0.0f);  // the reads are not dead
     (void)sink;
-  };
-  std::vector<refdec_bench::Read> paths;
-  if (device.is_cpu())
-    for (const auto& path : refdec_bench::read_paths()) paths.push_back(path.read);
-  else
-    paths.push_back(nullptr);  // ATen's sum
-  double best = 0;
-  for (int r = 0; r <= repeats; ++r)
-    for (const refdec_bench::Read path : paths) {
-      const auto t0 = Clock::now();
-      read(path);
-      if (r > 0) best = std::max(best, static_cast<double>(floats * 4) / seconds_since(t0));  // r == 0 warms up
-    }
-  return best;
-}
+  }
+
+  at::Device device_;
+  std::int64_t floats_;
+  HugePageBuffer memory_;
+  at::Tensor buffer_;
+};
 
 // One replayed trace: per step, draft nodes verified and draft tokens accepted.
 struct Trajectory {
@@ -705,7 +721,8 @@ struct Bench {
   // One bandwidth method for every figure: the best of 10 reads of --bandwidth-mib (a shorter
   // read gave 30-32 GB/s where this one gave 49-52 on a Zen 5 EPYC, flattering any step
   // timed against it).
-  double read_bandwidth() const { return measure_bandwidth(device, opt.bandwidth_mib << 20, 10); }
+  const BandwidthProbe& probe;
+  double read_bandwidth() const { return probe.best_of(10); }
 };
 
 // The KV cache a step at batch 1 reads at `context`.
@@ -1482,7 +1499,8 @@ void run(const Options& opt) {
     plain_opt.driver.prefill_chunk = opt.static_rows;  // the prompt in chunks the static step takes
     report.json["static_rows"] = opt.static_rows;
   }
-  Bench b{opt, device, dtype, model, bench_model, report, std::move(plain_opt), std::move(req), model.step_weight_bytes(), kv_bytes};
+  const BandwidthProbe probe(device, std::int64_t{opt.bandwidth_mib} << 20);
+  Bench b{opt, device, dtype, model, bench_model, report, std::move(plain_opt), std::move(req), model.step_weight_bytes(), kv_bytes, probe};
   const Plain plain = measure_plain(b);
   if (opt.static_step && device.is_cuda() && StepGraph::available()) time_matmuls(b, plain);
   if (opt.only_plain) {
