@@ -2,9 +2,8 @@
 // refdec-kernel-ab (built and run by bench/kernel_ab.sh): a CPU kernel under two revisions of the
 // headers in one process, alternated pass by pass, as refdec-step-ab does for the whole step. On a
 // machine whose memory bandwidth moves by tens of percent within a minute, two runs of a kernel
-// benchmark cannot resolve a change of a few percent (refdec_attention_bench gave 597-852 us for
-// one configuration in three runs); passes of the two versions taken in turn see the same machine,
-// so the median of their ratios can.
+// benchmark cannot resolve a change of a few percent; passes of the two versions taken in turn see
+// the same machine, so the median of their ratios can.
 // Usage: kernel_ab KERNEL SHAPE ROUNDS TILES PREFETCH CONTEXT ROWS...
 
 #include <omp.h>
