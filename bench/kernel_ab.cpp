@@ -1,9 +1,7 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // refdec-kernel-ab (built and run by bench/kernel_ab.sh): a CPU kernel under two revisions of the
-// headers in one process, alternated pass by pass, as refdec-step-ab does for the whole step. On a
-// machine whose memory bandwidth moves by tens of percent within a minute, two runs of a kernel
-// benchmark cannot resolve a change of a few percent; passes of the two versions taken in turn see
-// the same machine, so the median of their ratios can.
+// headers in one process, alternated pass by pass (ab_pairs.hpp), as refdec-step-ab does for the
+// whole step.
 // Usage: kernel_ab KERNEL SHAPE ROUNDS TILES PREFETCH CONTEXT ROWS...
 
 #include <omp.h>
@@ -13,17 +11,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "ab_pairs.hpp"
+
 extern "C" int base_init(const char* kernel, const char* shape, int largest, const char* tiles, const char* prefetch, int context);
 extern "C" double base_run(int rows);
 extern "C" int head_init(const char* kernel, const char* shape, int largest, const char* tiles, const char* prefetch, int context);
 extern "C" double head_run(int rows);
-
-namespace {
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 8) {
@@ -43,17 +36,8 @@ int main(int argc, char** argv) {
   std::printf("%d rounds per row count, %d threads\n\n| rows | base ms | head ms | head / base (median of rounds) |\n|---|---|---|---|\n",
               rounds, omp_get_max_threads());
   for (const int n : sizes) {
-    base_run(n), head_run(n);  // untimed: caches warm
-    std::vector<double> base, head, ratio;
-    for (int r = 0; r < rounds; ++r) {
-      // Which side goes first alternates, so that neither always runs right after the other.
-      double b = 0, h = 0;
-      if (r % 2 == 0)
-        b = base_run(n), h = head_run(n);
-      else
-        h = head_run(n), b = base_run(n);
-      base.push_back(b), head.push_back(h), ratio.push_back(h / b);
-    }
-    std::printf("| %d | %.3f | %.3f | %.3f |\n", n, 1e3 * median(base), 1e3 * median(head), median(ratio));
+    const auto m = refdec_bench::alternate(
+        rounds, [&] { return base_run(n); }, [&] { return head_run(n); });
+    std::printf("| %d | %.3f | %.3f | %.3f |\n", n, 1e3 * m.base, 1e3 * m.head, m.ratio);
   }
 }

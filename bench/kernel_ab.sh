@@ -15,22 +15,12 @@ kernel=${2:-linear} shape=${3:-1b} rounds=${4:-10}
 shift $(($# < 4 ? $# : 4))
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(1 4 16)
-root=$(cd "$(dirname "$0")/.." && pwd)
-if ! git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
-  echo "kernel_ab.sh: $root is not a git checkout: nothing to take BASE from" >&2
-  exit 77
-fi
-if ! git -C "$root" rev-parse --verify --quiet "$base^{commit}" > /dev/null; then
-  echo "kernel_ab.sh: no revision '$base' in $root" >&2
-  exit 1
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-git -C "$root" archive "$base" include | tar -x -C "$work"
+. "$(dirname "$0")/ab_checkout.sh"
+ab_checkout kernel_ab.sh "$base"
 flags=(-O3 -std=c++20 -fopenmp -I"$root/bench")
 g++ "${flags[@]}" -c -Drefdec=refdec_base -DKERNEL_AB_SIDE=base -I"$work/include" "$root/bench/kernel_ab_side.cpp" -o "$work/base.o" &
 g++ "${flags[@]}" -c -DKERNEL_AB_SIDE=head -I"$root/include" "$root/bench/kernel_ab_side.cpp" -o "$work/head.o"
 wait $!
 g++ "${flags[@]}" "$root/bench/kernel_ab.cpp" "$work/base.o" "$work/head.o" -o "$work/kernel_ab"
-echo "base $(git -C "$root" rev-parse --short "$base"), head: the working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- include || echo ' with changes')"
+ab_sides "$base"
 "$work/kernel_ab" "$kernel" "$shape" "$rounds" "${KERNEL_AB_TILES:-widest}" "${KERNEL_AB_PREFETCH:-ahead}" "${KERNEL_AB_CONTEXT:-512}" "${rows[@]}"

@@ -1,9 +1,6 @@
 // Copyright 2026 The refdec Authors. SPDX-License-Identifier: Apache-2.0
 // refdec-step-ab (built and run by bench/step_ab.sh): the model's verification step under two
-// revisions of the headers in one process, alternated step by step. On a machine whose memory
-// bandwidth moves by tens of percent within a minute, two runs of a benchmark cannot resolve a
-// change of a few percent; steps of the two versions taken in turn see the same machine, so the
-// median of their ratios can.
+// revisions of the headers in one process, alternated step by step (ab_pairs.hpp).
 // Usage: step_ab SHAPE CONTEXT PAIRS TOKENS...
 
 #include <ATen/Parallel.h>
@@ -15,17 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "ab_pairs.hpp"
+
 extern "C" void base_init(const char* shape, int context, int largest_step);
 extern "C" double base_step(int tokens);
 extern "C" void head_init(const char* shape, int context, int largest_step);
 extern "C" double head_step(int tokens);
-
-namespace {
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 5) {
@@ -44,18 +36,13 @@ int main(int argc, char** argv) {
   const int largest = *std::max_element(sizes.begin(), sizes.end());
   base_init(shape.c_str(), context, largest);
   head_init(shape.c_str(), context, largest);
-  std::printf("%s, context %d, %d pairs per size, %d threads\n\n| tokens per step | base ms | head ms | head / base (median of pairs) |\n|---|---|---|---|\n",
-              shape.c_str(), context, pairs, at::get_num_threads());
+  std::printf(
+      "%s, context %d, %d pairs per size, %d threads\n\n| tokens per step | base ms | head ms | head / base (median of pairs) "
+      "|\n|---|---|---|---|\n",
+      shape.c_str(), context, pairs, at::get_num_threads());
   for (const int n : sizes) {
-    base_step(n), head_step(n);  // untimed: primitives made, caches warm
-    std::vector<double> base, head, ratio;
-    for (int p = 0; p < pairs; ++p) {
-      // Which side goes first alternates, so that neither always runs right after the other.
-      double b = 0, h = 0;
-      if (p % 2 == 0) b = base_step(n), h = head_step(n);
-      else h = head_step(n), b = base_step(n);
-      base.push_back(b), head.push_back(h), ratio.push_back(h / b);
-    }
-    std::printf("| %d | %.2f | %.2f | %.3f |\n", n, 1e3 * median(base), 1e3 * median(head), median(ratio));
+    const auto m = refdec_bench::alternate(
+        pairs, [&] { return base_step(n); }, [&] { return head_step(n); });
+    std::printf("| %d | %.2f | %.2f | %.3f |\n", n, 1e3 * m.base, 1e3 * m.head, m.ratio);
   }
 }

@@ -11,18 +11,8 @@ shape=${2:-1b} context=${3:-512} pairs=${4:-40}
 shift $(($# < 4 ? $# : 4))
 tokens=("$@")
 [ ${#tokens[@]} -gt 0 ] || tokens=(1 2 4 8 16 32)
-root=$(cd "$(dirname "$0")/.." && pwd)
-if ! git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
-  echo "step_ab.sh: $root is not a git checkout: nothing to take BASE from" >&2
-  exit 77
-fi
-if ! git -C "$root" rev-parse --verify --quiet "$base^{commit}" > /dev/null; then
-  echo "step_ab.sh: no revision '$base' in $root" >&2
-  exit 1
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-git -C "$root" archive "$base" include | tar -x -C "$work"
+. "$(dirname "$0")/ab_checkout.sh"
+ab_checkout step_ab.sh "$base"
 onednn=0
 [ -f /usr/include/dnnl.hpp ] && onednn=1
 flags=(-O3 -std=c++20 -fopenmp -DREFDEC_HAVE_ONEDNN=$onednn -I"$root/bench")
@@ -32,5 +22,5 @@ wait $!
 libs=(-ltorch -ltorch_cpu -lc10)
 [ $onednn = 1 ] && libs+=(-ldnnl)
 g++ "${flags[@]}" "$root/bench/step_ab.cpp" "$work/base.o" "$work/head.o" "${libs[@]}" -o "$work/step_ab"
-echo "base $(git -C "$root" rev-parse --short "$base"), head: the working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- include || echo ' with changes')"
+ab_sides "$base"
 "$work/step_ab" "$shape" "$context" "$pairs" "${tokens[@]}"
