@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +20,12 @@
 #include "linear_shapes.hpp"
 #include "refdec/cpu/avx2_attention.hpp"
 #include "refdec/cpu/stream_linear.hpp"
+#if __has_include("refdec/cpu/bf16_attention.hpp")
+#include "refdec/cpu/bf16_attention.hpp"
+#define KERNEL_AB_BF16_ATTENTION 1
+#else
+#define KERNEL_AB_BF16_ATTENTION 0
+#endif
 
 #define KERNEL_AB_CAT2(a, b) a##_##b
 #define KERNEL_AB_CAT(a, b) KERNEL_AB_CAT2(a, b)
@@ -49,13 +56,21 @@ struct Linears {
   }
 };
 
-// One layer's attention as the model's AVX2 path runs it (avx2_attention_over): each thread a
-// range of kv heads through the scores, the masked softmax and the values.
+// One layer's attention as the model's packed path runs it (avx2_attention_over): each thread a
+// range of kv heads through the scores, the masked softmax and the values, by the AVX512_BF16
+// kernel where the revision has one and this CPU runs it, else by the AVX2 kernel. With `evict` bytes, a
+// pass runs every layer's attention over its own cache, each after an untimed read of that many
+// bytes: as in a decoding step, where a layer's cache is read after the weights streamed since
+// have evicted it.
 struct Attention {
   refdec_bench::LinearShape shape;
   std::int64_t context;
-  std::vector<std::uint16_t> keys, values, out;  // [S, KV, D] bf16; out [KV, G * rows, D]
-  std::vector<float> q, mask;                    // q [KV, G * rows, D]; mask [rows, rows]
+  std::vector<std::vector<std::uint16_t>> keys, values;  // per cache: [S, KV, D] bf16
+  std::vector<std::uint16_t> out;                        // [KV, G * rows, D]
+  std::vector<float> q, mask;                            // q [KV, G * rows, D]; mask [rows, rows]
+  std::vector<std::uint16_t> q_bf16;                     // q in bf16, for the AVX512_BF16 kernel
+  std::vector<std::uint64_t> evict;
+  std::uint64_t evict_sum = 0;
 
   refdec::CacheView view(const std::vector<std::uint16_t>& cache, std::int64_t length) const {
     refdec::CacheView v;
@@ -64,7 +79,27 @@ struct Attention {
     return v;
   }
 
-  void run(std::int64_t rows) {
+  bool bf16_kernel() const {
+#if KERNEL_AB_BF16_ATTENTION
+    return refdec::avx512bf16::runs(shape.head_dim());
+#else
+    return false;
+#endif
+  }
+
+  // Seconds of one pass: each cache's attention, after the untimed read where there is one.
+  double run(std::int64_t rows) {
+    double seconds = 0;
+    for (std::size_t c = 0; c < keys.size(); ++c) {
+      for (const std::uint64_t v : evict) evict_sum += v;
+      const auto t0 = std::chrono::steady_clock::now();
+      run(rows, keys[c], values[c]);
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return seconds;
+  }
+
+  void run(std::int64_t rows, const std::vector<std::uint16_t>& keys, const std::vector<std::uint16_t>& values) {
     const std::int64_t kv = shape.kv_heads, n = shape.group() * rows, D = shape.head_dim(), S = context + rows;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     for (std::int64_t r = 0; r < rows; ++r)  // the step's own rows: causal
@@ -76,7 +111,13 @@ struct Attention {
       std::vector<float> scores(static_cast<std::size_t>(std::max<std::int64_t>(1, (last - first) * n * S)));
       refdec::CacheView k = view(keys, S), v = view(values, S);
       k.data += first * D, v.data += first * D;
-      if (last > first) {
+      if (last > first && bf16_kernel()) {
+#if KERNEL_AB_BF16_ATTENTION
+        refdec::avx512bf16::attention_scores(q_bf16.data() + first * n * D, n, k, scale, scores.data(), 0, last - first);
+        refdec::avx2::softmax(scores.data(), (last - first) * n, S, mask.data(), rows);
+        refdec::avx512bf16::attention_values(scores.data(), n, v, out.data() + first * n * D, 0, last - first);
+#endif
+      } else if (last > first) {
         refdec::avx2::attention_scores(q.data() + first * n * D, n, k, refdec::HalfFormat::kBf16, scale, scores.data(), 0, last - first);
         refdec::avx2::softmax(scores.data(), (last - first) * n, S, mask.data(), rows);
         refdec::avx2::attention_values(scores.data(), n, v, refdec::HalfFormat::kBf16, out.data() + first * n * D, 0, last - first);
@@ -138,14 +179,21 @@ extern "C" int KERNEL_AB_FN(init)(const char* kernel, const char* shape_name, in
     auto a = std::make_unique<Attention>();
     a->shape = *shape, a->context = context;
     const std::int64_t S = context + largest, n = shape->group() * largest;
-    a->keys = refdec_bench::varied_weights(S * shape->kv_dim(), bits);
-    a->values = refdec_bench::varied_weights(S * shape->kv_dim(), bits);
+    const char* evict = std::getenv("KERNEL_AB_EVICT_MIB");
+    const std::int64_t evict_mib = evict != nullptr ? std::atoll(evict) : 0;
+    a->evict.assign(static_cast<std::size_t>(evict_mib << 17), 1);
+    for (std::int64_t c = 0; c < (evict_mib > 0 ? shape->layers : 1); ++c) {
+      a->keys.push_back(refdec_bench::varied_weights(S * shape->kv_dim(), bits));
+      a->values.push_back(refdec_bench::varied_weights(S * shape->kv_dim(), bits));
+    }
     a->out.resize(static_cast<std::size_t>(shape->kv_heads * n * shape->head_dim()));
     a->q.assign(a->out.size(), 0.01f);
+    a->q_bf16.assign(a->out.size(), 0x3c24);  // 0.01 in bf16
     a->mask.resize(static_cast<std::size_t>(largest * largest));
-    std::printf("%s: one layer's AVX2 attention of %s, %lld kv heads of %lld query heads, head size %lld, %d cached entries\n",
-                KERNEL_AB_NAME, shape_name, static_cast<long long>(shape->kv_heads), static_cast<long long>(shape->group()),
-                static_cast<long long>(shape->head_dim()), context);
+    std::printf("%s: %s %s attention of %s, %lld kv heads of %lld query heads, head size %lld, %d cached entries%s\n", KERNEL_AB_NAME,
+                evict_mib > 0 ? "every layer's" : "one layer's", a->bf16_kernel() ? "AVX512_BF16" : "AVX2", shape_name,
+                static_cast<long long>(shape->kv_heads), static_cast<long long>(shape->group()), static_cast<long long>(shape->head_dim()),
+                context, evict_mib > 0 ? (", each after a read of " + std::to_string(evict_mib) + " MiB").c_str() : "");
     attention = std::move(a);
     return 0;
   }
@@ -154,8 +202,8 @@ extern "C" int KERNEL_AB_FN(init)(const char* kernel, const char* shape_name, in
 
 // Seconds of one pass of the kernel init() made at `rows` step rows (at most its `largest`).
 extern "C" double KERNEL_AB_FN(run)(int rows) {
+  if (attention) return attention->run(rows);
   const auto t0 = std::chrono::steady_clock::now();
   if (linears) linears->run(rows);
-  if (attention) attention->run(rows);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

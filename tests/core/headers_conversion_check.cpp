@@ -3,6 +3,7 @@
 // an engine that builds with those warnings can include refdec without them.
 #include "refdec/core/aux_block.hpp"
 #include "refdec/cpu/avx2_attention.hpp"
+#include "refdec/cpu/bf16_attention.hpp"
 #include "refdec/cpu/stream_linear.hpp"
 #include "refdec/cpu/bf16_kernels.hpp"
 #include "refdec/core/branches.hpp"

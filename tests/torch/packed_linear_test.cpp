@@ -424,7 +424,8 @@ TEST(AttentionProducts, Avx2EqualTheProductsOverTheCacheInPlace) {
 
 // The AVX2 path's whole attention (scores, the step's mask, softmax and values, each thread over
 // its own kv heads) equals softmax(scale q k^T + mask) v in float64, with one and several threads,
-// and refuses a mask that does not fit.
+// and refuses a mask that does not fit. Heads of 64 take the AVX512_BF16 kernel's products where
+// the CPU runs it (avx2_attention_takes_bf16), heads of 16 the AVX2 kernel's.
 TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
   REFDEC_SKIP_UNLESS_BACKEND_RUNS(PackedBackend::kStream, at::kBFloat16);
   auto gen = at::detail::createCPUGenerator(10);
@@ -433,23 +434,28 @@ TEST(AttentionProducts, Avx2AttentionEqualsTheMaskedSoftmaxProduct) {
   for (const int threads : {1, 2, 3})
     for (const std::int64_t kv : {1, 4})
       for (const std::int64_t n : {1, 3})
-        for (const std::int64_t s : {3, 40}) {
-          at::set_num_threads(threads);
-          const std::int64_t groups = 2, d = 16;
-          const auto keys = bf({s + 5, kv, d}).narrow(0, 0, s), values = bf({s + 5, kv, d}).narrow(0, 0, s);
-          const auto q = bf({kv, groups * n, d});
-          // The step's rows see themselves and the rows before them (a chain), as a plan's mask does.
-          const auto mask = n == 1 ? at::Tensor()
-                                   : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kBFloat16);
-          auto scores = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;  // [kv, groups * n, s]
-          if (mask.defined()) scores.view({kv, groups, n, s}).narrow(-1, s - n, n).add_(mask.to(at::kDouble));
-          const auto want = at::matmul(at::softmax(scores, -1), values.to(at::kDouble).permute({1, 0, 2}));
-          const auto got = avx2_attention(q, keys, values, mask, 0.25);
-          ASSERT_EQ(got.scalar_type(), at::kBFloat16);
-          ASSERT_EQ(got.sizes(), want.sizes());
-          EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
-              << threads << " threads, " << kv << " kv heads, " << n << " step rows, length " << s;
-        }
+        for (const std::int64_t s : {3, 40})
+          for (const std::int64_t d : {16, 64}) {
+            at::set_num_threads(threads);
+            const std::int64_t groups = 2;
+            const auto keys = bf({s + 5, kv, d}).narrow(0, 0, s), values = bf({s + 5, kv, d}).narrow(0, 0, s);
+            const auto q = bf({kv, groups * n, d});
+            // The step's rows see themselves and the rows before them (a chain), as a plan's mask does.
+            const auto mask = n == 1 ? at::Tensor()
+                                     : at::triu(at::full({n, n}, -std::numeric_limits<double>::infinity()), 1).to(at::kBFloat16);
+            auto scores = at::matmul(q.to(at::kDouble), keys.to(at::kDouble).permute({1, 2, 0})) * 0.25;  // [kv, groups * n, s]
+            if (mask.defined()) scores.view({kv, groups, n, s}).narrow(-1, s - n, n).add_(mask.to(at::kDouble));
+            const auto want = at::matmul(at::softmax(scores, -1), values.to(at::kDouble).permute({1, 0, 2}));
+            const auto got = avx2_attention(q, keys, values, mask, 0.25);
+            ASSERT_EQ(got.scalar_type(), at::kBFloat16);
+            ASSERT_EQ(got.sizes(), want.sizes());
+            EXPECT_LT((got.to(at::kDouble) - want).abs().max().item<double>(), 1e-2 * values.to(at::kDouble).abs().max().item<double>())
+                << threads << " threads, " << kv << " kv heads, " << n << " step rows, length " << s << ", head size " << d;
+          }
+  EXPECT_EQ(avx2_attention_takes_bf16(at::kBFloat16, HalfFormat::kBf16, 64), avx512bf16::runs(64));
+  EXPECT_FALSE(avx2_attention_takes_bf16(at::kFloat, HalfFormat::kBf16, 64)) << "float32 queries keep their precision";
+  EXPECT_FALSE(avx2_attention_takes_bf16(at::kBFloat16, HalfFormat::kFp16, 64)) << "an fp16 cache";
+  EXPECT_FALSE(avx2_attention_takes_bf16(at::kBFloat16, HalfFormat::kBf16, 16)) << "heads of 16";
   at::set_num_threads(threads_before);
   const auto keys = bf({8, 2, 16}), q = bf({2, 4, 16});
   refdec_test::expect_error([&] { (void)avx2_attention(q, keys, keys, at::zeros({3, 3}), 1.0); }, "the mask must be a floating CPU [n, n]");

@@ -21,6 +21,7 @@
 
 #include "refdec/core/config.hpp"
 #include "refdec/cpu/avx2_attention.hpp"
+#include "refdec/cpu/bf16_attention.hpp"
 #include "refdec/torch/abi.hpp"
 #include "refdec/torch/kv_store.hpp"
 #include "refdec/torch/onednn.hpp"
@@ -173,6 +174,13 @@ inline bool avx2_attention_supported(const at::Tensor& cache) {
          cache.size(2) <= 256;
 }
 
+/// Whether avx2_attention() runs its products on the AVX512_BF16 kernel (cpu/bf16_attention.hpp)
+/// for queries of `q_dtype` over a cache of `format` with heads of `head_dim`: bf16 queries and
+/// cache, on a CPU where avx512bf16::runs(head_dim). Elsewhere the AVX2 kernel runs them.
+inline bool avx2_attention_takes_bf16(at::ScalarType q_dtype, HalfFormat format, std::int64_t head_dim) {
+  return q_dtype == at::kBFloat16 && format == HalfFormat::kBf16 && avx512bf16::runs(head_dim);
+}
+
 namespace torch_detail {
 inline CacheView cache_view(const at::Tensor& cache) {
   return {static_cast<const std::uint16_t*>(cache.data_ptr()), cache.size(0), cache.stride(0), cache.stride(1), cache.size(2)};
@@ -235,17 +243,25 @@ inline at::Tensor avx2_attention_over(const at::Tensor& q, const CacheView& key_
                                       const at::TensorOptions& values_options, const at::Tensor& mask, double scale) {
   const std::int64_t kv = q.size(0), rows = q.size(1), S = key_view.length, D = key_view.head_dim;
   check_avx2_attention_mask(mask, rows, S);
-  const auto qf = q.to(at::kFloat).contiguous();  // [KV, rows, D] float32
+  const bool bf16 = avx2_attention_takes_bf16(q.scalar_type(), format, D);
+  const auto qc = q.to(bf16 ? at::kBFloat16 : at::kFloat).contiguous();  // [KV, rows, D]
   const auto bias = mask.defined() ? mask.to(at::kFloat).contiguous() : mask;
   auto out = at::empty({kv, rows, D}, values_options);
   at::parallel_for(0, kv, 1, [&](std::int64_t first, std::int64_t last) {
-    auto scores = at::empty({last - first, rows, S}, qf.options());
-    avx2::attention_scores(qf.data_ptr<float>() + first * rows * D, rows, shifted(key_view, first), format, static_cast<float>(scale),
-                           scores.data_ptr<float>(), 0, last - first);
+    auto scores = at::empty({last - first, rows, S}, qc.options().dtype(at::kFloat));
+    auto* const o = static_cast<std::uint16_t*>(out.data_ptr()) + first * rows * D;
+    if (bf16)
+      avx512bf16::attention_scores(static_cast<const std::uint16_t*>(qc.data_ptr()) + first * rows * D, rows, shifted(key_view, first),
+                                   static_cast<float>(scale), scores.data_ptr<float>(), 0, last - first);
+    else
+      avx2::attention_scores(qc.data_ptr<float>() + first * rows * D, rows, shifted(key_view, first), format, static_cast<float>(scale),
+                             scores.data_ptr<float>(), 0, last - first);
     avx2::softmax(scores.data_ptr<float>(), (last - first) * rows, S, bias.defined() ? bias.data_ptr<float>() : nullptr,
                   bias.defined() ? bias.size(0) : 0);
-    avx2::attention_values(scores.data_ptr<float>(), rows, shifted(value_view, first), format,
-                           static_cast<std::uint16_t*>(out.data_ptr()) + first * rows * D, 0, last - first);
+    if (bf16)
+      avx512bf16::attention_values(scores.data_ptr<float>(), rows, shifted(value_view, first), o, 0, last - first);
+    else
+      avx2::attention_values(scores.data_ptr<float>(), rows, shifted(value_view, first), format, o, 0, last - first);
   });
   return out;
 }
@@ -257,7 +273,9 @@ inline at::Tensor avx2_attention_over(const at::Tensor& q, const CacheView& key_
 /// threads of its own) runs between the products. q [KV, G * n, D] (any floating dtype: G query
 /// heads of n rows each per kv head), keys and values [S, KV, D] (read in place), `mask` [n, n]
 /// (any floating dtype) added to the scores of the last n entries (the step's own rows) of every
-/// query head, or undefined for none. Returns [KV, G * n, D] in the values' dtype.
+/// query head, or undefined for none. Returns [KV, G * n, D] in the values' dtype. Where
+/// avx2_attention_takes_bf16() (bf16 queries and cache on an AVX512_BF16 CPU), the two products
+/// run on cpu/bf16_attention.hpp's kernel, the probabilities rounded to bf16 as oneDNN's take them.
 inline at::Tensor avx2_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const at::Tensor& mask,
                                  double scale) {
   REFDEC_CHECK(avx2_attention_supported(keys) && avx2_attention_supported(values) && keys.sizes() == values.sizes() &&

@@ -347,10 +347,14 @@ class LlamaModel {
         if (!attended_heads.defined()) {
           const auto [keys, values] = store.read(li, b);  // [S, KV, D] each: cached entries, then the step rows
           const std::int64_t S = keys.size(0);
-          // The packed path reads the cache in place (attention_products.hpp): through oneDNN where
-          // it runs bf16, else through refdec's AVX2 kernel; float32 products where neither runs.
-          const bool onednn = packed() && attention_products_supported(keys) && attention_products_supported(values);
-          const bool avx2 = packed() && !onednn && avx2_attention_supported(keys) && avx2_attention_supported(values);
+          // The packed path reads the cache in place (attention_products.hpp): through refdec's
+          // AVX512_BF16 kernel where it runs (a step of the 1.1B shape took 0.93 of its time with
+          // oneDNN's products: docs/speed.md), else through oneDNN where it runs bf16, else through
+          // refdec's AVX2 kernel; float32 products where none runs.
+          const bool refdec = packed() && avx2_attention_supported(keys) && avx2_attention_supported(values);
+          const bool bf16 = refdec && avx2_attention_takes_bf16(qg.scalar_type(), torch_detail::half_format(keys), D);
+          const bool onednn = packed() && !bf16 && attention_products_supported(keys) && attention_products_supported(values);
+          const bool avx2 = refdec && !onednn;
           // (No lambdas over keys and values: clang 14 cannot capture structured bindings.)
           if (avx2) {
             attended_heads = avx2_attention(qg, keys, values, mask, scale);
