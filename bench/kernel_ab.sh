@@ -6,9 +6,11 @@
 #   linear: every linear layer of SHAPE in bf16, streamed by refdec's tiles (cpu/stream_linear.hpp);
 #           KERNEL_AB_TILES=NAME (avx2, avx512, avx512-bf16, avx512-fp16; default the widest this
 #           CPU runs), KERNEL_AB_PREFETCH=NAME (ahead, l2, none; default ahead).
-#   attention: one layer's AVX2 attention (cpu/avx2_attention.hpp) over KERNEL_AB_CONTEXT (512)
-#           cached entries and the step's ROWS tokens; with KERNEL_AB_EVICT_MIB=N, every layer's
-#           over a cache of its own, each after an untimed read of N MiB (cold, as in a step).
+#   attention: one layer's attention as the packed model runs it (cpu/bf16_attention.hpp where
+#           the revision has it and the CPU runs AVX512_BF16, else cpu/avx2_attention.hpp) over
+#           KERNEL_AB_CONTEXT (512) cached entries and the step's ROWS tokens; with
+#           KERNEL_AB_EVICT_MIB=N, every layer's over a cache of its own, each after an untimed
+#           read of N MiB (cold, as in a step).
 # Threads: OMP_NUM_THREADS. BASE's headers must have the functions kernel_ab_side.cpp calls.
 set -euo pipefail
 base=${1:?usage: bench/kernel_ab.sh BASE [KERNEL] [SHAPE] [ROUNDS] [ROWS...]}
