@@ -5,6 +5,8 @@
 # oneDNN (libdnnl-dev); two models in memory (the 1b shape: 4.2 GB; 7b does not fit in 24 GiB).
 # Usage: bench/step_ab.sh BASE [SHAPE=1b] [CONTEXT=512] [PAIRS=40] [TOKENS=1 2 4 8 16 32]
 # STEP_AB_LINEAR=NAME: both models' linear kernel (refdec-speed-bench --linear's names; auto unset).
+# STEP_AB_CHOICE=TEXT: both models' measured kernel choice given instead of measured at load
+# (refdec-speed-bench --linear-choice's text), so that a ratio compares the code alone.
 set -euo pipefail
 base=${1:?usage: bench/step_ab.sh BASE [SHAPE] [CONTEXT] [PAIRS] [TOKENS...]}
 shape=${2:-1b} context=${3:-512} pairs=${4:-40}

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "refdec/torch/contiguous_kv_store.hpp"
@@ -39,11 +40,14 @@ refdec::Token token(std::size_t i, std::int64_t vocab) { return static_cast<refd
 
 // Makes the model (seed 1, bf16 on the CPU, the linear kernel STEP_AB_LINEAR names, auto where it
 // is unset), prints which kernel its linear layers take and why (each side measures its own
-// choice at load: a ratio compares the two choices too), and prefills `context` tokens.
+// choice at load, so a ratio compares the two choices too, unless STEP_AB_CHOICE gives both the
+// same: a LinearChoice as --linear-choice takes it), and prefills `context` tokens.
 extern "C" void STEP_AB_FN(init)(const char* shape, int context, int largest_step) {
   const char* linear = std::getenv("STEP_AB_LINEAR");
-  auto model = refdec::LlamaModel::random(refdec_bench::shape(shape), 1, at::kBFloat16, at::kCPU,
-                                          refdec::parse_linear_kernel(linear != nullptr ? linear : "auto"));
+  const char* choice = std::getenv("STEP_AB_CHOICE");
+  auto model = refdec::LlamaModel::random(
+      refdec_bench::shape(shape), 1, at::kBFloat16, at::kCPU, refdec::parse_linear_kernel(linear != nullptr ? linear : "auto"),
+      choice != nullptr ? std::optional<refdec::LinearChoice>(refdec::LinearChoice::parse(choice)) : std::nullopt);
   std::printf("%s linear layers: %s\n", STEP_AB_NAME, model.linear_path().c_str());
   const auto layout = model.kv_layout();
   side.reset(new Side{std::move(model), refdec::ContiguousKvStore(layout, context + largest_step + 1)});
