@@ -195,11 +195,11 @@ constexpr std::array<ValuesTile, sizeof...(M)> values_tiles(std::integer_sequenc
   return {&values_tile<M + 1, V>...};
 }
 
-// `rows` rows in tiles of at most kTileRows, sized alike (13 rows: 5, 4 and 4, not 6, 6 and 1):
-// calls each(first row, rows in the tile).
+// `rows` rows in tiles of at most `most` (kTileRows here), sized alike (13 rows in tiles of at
+// most 6: 5, 4 and 4, not 6, 6 and 1): calls each(first row, rows in the tile).
 template <typename Each>
-inline void for_each_tile(std::int64_t rows, Each each) {
-  const std::int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+inline void for_each_tile(std::int64_t rows, std::int64_t most, Each each) {
+  const std::int64_t tiles = (rows + most - 1) / most;
   for (std::int64_t t = 0, r = 0; t < tiles; ++t) {
     const std::int64_t m = (rows - r) / (tiles - t) + ((rows - r) % (tiles - t) != 0);
     each(r, m);
@@ -219,7 +219,7 @@ REFDEC_AVX2_TARGET inline void scores(const float* q, std::int64_t rows, const C
     for (std::int64_t s = 0; s < len; s += kBlockEntries) {
       const std::int64_t n = std::min(kBlockEntries, len - s);
       widen_entries_transposed<F>(keys, h, s, n, kt);
-      for_each_tile(rows, [&](std::int64_t r, std::int64_t m) {
+      for_each_tile(rows, kTileRows, [&](std::int64_t r, std::int64_t m) {
         kTiles[static_cast<std::size_t>(m - 1)](kt, d, q + (h * rows + r) * d, scale, out + (h * rows + r) * len + s, len, n);
       });
     }
@@ -238,7 +238,7 @@ REFDEC_AVX2_TARGET inline void values(const float* p, std::int64_t rows, const C
     for (std::int64_t s = 0; s < len; s += kBlockEntries) {
       const std::int64_t n = std::min(kBlockEntries, len - s);
       widen_entries<F>(vals, h, s, n, block);
-      for_each_tile(rows, [&](std::int64_t r, std::int64_t m) {
+      for_each_tile(rows, kTileRows, [&](std::int64_t r, std::int64_t m) {
         const float* pr = p + (h * rows + r) * len + s;
         float* sr = sums.data() + r * d;
         std::int64_t i = 0;

@@ -164,16 +164,7 @@ constexpr auto values_tiles(std::integer_sequence<int, M...>) {
   return std::array{&values_tile<M + 1>...};
 }
 
-// `rows` rows in tiles of at most kTileRows, sized alike: calls each(first row, rows in the tile).
-template <typename Each>
-inline void for_each_tile(std::int64_t rows, Each each) {
-  const std::int64_t tiles = (rows + kTileRows - 1) / kTileRows;
-  for (std::int64_t t = 0, r = 0; t < tiles; ++t) {
-    const std::int64_t m = (rows - r) / (tiles - t) + ((rows - r) % (tiles - t) != 0);
-    each(r, m);
-    r += m;
-  }
-}
+using avx2::detail::for_each_tile;
 
 REFDEC_AVX512_BF16_TARGET inline void scores(const std::uint16_t* q, std::int64_t rows, const CacheView& keys, float scale, float* out,
                                              std::int64_t first_head, std::int64_t last_head) {
@@ -184,7 +175,7 @@ REFDEC_AVX512_BF16_TARGET inline void scores(const std::uint16_t* q, std::int64_
     for (std::int64_t s = 0; s < len; s += kBlockEntries) {
       const std::int64_t n = std::min(kBlockEntries, len - s);
       transpose_keys(keys, h, s, n, kt);
-      for_each_tile(rows, [&](std::int64_t r, std::int64_t m) {
+      for_each_tile(rows, kTileRows, [&](std::int64_t r, std::int64_t m) {
         kTiles[static_cast<std::size_t>(m - 1)](kt, d, q + (h * rows + r) * d, scale, out + (h * rows + r) * len + s, len, n);
       });
     }
@@ -216,7 +207,7 @@ REFDEC_AVX512_BF16_TARGET inline void values(const float* p, std::int64_t rows, 
   std::vector<std::int32_t> pairs(static_cast<std::size_t>(rows * width));
   for (std::int64_t h = first_head; h < last_head; ++h) {
     probability_pairs(p + h * rows * len, rows, len, pairs.data());
-    for_each_tile(rows, [&](std::int64_t r, std::int64_t m) {
+    for_each_tile(rows, kTileRows, [&](std::int64_t r, std::int64_t m) {
       for (std::int64_t i = 0; i < d; i += 32)
         kTiles[static_cast<std::size_t>(m - 1)](vals, h, i, pairs.data() + r * width, width, out + (h * rows + r) * d);
     });
