@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "common/attention_cache.hpp"
 #include "common/expect_error.hpp"
 
 namespace {
@@ -50,25 +51,20 @@ TEST(Avx2Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
               refdec::avx2::attention_values(p.data(), rows, vc, f, out.data(), a, b);
             }
             const double half_step = f == HalfFormat::kBf16 ? 1.0 / 256 : 1.0 / 2048;
+            const auto at = [&](const std::vector<std::uint16_t>& cache, std::int64_t s, std::int64_t h, std::int64_t i) {
+              return static_cast<double>(StreamLinear::to_float(cache[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
+            };
             for (std::int64_t h = 0; h < kv; ++h)
               for (std::int64_t r = 0; r < rows; ++r) {
                 for (std::int64_t s = 0; s < len; ++s) {
-                  double want = 0, mag = 0;
-                  for (std::int64_t i = 0; i < d; ++i) {
-                    const double t = q[static_cast<std::size_t>((h * rows + r) * d + i)] *
-                                     static_cast<double>(StreamLinear::to_float(keys[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
-                    want += t, mag += std::abs(t);
-                  }
+                  const auto [want, mag] = refdec_test::sum_with_magnitude(
+                      d, [&](std::int64_t i) { return q[static_cast<std::size_t>((h * rows + r) * d + i)] * at(keys, s, h, i); });
                   ASSERT_NEAR(scores[static_cast<std::size_t>((h * rows + r) * len + s)], 0.5 * want, 1e-5 * (1 + mag))
                       << "kv " << kv << " rows " << rows << " d " << d << " len " << len << " head " << h << " row " << r << " entry " << s;
                 }
                 for (std::int64_t i = 0; i < d; ++i) {
-                  double want = 0, mag = 0;
-                  for (std::int64_t s = 0; s < len; ++s) {
-                    const double t = p[static_cast<std::size_t>((h * rows + r) * len + s)] *
-                                     static_cast<double>(StreamLinear::to_float(vals[static_cast<std::size_t>(s * row_stride + h * head_stride + i)], f));
-                    want += t, mag += std::abs(t);
-                  }
+                  const auto [want, mag] = refdec_test::sum_with_magnitude(
+                      len, [&](std::int64_t s) { return p[static_cast<std::size_t>((h * rows + r) * len + s)] * at(vals, s, h, i); });
                   ASSERT_NEAR(StreamLinear::to_float(out[static_cast<std::size_t>((h * rows + r) * d + i)], f), want,
                               half_step * std::abs(want) + 1e-5 * (1 + mag))
                       << "kv " << kv << " rows " << rows << " d " << d << " len " << len << " head " << h << " row " << r << " dim " << i;
@@ -88,26 +84,16 @@ TEST(Avx2Attention, ProductsThroughABlockTableEqualTheContiguousProducts) {
   for (const HalfFormat f : {HalfFormat::kBf16, HalfFormat::kFp16})
     for (const std::int64_t block_size : {1, 3, 16})
       for (const std::int64_t len : {1, 16, 37}) {
-        const std::int64_t row_stride = kv * d, blocks = (len + block_size - 1) / block_size, pool_blocks = blocks + 5;
+        const std::int64_t row_stride = kv * d;
         std::vector<std::uint16_t> keys(static_cast<std::size_t>(len * row_stride)), vals(keys.size());
         for (auto& v : keys) v = StreamLinear::from_float(normal(rng), f);
         for (auto& v : vals) v = StreamLinear::from_float(normal(rng), f);
-        std::vector<std::int32_t> pool_order(static_cast<std::size_t>(pool_blocks));
-        for (std::size_t i = 0; i < pool_order.size(); ++i) pool_order[i] = static_cast<std::int32_t>(i);
-        std::shuffle(pool_order.begin(), pool_order.end(), rng);
-        const std::vector<std::int32_t> table(pool_order.begin(), pool_order.begin() + blocks);
         // The pool holds noise wherever no entry of the sequence lies.
-        std::vector<std::uint16_t> key_pool(static_cast<std::size_t>(pool_blocks * block_size * row_stride)), val_pool(key_pool.size());
-        for (auto& v : key_pool) v = StreamLinear::from_float(normal(rng), f);
-        for (auto& v : val_pool) v = StreamLinear::from_float(normal(rng), f);
-        for (std::int64_t s = 0; s < len; ++s) {
-          const std::int64_t row = std::int64_t{table[static_cast<std::size_t>(s / block_size)]} * block_size + s % block_size;
-          std::copy_n(keys.begin() + s * row_stride, row_stride, key_pool.begin() + row * row_stride);
-          std::copy_n(vals.begin() + s * row_stride, row_stride, val_pool.begin() + row * row_stride);
-        }
+        const auto pool = refdec_test::scatter_into_blocks(keys, vals, len, row_stride, block_size, rng,
+                                                           [&] { return StreamLinear::from_float(normal(rng), f); });
         const CacheView kc{keys.data(), len, row_stride, d, d}, vc{vals.data(), len, row_stride, d, d};
-        const CacheView kp{key_pool.data(), len, row_stride, d, d, table.data(), block_size},
-            vp{val_pool.data(), len, row_stride, d, d, table.data(), block_size};
+        const CacheView kp{pool.keys.data(), len, row_stride, d, d, pool.table.data(), block_size},
+            vp{pool.vals.data(), len, row_stride, d, d, pool.table.data(), block_size};
         std::vector<float> q(static_cast<std::size_t>(kv * rows * d)), p(static_cast<std::size_t>(kv * rows * len));
         for (auto& v : q) v = normal(rng);
         for (auto& v : p) v = std::abs(normal(rng)) / static_cast<float>(len);

@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "common/attention_cache.hpp"
 #include "common/expect_error.hpp"
 
 namespace {
@@ -68,20 +69,14 @@ TEST(Bf16Attention, ProductsEqualTheFloat64SumsOverAStridedCache) {
           for (std::int64_t h = 0; h < kv; ++h)
             for (std::int64_t r = 0; r < rows; ++r) {
               for (std::int64_t s = 0; s < len; ++s) {
-                double want = 0, mag = 0;
-                for (std::int64_t i = 0; i < d; ++i) {
-                  const double t = bf16(q[static_cast<std::size_t>((h * rows + r) * d + i)]) * at(c.keys, s, h, i);
-                  want += t, mag += std::abs(t);
-                }
+                const auto [want, mag] = refdec_test::sum_with_magnitude(
+                    d, [&](std::int64_t i) { return bf16(q[static_cast<std::size_t>((h * rows + r) * d + i)]) * at(c.keys, s, h, i); });
                 ASSERT_NEAR(scores[static_cast<std::size_t>((h * rows + r) * len + s)], 0.5 * want, 1e-5 * (1 + mag))
                     << "kv " << kv << " rows " << rows << " d " << d << " len " << len << " head " << h << " row " << r << " entry " << s;
               }
               for (std::int64_t i = 0; i < d; ++i) {
-                double want = 0, mag = 0;
-                for (std::int64_t s = 0; s < len; ++s) {
-                  const double t = p[static_cast<std::size_t>((h * rows + r) * len + s)] * at(c.vals, s, h, i);
-                  want += t, mag += std::abs(t);
-                }
+                const auto [want, mag] = refdec_test::sum_with_magnitude(
+                    len, [&](std::int64_t s) { return p[static_cast<std::size_t>((h * rows + r) * len + s)] * at(c.vals, s, h, i); });
                 // Each probability rounds to bf16 (within 2^-8 of it), the sum once more.
                 ASSERT_NEAR(bf16(out[static_cast<std::size_t>((h * rows + r) * d + i)]), want, (std::abs(want) + mag) / 256 + 1e-6)
                     << "kv " << kv << " rows " << rows << " d " << d << " len " << len << " head " << h << " row " << r << " dim " << i;
@@ -125,24 +120,16 @@ TEST(Bf16Attention, ProductsThroughABlockTableEqualTheContiguousProducts) {
   const std::int64_t kv = 2, rows = 3, d = 64;
   for (const std::int64_t block_size : {1, 3, 16})
     for (const std::int64_t len : {1, 16, 37}) {
-      const std::int64_t row_stride = kv * d, blocks = (len + block_size - 1) / block_size, pool_blocks = blocks + 5;
-      std::vector<std::int32_t> pool_order(static_cast<std::size_t>(pool_blocks));
-      for (std::size_t i = 0; i < pool_order.size(); ++i) pool_order[i] = static_cast<std::int32_t>(i);
-      std::shuffle(pool_order.begin(), pool_order.end(), rng);
-      const std::vector<std::int32_t> table(pool_order.begin(), pool_order.begin() + blocks);
-      // The pool holds noise wherever no entry of the sequence lies.
+      const std::int64_t row_stride = kv * d;
       std::vector<std::uint16_t> keys(static_cast<std::size_t>(len * row_stride)), vals(keys.size());
-      std::vector<std::uint16_t> key_pool(static_cast<std::size_t>(pool_blocks * block_size * row_stride)), val_pool(key_pool.size());
-      for (auto* v : {&keys, &vals, &key_pool, &val_pool})
+      for (auto* v : {&keys, &vals})
         for (auto& x : *v) x = refdec::bf16::from_float(normal(rng));
-      for (std::int64_t s = 0; s < len; ++s) {
-        const std::int64_t row = std::int64_t{table[static_cast<std::size_t>(s / block_size)]} * block_size + s % block_size;
-        std::copy_n(keys.begin() + s * row_stride, row_stride, key_pool.begin() + row * row_stride);
-        std::copy_n(vals.begin() + s * row_stride, row_stride, val_pool.begin() + row * row_stride);
-      }
+      // The pool holds noise wherever no entry of the sequence lies.
+      const auto pool = refdec_test::scatter_into_blocks(keys, vals, len, row_stride, block_size, rng,
+                                                         [&] { return refdec::bf16::from_float(normal(rng)); });
       const CacheView kc{keys.data(), len, row_stride, d, d}, vc{vals.data(), len, row_stride, d, d};
-      const CacheView kp{key_pool.data(), len, row_stride, d, d, table.data(), block_size},
-          vp{val_pool.data(), len, row_stride, d, d, table.data(), block_size};
+      const CacheView kp{pool.keys.data(), len, row_stride, d, d, pool.table.data(), block_size},
+          vp{pool.vals.data(), len, row_stride, d, d, pool.table.data(), block_size};
       std::vector<std::uint16_t> q(static_cast<std::size_t>(kv * rows * d));
       for (auto& v : q) v = refdec::bf16::from_float(normal(rng));
       std::vector<float> p(static_cast<std::size_t>(kv * rows * len));
