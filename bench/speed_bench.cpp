@@ -35,6 +35,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ab_pairs.hpp"
 #include "eval/cli.hpp"
 #include "eval/datasets.hpp"
 #include "eval/step_cost_file.hpp"
@@ -912,10 +913,7 @@ void time_matmuls(Bench& b, const Plain& plain) {
 #endif
 }
 
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
+using refdec_bench::median;
 
 // The same steps each between two bandwidth measurements (the bracket's method: --bandwidth-mib,
 // best of 10): on a machine whose bandwidth moves by tens of percent within a minute, the roofline

@@ -3,9 +3,9 @@
 // Attention's two products over a sequence's cached bf16 keys and values with AVX512_BF16's
 // vdpbf16ps, which multiplies 16 pairs of bf16 values into float32 sums per instruction, read in
 // place through a CacheView as the AVX2 kernel (avx2_attention.hpp) reads them. The AVX2 kernel
-// widens every cached value to float32 first and spends most of its instructions doing so; in a
-// decoding step of the 1.1B shape its attention took about twice its time on a warm cache (the
-// cache is cold there, evicted by the weights streamed since the layer before).
+// widens every cached value to float32 first and spends most of its instructions doing so, and
+// over a cold cache, as a decoding step reads it (evicted by the weights streamed since the layer
+// before), it took about twice its time over a warm one (bench/kernel_ab.sh, docs/speed.md).
 //
 // Scores: a block of 16 entries' keys is transposed once into [D / 2][16] pairs, so that each
 // vdpbf16ps adds one pair of a query row's values times that pair of 16 entries' keys to the

@@ -336,8 +336,9 @@ class LlamaModel {
         const auto qg = q.narrow(0, first, n).permute({1, 0, 2}).reshape({KV, G * n, D});  // [KV, G*n, D]
         const auto& mask = bias[static_cast<std::size_t>(b)];
         at::Tensor attended_heads;  // [KV, G*n, D] in the model's dtype
-        // A paged store's blocks are read where they lie by the AVX2 kernel (on any CPU that runs
-        // it, AVX-512 ones included: the alternative is a copy of the whole prefix per layer).
+        // A paged store's blocks are read where they lie by refdec's kernels (AVX512_BF16 where
+        // avx2_attention_takes_bf16(), else AVX2, on any CPU that runs them: the alternative is
+        // a copy of the whole prefix per layer).
         if constexpr (PagedKvRead<Store>) {
           if (packed()) {
             const PagedEntries entries = store.read_paged(li, b);
