@@ -26,6 +26,11 @@
 #else
 #define KERNEL_AB_BF16_ATTENTION 0
 #endif
+#if __has_include("refdec/cpu/stream_share.hpp")
+#define KERNEL_AB_STREAM_SHARE 1
+#else
+#define KERNEL_AB_STREAM_SHARE 0
+#endif
 
 #define KERNEL_AB_CAT2(a, b) a##_##b
 #define KERNEL_AB_CAT(a, b) KERNEL_AB_CAT2(a, b)
@@ -37,7 +42,7 @@
 namespace {
 
 // Every linear layer of a shape, streamed in turn as PackedLinear does: the input prepared per
-// layer, then the layer's column blocks taken by the threads in runs.
+// layer, then the layer's column blocks shared by the threads (as the revision shares them).
 struct Linears {
   std::vector<std::unique_ptr<refdec::StreamLinear>> layers;
   refdec::StreamTiles tiles;
@@ -48,10 +53,17 @@ struct Linears {
   void run(std::int64_t rows) {
     for (const auto& layer : layers) {
       layer->prepare(tiles, x.data(), rows, prepared.data());
+#if KERNEL_AB_STREAM_SHARE
+      refdec::StreamShare share(layer->blocks(), omp_get_max_threads());
+#pragma omp parallel
+      layer->run_shared(tiles, prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, share, omp_get_thread_num(),
+                        prefetch);
+#else  // revisions before StreamShare: runs taken from one counter
       std::atomic<std::int64_t> next{0};
 #pragma omp parallel
       layer->run_taking(tiles, prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next, omp_get_num_threads(),
                         prefetch);
+#endif
     }
   }
 };

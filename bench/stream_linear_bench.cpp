@@ -20,7 +20,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -337,9 +336,9 @@ int main(int argc, char** argv) {
       const auto [tiles, prefetch] = sets[i];
       for (const auto& layer : layers) {  // the input prepared per layer, as PackedLinear does
         layer->prepare(tiles, x.data(), rows, prepared.data());
-        std::atomic<std::int64_t> next{0};  // PackedLinear's split over the threads
+        refdec::StreamShare share(layer->blocks(), omp_get_max_threads());  // PackedLinear's split over the threads
 #pragma omp parallel
-        layer->run_taking(tiles, prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, next, omp_get_num_threads(),
+        layer->run_shared(tiles, prepared.data(), rows, y.data(), true, refdec::Epilogue::kStore, nullptr, share, omp_get_thread_num(),
                           prefetch);
       }
       const double kernel_s = seconds_since(t);

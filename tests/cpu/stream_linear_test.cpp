@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +26,7 @@ namespace {
 using refdec::Epilogue;
 using refdec::HalfFormat;
 using refdec::StreamLinear;
+using refdec::StreamShare;
 using refdec::StreamTiles;
 
 // The formats `tiles` run here; skips the test, naming why, where they run none.
@@ -162,30 +162,26 @@ TEST_P(StreamTilesTest, ThreadsSplittingTheBlocksWriteWhatOneThreadWrites) {
       });
     for (auto& th : threads) th.join();
     EXPECT_EQ(alone, split) << name(format);
-    // The same with runs taken from a shared counter (run_taking(), PackedLinear's split).
-    std::vector<float> taken(alone.size(), -1.0f);
-    std::atomic<std::int64_t> next{0};
-    threads.clear();
-    for (std::int64_t t = 0; t < 3; ++t)
-      threads.emplace_back([&] { linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next); });
-    for (auto& th : threads) th.join();
-    EXPECT_EQ(alone, taken) << name(format) << ", runs taken";
-    // And with runs that shrink as the product nears its end (the number of sharers given). (A run
-    // must start at an even block: one row's tiles over two blocks sum in another order than
-    // over one, which PackedLinear.StreamSplitsItsColumnsOverTheThreads checks at one row.)
-    std::vector<float> guided(alone.size(), -1.0f);
-    next = 0;
-    threads.clear();
-    for (std::int64_t t = 0; t < 3; ++t)
-      threads.emplace_back([&] { linear.run_taking(tiles, xf.data(), rows, guided.data(), true, Epilogue::kStore, nullptr, next, 3); });
-    for (auto& th : threads) th.join();
-    EXPECT_EQ(alone, guided) << name(format) << ", shrinking runs";
+    // The same with the blocks shared (run_shared(), PackedLinear's split) by 3 threads, and by
+    // 5 sharers on 2 threads (a thread running two sharers in turn, as libtorch's pool may).
+    for (const auto& [sharers, threads_n] : {std::pair<std::int64_t, std::int64_t>{3, 3}, {5, 2}}) {
+      std::vector<float> shared(alone.size(), -1.0f);
+      StreamShare share(linear.blocks(), sharers);
+      threads.clear();
+      for (std::int64_t t = 0; t < threads_n; ++t)
+        threads.emplace_back([&, t] {
+          for (std::int64_t s = t; s < sharers; s += threads_n)
+            linear.run_shared(tiles, xf.data(), rows, shared.data(), true, Epilogue::kStore, nullptr, share, s);
+        });
+      for (auto& th : threads) th.join();
+      EXPECT_EQ(alone, shared) << name(format) << ", " << sharers << " sharers on " << threads_n << " threads";
+    }
   }
 }
 
 // Every prefetch writes what kAhead writes, bit for bit (it changes where the weights are asked
 // for, never a sum), at row counts of every tile shape: one and two rows (kAhead's far request),
-// two blocks, one wide tile, tiles over several passes; with runs taken by threads as well.
+// two blocks, one wide tile, tiles over several passes; with the blocks shared by two threads as well.
 TEST_P(StreamTilesTest, EveryPrefetchWritesWhatAheadWrites) {
   const StreamTiles tiles = GetParam();
   REFDEC_FORMATS_OR_SKIP(tiles);
@@ -204,12 +200,12 @@ TEST_P(StreamTilesTest, EveryPrefetchWritesWhatAheadWrites) {
         EXPECT_EQ(got, ahead) << name(format) << ", " << rows << " rows, prefetch " << refdec::stream_prefetch_name(prefetch);
         std::vector<float> xf(static_cast<std::size_t>(linear.prepared_bytes(tiles, rows) / 4)), taken(ahead.size(), -1.0f);
         linear.prepare(tiles, x.data(), rows, xf.data());
-        std::atomic<std::int64_t> next{0};
+        StreamShare share(linear.blocks(), 2);
         std::thread other(
-            [&] { linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next, 2, prefetch); });
-        linear.run_taking(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, next, 2, prefetch);
+            [&] { linear.run_shared(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, share, 1, prefetch); });
+        linear.run_shared(tiles, xf.data(), rows, taken.data(), true, Epilogue::kStore, nullptr, share, 0, prefetch);
         other.join();
-        EXPECT_EQ(taken, ahead) << name(format) << ", " << rows << " rows, runs taken, prefetch " << refdec::stream_prefetch_name(prefetch);
+        EXPECT_EQ(taken, ahead) << name(format) << ", " << rows << " rows, blocks shared, prefetch " << refdec::stream_prefetch_name(prefetch);
       }
     }
   }

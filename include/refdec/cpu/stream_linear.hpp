@@ -35,7 +35,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -49,6 +48,7 @@
 #include "refdec/cpu/bf16_kernels.hpp"
 #include "refdec/cpu/cpu_isa.hpp"
 #include "refdec/cpu/huge_pages.hpp"
+#include "refdec/cpu/stream_share.hpp"
 
 #if REFDEC_X86
 #include <immintrin.h>
@@ -278,36 +278,14 @@ class StreamLinear {
 #endif
   }
 
-  /// Column blocks run_taking() takes at a time without the number of sharers, and twice the
-  /// shortest run with it: runs of 64 columns (64-180 KB of a TinyLlama-1.1B weight, streamed
-  /// contiguously). On a shared 2-core AMD EPYC whose bandwidth moves from minute to minute, each
-  /// thread taking half of the blocks up front left one waiting for the other at every layer's
-  /// end; runs taken as threads finish keep both streaming. Runs that shrink from a quarter of
-  /// the blocks (two sharers) to 2 blocks made a step of the 1.1B shape faster than runs of 4 on
-  /// a 2-core Zen 5 EPYC (bench/step_ab.sh): at 1 / 8 / 16 / 32 tokens by 5.5 / 5.5 / 13 / 2.4%
-  /// while its memory read 76 GB/s, by 0.5 / 1.9 / 8.9 / 1.7% while it read 48 GB/s.
-  static constexpr std::int64_t kBlocksPerTake = 4;
-
-  /// One thread's share of a product that several threads run at once: runs of blocks taken from
-  /// `next` (shared by those threads, 0 before the first takes) until none is left, each run as
-  /// run_blocks() runs it. With the number of `sharers` given, a run is a 1 / (2 sharers) share of
-  /// what is left (an even number of blocks, at least kBlocksPerTake / 2): long runs first, short
-  /// ones at the end, so that the threads finish together; without it (0), runs of kBlocksPerTake.
-  /// Either way each output is what one thread's run_blocks() over all blocks writes.
-  void run_taking(StreamTiles tiles, const void* prepared, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue,
-                  const std::uint16_t* other, std::atomic<std::int64_t>& next, std::int64_t sharers = 0,
+  /// Sharer `sharer`'s part of a product that several threads stream at once: the runs of
+  /// blocks `share` (over blocks() blocks) hands it, each as run_blocks() runs it, until none is
+  /// left. Each output is what one thread's run_blocks() over all blocks writes.
+  void run_shared(StreamTiles tiles, const void* prepared, std::int64_t rows, void* out, bool out_f32, Epilogue epilogue,
+                  const std::uint16_t* other, StreamShare& share, std::int64_t sharer,
                   StreamPrefetch prefetch = StreamPrefetch::kAhead) const {
-    const std::int64_t n = blocks();
-    for (std::int64_t first = next.load(std::memory_order_relaxed), take = 0;;) {
-      do {
-        if (first >= n) return;
-        // Even: runs then start at even blocks, so that the tiles over two neighbouring blocks pair
-        // them as one thread does (a lone block's tile sums in another order).
-        take = sharers > 0 ? std::max(kBlocksPerTake / 2, (n - first) / (2 * sharers) / 2 * 2) : kBlocksPerTake;
-      } while (!next.compare_exchange_weak(first, first + take, std::memory_order_relaxed));
-      run_blocks(tiles, prepared, rows, out, out_f32, epilogue, other, first, std::min(n, first + take), prefetch);
-      first = next.load(std::memory_order_relaxed);
-    }
+    for (std::int64_t first = 0, last = 0; share.take(sharer, first, last);)
+      run_blocks(tiles, prepared, rows, out, out_f32, epilogue, other, first, last, prefetch);
   }
 
   /// The whole product on the calling thread by `tiles`: x [rows, in_features()] of format(), the

@@ -18,7 +18,6 @@
 #include <ATen/Parallel.h>
 
 #include <array>
-#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <iterator>
@@ -346,8 +345,8 @@ class PackedLinear {
            packed_backend_unavailable(PackedBackend::kStream, weight.scalar_type());
   }
 
-  // The streaming kernel: x prepared for the row count's tiles once, runs of column blocks taken
-  // by libtorch's threads as they finish the previous one.
+  // The streaming kernel: x prepared for the row count's tiles once, the column blocks shared by
+  // libtorch's threads (StreamShare: each its own contiguous range, then what others have left).
   void run_stream(const at::Tensor& x, const at::Tensor& out, bool f32, Epilogue epilogue, const std::uint16_t* other,
                   StreamKernel kernel) const {
     const StreamTiles tiles = kernel.tiles;
@@ -359,11 +358,10 @@ class PackedLinear {
     stream_->prepare(tiles, static_cast<const std::uint16_t*>(x.data_ptr()), rows, prepared.data_ptr());
     const void* xp = prepared.data_ptr();
     void* op = out.data_ptr();
-    std::atomic<std::int64_t> next{0};
-    const std::int64_t takes = (blocks + StreamLinear::kBlocksPerTake - 1) / StreamLinear::kBlocksPerTake;
-    const std::int64_t sharers = std::min<std::int64_t>(takes, at::get_num_threads());
-    at::parallel_for(0, sharers, 1, [&](std::int64_t, std::int64_t) {
-      stream_->run_taking(tiles, xp, rows, op, f32, epilogue, other, next, sharers, kernel.prefetch);
+    const std::int64_t sharers = std::clamp<std::int64_t>(blocks / StreamShare::kRunBlocks, 1, at::get_num_threads());
+    StreamShare share(blocks, sharers);
+    at::parallel_for(0, sharers, 1, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t s = first; s < last; ++s) stream_->run_shared(tiles, xp, rows, op, f32, epilogue, other, share, s, kernel.prefetch);
     });
   }
 
