@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -414,6 +416,24 @@ TEST(ThreadScratch, ReusesASlotsMemoryPerThreadUpToItsLimit) {
   EXPECT_EQ(big.numel(), over);
   EXPECT_NE(big.data_ptr(), thread_scratch(ScratchSlot::kAttentionScores, {over}, at::kFloat).data_ptr()) << "not kept";
   EXPECT_EQ(thread_scratch(ScratchSlot::kAttentionScores, {4, 5}, at::kFloat).data_ptr(), a.data_ptr());
+}
+
+// Raw scratch: the slot's memory (shared with its tensors), 64-byte aligned, reused while it fits,
+// and a request past kMaxScratchBytes kept until the next.
+TEST(ThreadScratch, BytesAreTheSlotsMemory) {
+  using torch_detail::ScratchSlot, torch_detail::thread_scratch, torch_detail::thread_scratch_bytes;
+  void* const p = thread_scratch_bytes(ScratchSlot::kPreparedInput, 100);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+  std::memset(p, 1, 100);
+  EXPECT_EQ(thread_scratch_bytes(ScratchSlot::kPreparedInput, 64), p) << "a smaller request reuses the slot";
+  EXPECT_EQ(thread_scratch(ScratchSlot::kPreparedInput, {5, 5}, at::kFloat).data_ptr(), p) << "the tensors' memory too";
+  EXPECT_NE(thread_scratch_bytes(ScratchSlot::kAttentionProbs, 100), p);
+  const std::int64_t over = torch_detail::kMaxScratchBytes + 1;
+  void* const big = thread_scratch_bytes(ScratchSlot::kPreparedInput, over);
+  static_cast<char*>(big)[over - 1] = 1;
+  EXPECT_EQ(thread_scratch_bytes(ScratchSlot::kPreparedInput, over), big) << "kept until the next request";
+  static_cast<char*>(thread_scratch_bytes(ScratchSlot::kPreparedInput, 100))[99] = 1;
 }
 
 // The same through refdec's AVX2 kernel (the path of CPUs where oneDNN runs no bf16).

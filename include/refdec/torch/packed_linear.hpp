@@ -353,10 +353,8 @@ class PackedLinear {
     const std::string no = StreamLinear::unavailable(tiles, format());
     REFDEC_CHECK(no.empty(), "PackedLinear: " << no);
     const std::int64_t rows = x.size(0), blocks = stream_->blocks();
-    const auto prepared = torch_detail::thread_scratch(torch_detail::ScratchSlot::kPreparedInput,
-                                                       {(stream_->prepared_bytes(tiles, rows) + 3) / 4}, at::kFloat);
-    stream_->prepare(tiles, static_cast<const std::uint16_t*>(x.data_ptr()), rows, prepared.data_ptr());
-    const void* xp = prepared.data_ptr();
+    void* const xp = torch_detail::thread_scratch_bytes(torch_detail::ScratchSlot::kPreparedInput, stream_->prepared_bytes(tiles, rows));
+    stream_->prepare(tiles, static_cast<const std::uint16_t*>(x.data_ptr()), rows, xp);
     void* op = out.data_ptr();
     const std::int64_t sharers = std::clamp<std::int64_t>(blocks / StreamShare::kRunBlocks, 1, at::get_num_threads());
     StreamShare share(blocks, sharers);
