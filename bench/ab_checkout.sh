@@ -22,3 +22,29 @@ ab_checkout() {
 ab_sides() {
   echo "base $(git -C "$root" rev-parse --short "$1"), head: the working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- include || echo ' with changes')"
 }
+
+# ab_repeat RUNS COMMAND...: runs COMMAND (an A/B program printing a table whose rows are
+# "| SIZE | ... | RATIO |") RUNS times, each a fresh process, then the median of each size's ratio
+# over the runs. Each process places the two sides' data in other memory: on a VM whose memory
+# is not all equally fast, one run's ratio carries a few percent of that placement (the same code
+# on both sides read 1.03-1.06 in one run of bench/step_ab.sh), which fresh runs average out.
+ab_repeat() {
+  local runs=$1 out
+  shift
+  out=$(mktemp)
+  for ((r = 1; r <= runs; r++)); do
+    [ "$runs" -gt 1 ] && echo "run $r of $runs"
+    "$@" | tee -a "$out"
+  done
+  if [ "$runs" -gt 1 ]; then
+    echo
+    echo "median of the $runs runs' ratios:"
+    echo "| size | head / base, each run | median |"
+    echo "|---|---|---|"
+    awk -F'|' '/^\| *[0-9]+ *\|/ { n = $2 + 0; if (!(n in c)) order[++k] = n; v[n, ++c[n]] = $(NF - 1) + 0; all[n] = all[n] " " $(NF - 1) + 0 }
+      END { for (i = 1; i <= k; i++) { n = order[i]; m = c[n]
+              for (a = 2; a <= m; a++) for (b = a; b > 1 && v[n, b - 1] > v[n, b]; b--) { t = v[n, b]; v[n, b] = v[n, b - 1]; v[n, b - 1] = t }
+              printf "| %d |%s | %.3f |\n", n, all[n], m % 2 ? v[n, (m + 1) / 2] : (v[n, m / 2] + v[n, m / 2 + 1]) / 2 } }' "$out"
+  fi
+  rm -f "$out"
+}

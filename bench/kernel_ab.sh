@@ -26,4 +26,4 @@ g++ "${flags[@]}" -c -DKERNEL_AB_SIDE=head -I"$root/include" "$root/bench/kernel
 wait $!
 g++ "${flags[@]}" "$root/bench/kernel_ab.cpp" "$work/base.o" "$work/head.o" -o "$work/kernel_ab"
 ab_sides "$base"
-"$work/kernel_ab" "$kernel" "$shape" "$rounds" "${KERNEL_AB_TILES:-widest}" "${KERNEL_AB_PREFETCH:-ahead}" "${KERNEL_AB_CONTEXT:-512}" "${rows[@]}"
+ab_repeat "${KERNEL_AB_RUNS:-1}" "$work/kernel_ab" "$kernel" "$shape" "$rounds" "${KERNEL_AB_TILES:-widest}" "${KERNEL_AB_PREFETCH:-ahead}" "${KERNEL_AB_CONTEXT:-512}" "${rows[@]}"

@@ -7,6 +7,7 @@
 # STEP_AB_LINEAR=NAME: both models' linear kernel (refdec-speed-bench --linear's names; auto unset).
 # STEP_AB_CHOICE=TEXT: both models' measured kernel choice given instead of measured at load
 # (refdec-speed-bench --linear-choice's text), so that a ratio compares the code alone.
+# STEP_AB_RUNS=N: N fresh processes, then the median of their ratios (ab_repeat in ab_checkout.sh).
 set -euo pipefail
 base=${1:?usage: bench/step_ab.sh BASE [SHAPE] [CONTEXT] [PAIRS] [TOKENS...]}
 shape=${2:-1b} context=${3:-512} pairs=${4:-40}
@@ -25,4 +26,4 @@ libs=(-ltorch -ltorch_cpu -lc10)
 [ $onednn = 1 ] && libs+=(-ldnnl)
 g++ "${flags[@]}" "$root/bench/step_ab.cpp" "$work/base.o" "$work/head.o" "${libs[@]}" -o "$work/step_ab"
 ab_sides "$base"
-"$work/step_ab" "$shape" "$context" "$pairs" "${tokens[@]}"
+ab_repeat "${STEP_AB_RUNS:-1}" "$work/step_ab" "$shape" "$context" "$pairs" "${tokens[@]}"
