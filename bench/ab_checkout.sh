@@ -25,9 +25,10 @@ ab_sides() {
 
 # ab_repeat RUNS COMMAND...: runs COMMAND (an A/B program printing a table whose rows are
 # "| SIZE | ... | RATIO |") RUNS times, each a fresh process, then the median of each size's ratio
-# over the runs. Each process places the two sides' data in other memory: on a VM whose memory
-# is not all equally fast, one run's ratio carries a few percent of that placement (the same code
-# on both sides read 1.03-1.06 in one run of bench/step_ab.sh), which fresh runs average out.
+# over the runs. One run's ratio carries a bias of a few percent of its own, stable over its
+# pairs and different in the next process, probably where each side's data was placed in memory
+# that is not all equally fast (the same code on both sides read 1.03-1.06 in one run of
+# bench/step_ab.sh on a 2-core Zen 5 VM): fresh runs average it out.
 ab_repeat() {
   local runs=$1 out
   shift
